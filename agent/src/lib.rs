@@ -1,0 +1,1 @@
+//! kbot-agent (skeleton; being built).

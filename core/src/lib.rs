@@ -1,0 +1,10 @@
+//! kbot-core: the code that the kbot server and agent share.
+//!
+//! Everything here is pure: no I/O, no clocks, no threads. Server and agent
+//! depend on it for the wire protocol ([`api`]), the typed errors ([`Error`]).
+
+pub mod api;
+pub mod error;
+pub mod job;
+
+pub use error::{Error, Result};

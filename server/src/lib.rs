@@ -1,0 +1,1 @@
+//! kbot-server (skeleton; being built).

@@ -1,0 +1,1 @@
+//! kbot-bench (skeleton; being built).
