@@ -1,0 +1,22 @@
+use clap::Parser;
+
+use kbot_bench::cli::Cli;
+
+fn main() {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        // clap prints usage errors (exit 2) and --help/--version (exit 0).
+        Err(e) => e.exit(),
+    };
+    match kbot_bench::run(&cli) {
+        Ok((report, out)) => {
+            if cli.json {
+                println!("{}", report.to_json(&out));
+            }
+        }
+        Err(e) => {
+            eprintln!("kbot-bench: {e}");
+            std::process::exit(e.exit_code());
+        }
+    }
+}
