@@ -7,6 +7,9 @@ pub enum Error {
     /// A metric value that is NaN or infinite can never enter the statistics.
     #[error("metric {name:?} has a non-finite value")]
     NonFiniteMetric { name: String },
+    /// A report that cannot be rendered or mailed as asked (bad address, timestamp, line).
+    #[error("invalid report: {reason}")]
+    InvalidReport { reason: String },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -4,10 +4,38 @@
 //! global parameters; list values expand into the cartesian product of
 //! [`AtomicJob`]s. `N%` values stay literal here and in the result path, and
 //! are resolved against the leasing agent's hardware.
+//!
+//! ```yaml
+//! testcase: lmbench3
+//! nr_threads: 20%
+//! test_memory_size: 50%
+//! cpufreq_governor: performance
+//! lmbench3:
+//!   mode: development
+//!   test: PIPE
+//! ```
+//!
+//! Top-level keys are: `suite`, `testcase`, `category` (identity; `suite`
+//! and `category` are accepted and dropped), `kconfig`, `compiler`,
+//! `tbox_group`, `runs` (dimensions of the run, not program parameters),
+//! exactly one program key from [`programs::PROGRAMS`], the setup program
+//! `cpufreq_governor`, and options of the chosen program (LKP lets a program
+//! option be set at the top level: `nr_threads: 20%`). Anything else is
+//! rejected with an error naming it and the valid keys. A multi-document
+//! file (`---`) yields the jobs of document 0 and of document 0 overlaid
+//! with each later document (top-level keys replaced), as LKP's
+//! `each_jobs`. LKP's `<< : FILE` includes, `{{ }}` templates and `rootfs`
+//! are not supported: kbot boots its own minimal initramfs, so the rootfs
+//! axis is omitted from result paths and report axes.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use serde_yaml::{Mapping, Value};
+
+use crate::api::Hardware;
+use crate::programs::{self, OptionSpec, ProgramSpec, ValueKind};
+use crate::{Error, Result};
 
 /// One point of a job file's matrix: a single program with scalar options.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -25,4 +53,648 @@ pub struct AtomicJob {
     pub tbox_group: Option<String>,
     /// Runs per commit requested by the job file.
     pub runs: u32,
+}
+
+/// `kconfig` when the job file names none.
+pub const DEFAULT_KCONFIG: &str = "defconfig";
+/// `compiler` when the job file names none.
+pub const DEFAULT_COMPILER: &str = "gcc";
+/// `runs` when the job file names none: LKP compares only with at least 3
+/// runs on one side.
+pub const DEFAULT_RUNS: u32 = 3;
+/// Upper bound on `runs` (the robot's flaky-issue reruns go up to 200).
+pub const MAX_RUNS: u32 = 200;
+/// Upper bound on the atomic jobs one file may expand into.
+pub const MAX_ATOMIC_JOBS: usize = 1024;
+/// The result-path segment used when an atomic job pins no `tbox_group`.
+pub const ANY_TBOX_GROUP: &str = "any";
+
+/// Identity keys of LKP job files that kbot accepts and ignores.
+const IGNORED_KEYS: &[&str] = &["suite", "category"];
+/// Keys that become [`AtomicJob`] fields rather than parameters.
+const JOB_KEYS: &[&str] = &["testcase", "kconfig", "compiler", "tbox_group", "runs"];
+
+/// Parses a job file into its atomic jobs, in LKP's expansion order.
+///
+/// Errors: malformed YAML ([`Error::JobYaml`], with line and column when
+/// the YAML parser gives them), unknown programs ([`Error::UnknownProgram`]),
+/// unknown options ([`Error::UnknownOption`]), bad values
+/// ([`Error::InvalidValue`]) and structural problems ([`Error::JobInvalid`]).
+pub fn parse_job_file(text: &str) -> Result<Vec<AtomicJob>> {
+    let docs = load_documents(text)?;
+    let Some((first, rest)) = docs.split_first() else {
+        return Err(Error::JobInvalid("the job file is empty".to_string()));
+    };
+    let mut jobs = Vec::new();
+    // LKP runs document 0 on its own only when it names a program, so a
+    // shared header document does not become a job of its own.
+    if rest.is_empty() || has_program(first) {
+        jobs.extend(expand(first)?);
+    }
+    for doc in rest {
+        let mut merged = first.clone();
+        for (k, v) in doc {
+            merged.insert(k.clone(), v.clone());
+        }
+        jobs.extend(expand(&merged)?);
+        if jobs.len() > MAX_ATOMIC_JOBS {
+            return Err(too_many_jobs());
+        }
+    }
+    Ok(jobs)
+}
+
+fn load_documents(text: &str) -> Result<Vec<Mapping>> {
+    let mut docs = Vec::new();
+    for (i, de) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        let value = Value::deserialize(de).map_err(yaml_error)?;
+        match value {
+            Value::Null => {}
+            Value::Mapping(m) => docs.push(m),
+            other => {
+                return Err(Error::JobInvalid(format!(
+                    "document {i} is a {}, not a mapping of keys to values",
+                    type_name(&other)
+                )))
+            }
+        }
+    }
+    Ok(docs)
+}
+
+fn yaml_error(e: serde_yaml::Error) -> Error {
+    let loc = e.location();
+    Error::JobYaml {
+        message: e.to_string(),
+        line: loc.as_ref().map(|l| l.line()),
+        column: loc.as_ref().map(|l| l.column()),
+    }
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Sequence(_) => "list",
+        Value::Mapping(_) => "mapping",
+        Value::Tagged(_) => "tagged value",
+    }
+}
+
+fn has_program(doc: &Mapping) -> bool {
+    doc.keys()
+        .any(|k| k.as_str().is_some_and(|k| programs::lookup(k).is_some()))
+}
+
+fn too_many_jobs() -> Error {
+    Error::JobInvalid(format!(
+        "the job file expands into more than {MAX_ATOMIC_JOBS} atomic jobs"
+    ))
+}
+
+/// Where a dimension of the matrix lives in the atomic job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    Job,
+    Param,
+    Option,
+}
+
+/// One key of the job with its candidate values (one unless it was a list).
+#[derive(Debug)]
+struct Dim {
+    slot: Slot,
+    key: String,
+    values: Vec<String>,
+}
+
+fn expand(doc: &Mapping) -> Result<Vec<AtomicJob>> {
+    let (program, program_value) = find_program(doc)?;
+    let mut dims = Vec::new();
+    for (k, v) in doc {
+        let key = key_str(k)?;
+        if key == program.name || IGNORED_KEYS.contains(&key) {
+            continue;
+        }
+        let slot = classify_top_key(program, key, v)?;
+        push_dim(&mut dims, program, slot, key, v)?;
+    }
+    if let Value::Mapping(opts) = program_value {
+        for (k, v) in opts {
+            let key = key_str(k)?;
+            if program.option(key).is_none() {
+                return Err(unknown_option(program, key));
+            }
+            if dims.iter().any(|d| d.key == key) {
+                return Err(Error::JobInvalid(format!(
+                    "option {key:?} is set both at the top level and under {}",
+                    program.name
+                )));
+            }
+            push_dim(&mut dims, program, Slot::Option, key, v)?;
+        }
+    } else if !program_value.is_null() {
+        return Err(Error::JobInvalid(format!(
+            "program {} must map option names to values, not be a {}",
+            program.name,
+            type_name(program_value)
+        )));
+    }
+    for required in program.required {
+        if !dims.iter().any(|d| d.key == *required) {
+            return Err(Error::JobInvalid(format!(
+                "program {} needs option {required:?}",
+                program.name
+            )));
+        }
+    }
+    let count = dims
+        .iter()
+        .try_fold(1usize, |acc, d| acc.checked_mul(d.values.len()));
+    if count.is_none_or(|c| c > MAX_ATOMIC_JOBS) {
+        return Err(too_many_jobs());
+    }
+    product(&dims)
+        .into_iter()
+        .map(|choice| build_job(program, &dims, &choice))
+        .collect()
+}
+
+fn key_str(k: &Value) -> Result<&str> {
+    k.as_str()
+        .ok_or_else(|| Error::JobInvalid(format!("keys must be strings, found a {}", type_name(k))))
+}
+
+fn find_program(doc: &Mapping) -> Result<(&'static ProgramSpec, &Value)> {
+    let mut found: Option<(&'static ProgramSpec, &Value)> = None;
+    for (k, v) in doc {
+        let Some(spec) = k.as_str().and_then(programs::lookup) else {
+            continue;
+        };
+        if let Some((prev, _)) = found {
+            return Err(Error::JobInvalid(format!(
+                "a job runs one program, found {} and {}",
+                prev.name, spec.name
+            )));
+        }
+        found = Some((spec, v));
+    }
+    if let Some(found) = found {
+        return Ok(found);
+    }
+    // A mapping-valued key is most likely a misspelt program.
+    let guess = doc
+        .iter()
+        .find(|(_, v)| v.is_mapping())
+        .and_then(|(k, _)| k.as_str());
+    Err(match guess {
+        Some(name) => programs::unknown_program(name),
+        None => Error::JobInvalid(format!(
+            "no program key; known programs: {}",
+            programs::program_names().join(", ")
+        )),
+    })
+}
+
+fn classify_top_key(program: &ProgramSpec, key: &str, v: &Value) -> Result<Slot> {
+    if JOB_KEYS.contains(&key) {
+        return Ok(Slot::Job);
+    }
+    if programs::option_spec(program, key).is_some() {
+        return Ok(Slot::Param);
+    }
+    if v.is_mapping() {
+        return Err(programs::unknown_program(key));
+    }
+    Err(unknown_option(program, key))
+}
+
+fn unknown_option(program: &ProgramSpec, key: &str) -> Error {
+    let mut valid = program.option_names();
+    valid.extend(programs::SETUP_PROGRAMS.iter().map(|o| o.name.to_string()));
+    valid.extend(JOB_KEYS.iter().map(|k| k.to_string()));
+    Error::UnknownOption {
+        program: program.name.to_string(),
+        option: key.to_string(),
+        valid,
+    }
+}
+
+fn push_dim(
+    dims: &mut Vec<Dim>,
+    program: &ProgramSpec,
+    slot: Slot,
+    key: &str,
+    v: &Value,
+) -> Result<()> {
+    let values = match v {
+        Value::Sequence(items) if items.is_empty() => {
+            return Err(invalid(key, "[]", "an empty list expands into no jobs"))
+        }
+        Value::Sequence(items) => items
+            .iter()
+            .map(|i| scalar(key, i))
+            .collect::<Result<Vec<_>>>()?,
+        // LKP skips options whose value is nil (`key:` with nothing after).
+        Value::Null => return Ok(()),
+        other => vec![scalar(key, other)?],
+    };
+    for value in &values {
+        validate(program, slot, key, value)?;
+    }
+    dims.push(Dim {
+        slot,
+        key: key.to_string(),
+        values,
+    });
+    Ok(())
+}
+
+fn scalar(key: &str, v: &Value) -> Result<String> {
+    match v {
+        Value::String(s) => Ok(s.clone()),
+        Value::Number(n) => Ok(n.to_string()),
+        Value::Bool(b) => Ok(b.to_string()),
+        other => Err(Error::JobInvalid(format!(
+            "{key} must be a scalar or a list of scalars, found a {}",
+            type_name(other)
+        ))),
+    }
+}
+
+fn invalid(key: &str, value: &str, reason: &str) -> Error {
+    Error::InvalidValue {
+        key: key.to_string(),
+        value: value.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+/// Characters LKP keeps in path parameters; kbot requires them in the
+/// other result-path segments too, so a path never escapes its directory.
+fn is_path_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "-+=:.%_".contains(c)
+}
+
+fn validate(program: &ProgramSpec, slot: Slot, key: &str, value: &str) -> Result<()> {
+    match slot {
+        Slot::Job if key == "runs" => parse_runs(value).map(drop),
+        Slot::Job => {
+            if value.is_empty() || value.starts_with('.') || !value.chars().all(is_path_char) {
+                return Err(invalid(
+                    key,
+                    value,
+                    "must be non-empty, not start with '.', and use only [-a-zA-Z0-9+=:.%_]",
+                ));
+            }
+            Ok(())
+        }
+        Slot::Param | Slot::Option => match programs::option_spec(program, key) {
+            Some(spec) => check_value(spec, value),
+            None => Err(unknown_option(program, key)),
+        },
+    }
+}
+
+fn parse_runs(value: &str) -> Result<u32> {
+    match value.parse::<u32>() {
+        Ok(n) if (1..=MAX_RUNS).contains(&n) => Ok(n),
+        _ => Err(invalid(
+            "runs",
+            value,
+            &format!("must be an integer from 1 to {MAX_RUNS}"),
+        )),
+    }
+}
+
+/// Checks a literal value against its option's kind, without hardware.
+fn check_value(spec: &OptionSpec, value: &str) -> Result<()> {
+    let ok = match spec.kind {
+        ValueKind::Choice(words) => {
+            if !words.contains(&value) {
+                return Err(invalid(
+                    spec.name,
+                    value,
+                    &format!("valid values: {}", words.join(", ")),
+                ));
+            }
+            true
+        }
+        ValueKind::Count => parse_count(value).is_some(),
+        ValueKind::Size => to_bytes(value).is_some(),
+        ValueKind::MemorySize => parse_percent(value).is_some() || to_bytes(value).is_some(),
+        ValueKind::Duration => to_seconds(value).is_some(),
+        ValueKind::Integer => leading_integer(value).is_some(),
+        ValueKind::Flag => value == "0" || value == "1",
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid(spec.name, value, kind_hint(spec.kind)))
+    }
+}
+
+fn kind_hint(kind: ValueKind) -> &'static str {
+    match kind {
+        ValueKind::Choice(_) => "not one of the valid values",
+        ValueKind::Count => "expected a count: N, N% (of the CPUs) or Nc (cores per socket)",
+        ValueKind::Size => "expected a size: N with an optional k, m, g or t suffix",
+        ValueKind::MemorySize => "expected a size (N[kmgt]) or N% of memory",
+        ValueKind::Duration => "expected a duration: N with an optional s, m, h or d suffix",
+        ValueKind::Integer => "expected a non-negative integer",
+        ValueKind::Flag => "expected 0 or 1",
+    }
+}
+
+/// All combinations of one value per dimension, first dimension outermost.
+fn product(dims: &[Dim]) -> Vec<Vec<usize>> {
+    let mut out = vec![Vec::new()];
+    for d in dims {
+        out = out
+            .into_iter()
+            .flat_map(|prefix| {
+                (0..d.values.len()).map(move |i| {
+                    let mut next = prefix.clone();
+                    next.push(i);
+                    next
+                })
+            })
+            .collect();
+    }
+    out
+}
+
+fn build_job(program: &ProgramSpec, dims: &[Dim], choice: &[usize]) -> Result<AtomicJob> {
+    let mut job = AtomicJob {
+        testcase: program.name.to_string(),
+        program: program.name.to_string(),
+        options: BTreeMap::new(),
+        params: BTreeMap::new(),
+        kconfig: DEFAULT_KCONFIG.to_string(),
+        compiler: DEFAULT_COMPILER.to_string(),
+        tbox_group: None,
+        runs: DEFAULT_RUNS,
+    };
+    for (d, &i) in dims.iter().zip(choice) {
+        let value = d.values[i].clone();
+        match (d.slot, d.key.as_str()) {
+            (Slot::Job, "testcase") => job.testcase = value,
+            (Slot::Job, "kconfig") => job.kconfig = value,
+            (Slot::Job, "compiler") => job.compiler = value,
+            (Slot::Job, "tbox_group") => job.tbox_group = Some(value),
+            (Slot::Job, _) => job.runs = parse_runs(&value)?,
+            (Slot::Param, _) => {
+                job.params.insert(d.key.clone(), value);
+            }
+            (Slot::Option, _) => {
+                job.options.insert(d.key.clone(), value);
+            }
+        }
+    }
+    Ok(job)
+}
+
+impl AtomicJob {
+    fn spec(&self) -> Result<&'static ProgramSpec> {
+        programs::lookup(&self.program).ok_or_else(|| programs::unknown_program(&self.program))
+    }
+
+    /// All parameters that name the run: the program's options wherever the
+    /// job set them, plus setup programs; literal values.
+    fn all_params(&self) -> impl Iterator<Item = (&String, &String)> {
+        self.params.iter().chain(self.options.iter())
+    }
+
+    /// LKP's `Job#path_params`: the parameter values sorted by parameter
+    /// name, each cut to 31 characters, joined with `-`, every character
+    /// outside `[-a-zA-Z0-9+=:.%]` replaced by `_`; `defaults` when there
+    /// are none. E.g. `performance-development-20%-PIPE-50%` for the
+    /// lmbench3 seed job.
+    pub fn path_params(&self) -> String {
+        let mut sorted: Vec<_> = self.all_params().collect();
+        sorted.sort_by(|a, b| a.0.cmp(b.0));
+        if sorted.is_empty() {
+            return "defaults".to_string();
+        }
+        sorted
+            .iter()
+            .map(|(_, v)| v.chars().take(31).collect::<String>())
+            .collect::<Vec<_>>()
+            .join("-")
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "-+=:.%".contains(c) {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect()
+    }
+
+    /// The tbox group segment: the pinned group or [`ANY_TBOX_GROUP`]. The
+    /// server sets `tbox_group` to the leasing agent's group on the leased
+    /// copy, so results of different machine classes never share a path.
+    pub fn tbox_group_or_any(&self) -> &str {
+        self.tbox_group.as_deref().unwrap_or(ANY_TBOX_GROUP)
+    }
+
+    /// LKP's `_result_root` without the leading `/result` and without the
+    /// rootfs segment (kbot has no rootfs axis):
+    /// `testcase/path_params/tbox_group/kconfig/compiler/commit`. The commit
+    /// is sanitised like path parameters so the path stays one directory
+    /// per segment.
+    pub fn result_path(&self, commit: &str) -> String {
+        let commit: String = commit
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        format!(
+            "{}/{}/{}/{}/{}/{}",
+            self.testcase,
+            self.path_params(),
+            self.tbox_group_or_any(),
+            self.kconfig,
+            self.compiler,
+            commit
+        )
+    }
+
+    /// The 0-day report header axes, sorted by key: every path parameter
+    /// (literal value, e.g. `nr_threads: 20%`), `testcase`, `kconfig`,
+    /// `compiler` and `tbox_group` (when pinned). No `rootfs`.
+    pub fn axes(&self) -> BTreeMap<String, String> {
+        let mut axes: BTreeMap<String, String> = self
+            .all_params()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        axes.insert("testcase".to_string(), self.testcase.clone());
+        axes.insert("kconfig".to_string(), self.kconfig.clone());
+        axes.insert("compiler".to_string(), self.compiler.clone());
+        if let Some(g) = &self.tbox_group {
+            axes.insert("tbox_group".to_string(), g.clone());
+        }
+        axes
+    }
+
+    /// The two header lines of a 0-day compare block:
+    /// (`compiler/cpufreq_governor/kconfig/...`, `gcc-14/performance/...`).
+    pub fn axes_header(&self) -> (String, String) {
+        let axes = self.axes();
+        let keys: Vec<&str> = axes.keys().map(String::as_str).collect();
+        let values: Vec<&str> = axes.values().map(String::as_str).collect();
+        (keys.join("/"), values.join("/"))
+    }
+
+    /// Resolves the job's parameters against one machine, as LKP's
+    /// `params/*` maps do at job2sh time: program defaults filled in,
+    /// counts (`nr_threads`, `nr_task`: `N%` of the logical CPUs, `Nc` cores
+    /// per socket) to integers, sizes to bytes (`test_memory_size: 50%` of
+    /// memory), durations (`300s`, `5m`) to seconds; `nr_cpu` added.
+    ///
+    /// One deviation: LKP truncates `20%` of 2 CPUs to 0; a count of 0
+    /// cannot run, so kbot resolves counts to at least 1.
+    pub fn resolve(&self, hw: &Hardware) -> Result<BTreeMap<String, String>> {
+        let spec = self.spec()?;
+        if hw.threads == 0 {
+            return Err(invalid("nr_cpu", "0", "the machine reports no CPUs"));
+        }
+        let mut out = BTreeMap::new();
+        for o in spec.options {
+            if let Some(d) = o.default {
+                out.insert(o.name.to_string(), resolve_value(o, d, hw)?);
+            }
+        }
+        for (k, v) in self.all_params() {
+            let o = programs::option_spec(spec, k).ok_or_else(|| unknown_option(spec, k))?;
+            out.insert(k.clone(), resolve_value(o, v, hw)?);
+        }
+        out.insert("nr_cpu".to_string(), hw.threads.to_string());
+        Ok(out)
+    }
+
+    /// The job as a one-document LKP job file that [`parse_job_file`] reads
+    /// back into exactly this job (for `kbot-agent run JOBFILE` and the
+    /// reproduction bundle).
+    pub fn to_yaml(&self) -> Result<String> {
+        let mut m = Mapping::new();
+        let s = |v: &str| Value::String(v.to_string());
+        m.insert(s("testcase"), s(&self.testcase));
+        m.insert(s("kconfig"), s(&self.kconfig));
+        m.insert(s("compiler"), s(&self.compiler));
+        if let Some(g) = &self.tbox_group {
+            m.insert(s("tbox_group"), s(g));
+        }
+        m.insert(s("runs"), Value::Number(self.runs.into()));
+        for (k, v) in &self.params {
+            m.insert(s(k), s(v));
+        }
+        let opts: Mapping = self.options.iter().map(|(k, v)| (s(k), s(v))).collect();
+        let program_value = if opts.is_empty() {
+            Value::Null
+        } else {
+            Value::Mapping(opts)
+        };
+        m.insert(s(&self.program), program_value);
+        serde_yaml::to_string(&m).map_err(|e| Error::JobInvalid(format!("cannot write YAML: {e}")))
+    }
+}
+
+fn resolve_value(o: &OptionSpec, v: &str, hw: &Hardware) -> Result<String> {
+    let bad = || invalid(o.name, v, kind_hint(o.kind));
+    Ok(match o.kind {
+        ValueKind::Count => resolve_count(v, hw).ok_or_else(bad)?.to_string(),
+        ValueKind::Size => to_bytes(v).ok_or_else(bad)?.to_string(),
+        ValueKind::MemorySize => match parse_percent(v) {
+            Some(pct) => ((pct * hw.memory_bytes as f64 / 100.0) as u64).to_string(),
+            None => to_bytes(v).ok_or_else(bad)?.to_string(),
+        },
+        ValueKind::Duration => to_seconds(v).ok_or_else(bad)?.to_string(),
+        ValueKind::Integer => leading_integer(v).ok_or_else(bad)?.to_string(),
+        ValueKind::Choice(_) | ValueKind::Flag => v.to_string(),
+    })
+}
+
+/// `N%` → N as a float.
+fn parse_percent(v: &str) -> Option<f64> {
+    let n: f64 = v.strip_suffix('%')?.parse().ok()?;
+    (n.is_finite() && n >= 0.0).then_some(n)
+}
+
+/// The forms LKP's `params/nr_threads` accepts.
+enum Count {
+    Fixed(u64),
+    PercentOfCpus(f64),
+    TimesCoresPerSocket(f64),
+}
+
+fn parse_count(v: &str) -> Option<Count> {
+    if let Some(p) = parse_percent(v) {
+        return Some(Count::PercentOfCpus(p));
+    }
+    if let Some(c) = v.strip_suffix('c') {
+        let n: f64 = c.parse().ok()?;
+        return (n.is_finite() && n >= 0.0).then_some(Count::TimesCoresPerSocket(n));
+    }
+    leading_integer(v).map(Count::Fixed)
+}
+
+fn resolve_count(v: &str, hw: &Hardware) -> Option<u64> {
+    let n = match parse_count(v)? {
+        Count::Fixed(n) => n,
+        Count::PercentOfCpus(p) => (p * f64::from(hw.threads) / 100.0) as u64,
+        Count::TimesCoresPerSocket(c) => (c * f64::from(hw.cores / hw.sockets.max(1))) as u64,
+    };
+    Some(n.max(1))
+}
+
+/// An integer, optionally followed by letters that are ignored (`8`,
+/// `10000000ops`), as LKP's `/(\d+)[a-z]+$/` rule.
+fn leading_integer(v: &str) -> Option<u64> {
+    let digits = v.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// Splits `12.5k` into (12.5, "k").
+fn number_and_suffix(v: &str) -> Option<(f64, &str)> {
+    let split = v
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(v.len());
+    let (num, suffix) = v.split_at(split);
+    let n: f64 = num.parse().ok()?;
+    (n.is_finite() && n >= 0.0).then_some((n, suffix))
+}
+
+/// LKP's `to_byte`: k, m, g, t are powers of 1024 (a trailing `b` is allowed).
+fn to_bytes(v: &str) -> Option<u64> {
+    let (n, suffix) = number_and_suffix(v)?;
+    let unit: f64 = match suffix.to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kb" => 1024.0,
+        "m" | "mb" => 1024.0 * 1024.0,
+        "g" | "gb" => 1024.0 * 1024.0 * 1024.0,
+        "t" | "tb" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        _ => return None,
+    };
+    let bytes = n * unit;
+    (bytes < u64::MAX as f64).then_some(bytes as u64)
+}
+
+/// LKP's `to_seconds`: s, m, h, d suffixes; a bare number is seconds.
+fn to_seconds(v: &str) -> Option<u64> {
+    let (n, suffix) = number_and_suffix(v)?;
+    let unit = match suffix {
+        "" | "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        "d" => 86400.0,
+        _ => return None,
+    };
+    let secs = n * unit;
+    (secs < u64::MAX as f64).then_some(secs as u64)
 }

@@ -6,5 +6,6 @@
 pub mod api;
 pub mod error;
 pub mod job;
+pub mod report;
 
 pub use error::{Error, Result};

@@ -1,0 +1,159 @@
+//! Parsers for benchmark output, returning metrics under LKP's names.
+//!
+//! Each parser reads one tool's text output (as the agent captured it, or
+//! several runs concatenated, as LKP's `programs/<p>/parse` reads its log)
+//! and returns `<prefix>.<key>` metrics, where the prefix is the job's
+//! testcase (`lmbench3`, `hackbench`, ...) or `<testcase>.time` for GNU
+//! `time -v`. Keys follow LKP's parsers. Output that carries no result,
+//! numbers that are NaN or infinite, and garbage are errors
+//! ([`Error::ToolOutput`], [`Error::NonFiniteMetric`]), never panics.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+mod gnu_time;
+mod hackbench;
+mod kbot_bench;
+mod lmbench;
+mod perf_bench;
+mod pipebench;
+mod stress_ng;
+mod unixbench;
+mod will_it_scale;
+
+pub use gnu_time::parse as parse_gnu_time;
+pub use hackbench::parse as parse_hackbench;
+pub use kbot_bench::parse as parse_kbot_bench_json;
+pub use lmbench::parse as parse_lmbench;
+pub use perf_bench::{
+    parse_messaging as parse_perf_sched_messaging, parse_pipe as parse_perf_sched_pipe,
+};
+pub use pipebench::parse as parse_pipebench;
+pub use stress_ng::parse as parse_stress_ng;
+pub use unixbench::parse as parse_unixbench;
+pub use will_it_scale::parse as parse_will_it_scale;
+
+/// Metric name → value for one run.
+pub type Metrics = BTreeMap<String, f64>;
+
+/// Which parser reads an output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Tool {
+    /// lmbench3 `bw_pipe` / `lat_pipe` (also lmbench's results file).
+    Lmbench,
+    /// will-it-scale harness output (`average:`) or runtest.py CSV.
+    WillItScale,
+    /// UnixBench `Run` report.
+    UnixBench,
+    /// rt-tests hackbench.
+    Hackbench,
+    /// `perf bench sched messaging`.
+    PerfSchedMessaging,
+    /// `perf bench sched pipe`.
+    PerfSchedPipe,
+    /// `stress-ng --metrics` or `--metrics-brief`.
+    StressNg,
+    /// pipebench's summary (stderr).
+    Pipebench,
+    /// GNU `time -v` (its `-o` file).
+    GnuTime,
+    /// `kbot-bench <subcommand> --json`.
+    KbotBenchJson,
+}
+
+/// What a parser needs beyond the text.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ParseContext {
+    /// Metric prefix: the job's testcase (`lmbench3`), or `<testcase>.time`
+    /// for GNU time.
+    pub prefix: String,
+    /// Tasks of a will-it-scale harness run (`-t`): its `average:` is
+    /// summed over tasks, LKP reports it per task.
+    pub tasks: Option<u64>,
+    /// The will-it-scale harness run used threads (`*_threads`), so the
+    /// metric is `per_thread_ops` rather than `per_process_ops`.
+    pub threads: bool,
+}
+
+impl ParseContext {
+    pub fn new(prefix: &str) -> ParseContext {
+        ParseContext {
+            prefix: prefix.to_string(),
+            ..ParseContext::default()
+        }
+    }
+}
+
+/// Parses `output` with the parser for `tool`.
+pub fn parse(tool: Tool, output: &str, ctx: &ParseContext) -> Result<Metrics> {
+    let p = ctx.prefix.as_str();
+    match tool {
+        Tool::Lmbench => lmbench::parse(output, p),
+        Tool::WillItScale => will_it_scale::parse(output, ctx),
+        Tool::UnixBench => unixbench::parse(output, p),
+        Tool::Hackbench => hackbench::parse(output, p),
+        Tool::PerfSchedMessaging => perf_bench::parse_messaging(output, p),
+        Tool::PerfSchedPipe => perf_bench::parse_pipe(output, p),
+        Tool::StressNg => stress_ng::parse(output, p),
+        Tool::Pipebench => pipebench::parse(output, p),
+        Tool::GnuTime => gnu_time::parse(output, p),
+        Tool::KbotBenchJson => kbot_bench::parse(output),
+    }
+}
+
+/// A typed parse error for `tool`.
+fn fail(tool: &'static str, reason: impl Into<String>) -> Error {
+    Error::ToolOutput {
+        tool,
+        reason: reason.into(),
+    }
+}
+
+/// Parses a decimal number as tools print them; rejects `nan`, `inf` and
+/// anything that is not plain digits, sign, point and exponent.
+fn number(tool: &'static str, text: &str) -> Result<f64> {
+    let plain = !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_digit() || "+-.eE".contains(c))
+        && text.chars().any(|c| c.is_ascii_digit());
+    let value: f64 = if plain {
+        text.parse()
+            .map_err(|_| fail(tool, format!("{text:?} is not a number")))?
+    } else {
+        return Err(fail(tool, format!("{text:?} is not a number")));
+    };
+    if value.is_finite() {
+        Ok(value)
+    } else {
+        Err(fail(tool, format!("{text:?} is out of range")))
+    }
+}
+
+/// Adds `<prefix>.<key>`, refusing non-finite values.
+fn put(m: &mut Metrics, prefix: &str, key: &str, value: f64) -> Result<()> {
+    let name = if prefix.is_empty() {
+        key.to_string()
+    } else {
+        format!("{prefix}.{key}")
+    };
+    if !value.is_finite() {
+        return Err(Error::NonFiniteMetric { name });
+    }
+    m.insert(name, value);
+    Ok(())
+}
+
+/// Errors when a parser found nothing: an empty map would silently pass as
+/// a run without results.
+fn nonempty(tool: &'static str, m: Metrics) -> Result<Metrics> {
+    if m.is_empty() {
+        Err(fail(tool, "no result found in the output"))
+    } else {
+        Ok(m)
+    }
+}

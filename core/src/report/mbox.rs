@@ -1,0 +1,265 @@
+//! A rendered report as an RFC 5322 message, and messages as an mbox file.
+//!
+//! The message is built once, when the report is queued, and stored; the sender
+//! delivers those exact bytes and the mbox download serves them, so what was
+//! sent, what is shown and what is downloaded never differ.
+
+use super::message_id::timestamp;
+use super::RenderedReport;
+use crate::{Error, Result};
+
+/// A name and an address, e.g. `kernel test robot <kbot@example.org>`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Mailbox {
+    pub name: Option<String>,
+    pub address: String,
+}
+
+impl Mailbox {
+    pub fn new(name: impl Into<String>, address: impl Into<String>) -> Mailbox {
+        let name = name.into();
+        Mailbox {
+            name: (!name.trim().is_empty()).then_some(name),
+            address: address.into(),
+        }
+    }
+
+    /// The header form: the name quoted when it holds RFC 5322 specials,
+    /// encoded when it is not ASCII.
+    pub fn header_form(&self) -> String {
+        match &self.name {
+            None => self.address.clone(),
+            Some(name) if !name.is_ascii() => {
+                format!("{} <{}>", encode_word(name), self.address)
+            }
+            Some(name) if name.contains(SPECIALS) => {
+                let escaped = name.replace('\\', "\\\\").replace('"', "\\\"");
+                format!("\"{escaped}\" <{}>", self.address)
+            }
+            Some(name) => format!("{name} <{}>", self.address),
+        }
+    }
+
+    fn check(&self) -> Result<()> {
+        let addr_ok = self.address.contains('@')
+            && !self.address.contains(['<', '>', ' ', ',', '\r', '\n', '"']);
+        let name_ok = self
+            .name
+            .as_deref()
+            .is_none_or(|n| !n.contains(['\r', '\n']));
+        if addr_ok && name_ok {
+            Ok(())
+        } else {
+            Err(invalid(format!(
+                "bad mailbox {:?} <{}>",
+                self.name, self.address
+            )))
+        }
+    }
+}
+
+const SPECIALS: [char; 13] = [
+    '(', ')', '<', '>', '[', ']', ':', ';', '@', '\\', ',', '.', '"',
+];
+
+/// Who a report goes to.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Addressing {
+    pub from: Mailbox,
+    pub to: Vec<Mailbox>,
+    pub cc: Vec<Mailbox>,
+    /// The `Date:` header (Unix ms): when the report was queued, fixed from then on.
+    pub date_ms: i64,
+}
+
+impl Addressing {
+    /// Every recipient address, To then Cc, each once.
+    pub fn recipients(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for m in self.to.iter().chain(&self.cc) {
+            if !out.iter().any(|a| a.eq_ignore_ascii_case(&m.address)) {
+                out.push(m.address.clone());
+            }
+        }
+        out
+    }
+}
+
+/// The message with `\n` line ends (convert with [`to_wire`] for SMTP).
+pub fn message(report: &RenderedReport, addressing: &Addressing) -> Result<String> {
+    addressing.from.check()?;
+    if addressing.to.is_empty() && addressing.cc.is_empty() {
+        return Err(invalid("a report needs at least one recipient".into()));
+    }
+    for m in addressing.to.iter().chain(&addressing.cc) {
+        m.check()?;
+    }
+    if report.subject.contains(['\r', '\n']) {
+        return Err(invalid("subject spans several lines".into()));
+    }
+    if let Some(line) = report.body.lines().find(|l| l.len() > 998) {
+        return Err(invalid(format!(
+            "body line of {} octets exceeds SMTP's 998",
+            line.len()
+        )));
+    }
+    let date = timestamp(addressing.date_ms)?.to_rfc2822();
+    let mut out = format!("From: {}\n", addressing.from.header_form());
+    push_list(&mut out, "To", &addressing.to);
+    push_list(&mut out, "Cc", &addressing.cc);
+    let subject = if report.subject.is_ascii() {
+        report.subject.clone()
+    } else {
+        encode_word(&report.subject)
+    };
+    out.push_str(&format!(
+        "Subject: {subject}\nDate: {date}\nMessage-ID: {}\nMIME-Version: 1.0\n\
+         Content-Type: text/plain; charset=utf-8\nContent-Transfer-Encoding: 8bit\n\n",
+        report.message_id.bracketed()
+    ));
+    out.push_str(&report.body);
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+fn push_list(out: &mut String, header: &str, boxes: &[Mailbox]) {
+    if boxes.is_empty() {
+        return;
+    }
+    let list: Vec<String> = boxes.iter().map(Mailbox::header_form).collect();
+    out.push_str(&format!("{header}: {}\n", list.join(",\n\t")));
+}
+
+/// `\n` to `\r\n`, as SMTP's DATA wants.
+pub fn to_wire(message: &str) -> Vec<u8> {
+    message
+        .replace("\r\n", "\n")
+        .replace('\n', "\r\n")
+        .into_bytes()
+}
+
+/// One mbox (mboxrd) entry: the `From ` separator line, the message with body
+/// lines matching `>*From ` quoted by one more `>`, and a blank line.
+pub fn mbox_entry(message: &str, envelope_from: &str, date_ms: i64) -> Result<String> {
+    let date = timestamp(date_ms)?.format("%a %b %e %H:%M:%S %Y");
+    let mut out = format!("From {envelope_from} {date}\n");
+    for line in message.replace("\r\n", "\n").lines() {
+        if line.trim_start_matches('>').starts_with("From ") {
+            out.push('>');
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out.push('\n');
+    Ok(out)
+}
+
+/// RFC 2047 `=?utf-8?B?...?=` for a non-ASCII header value.
+fn encode_word(text: &str) -> String {
+    format!("=?utf-8?B?{}?=", base64(text.as_bytes()))
+}
+
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[(n >> (18 - 6 * i)) as usize & 63]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+fn invalid(reason: String) -> Error {
+    Error::InvalidReport { reason }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::MessageId;
+
+    fn report() -> RenderedReport {
+        RenderedReport {
+            subject: "[t:b] [x] 0123456789: m 1.0% regression".into(),
+            body: "Hello,\n\nFrom the start\n>From quoted\n".into(),
+            message_id: MessageId::from_stored("202611041404.befe64cd-kbot@example.org"),
+        }
+    }
+
+    fn addressing() -> Addressing {
+        Addressing {
+            from: Mailbox::new("kernel test robot", "kbot@example.org"),
+            to: vec![Mailbox::new("Leitao, Breno", "leitao@debian.org")],
+            cc: vec![
+                Mailbox::new("", "oe-lkp@lists.example.org"),
+                Mailbox::new("B", "LEITAO@debian.org"),
+            ],
+            date_ms: 1_793_801_070_000,
+        }
+    }
+
+    #[test]
+    fn headers_and_body() {
+        let msg = message(&report(), &addressing()).expect("valid test input");
+        assert!(msg.starts_with("From: kernel test robot <kbot@example.org>\n"));
+        assert!(msg.contains("To: \"Leitao, Breno\" <leitao@debian.org>\n"));
+        assert!(msg.contains("Cc: oe-lkp@lists.example.org,\n\tB <LEITAO@debian.org>\n"));
+        assert!(msg.contains("Date: Wed, 4 Nov 2026 14:04:30 +0000\n"));
+        assert!(msg.contains("Message-ID: <202611041404.befe64cd-kbot@example.org>\n"));
+        assert!(msg.ends_with("\n\nHello,\n\nFrom the start\n>From quoted\n"));
+        assert_eq!(
+            addressing().recipients(),
+            vec!["leitao@debian.org", "oe-lkp@lists.example.org"]
+        );
+    }
+
+    #[test]
+    fn header_injection_and_empty_recipients_are_refused() {
+        let mut a = addressing();
+        a.to[0].address = "x@y\r\nBcc: evil@z".into();
+        assert!(message(&report(), &a).is_err());
+        let mut r = report();
+        r.subject.push_str("\nBcc: evil@z");
+        assert!(message(&r, &addressing()).is_err());
+        let mut a = addressing();
+        a.to.clear();
+        a.cc.clear();
+        assert!(message(&report(), &a).is_err());
+    }
+
+    #[test]
+    fn mbox_quotes_from_lines() {
+        let msg = message(&report(), &addressing()).expect("valid test input");
+        let entry =
+            mbox_entry(&msg, "kbot@example.org", 1_793_801_070_000).expect("valid test input");
+        assert!(entry.starts_with("From kbot@example.org Wed Nov  4 14:04:30 2026\nFrom: "));
+        assert!(entry.contains("\n>From the start\n>>From quoted\n\n"));
+    }
+
+    #[test]
+    fn wire_form_uses_crlf() {
+        assert_eq!(to_wire("a\nb\r\nc\n"), b"a\r\nb\r\nc\r\n");
+    }
+
+    #[test]
+    fn non_ascii_headers_are_encoded() {
+        assert_eq!(base64(b"Man"), "TWFu");
+        assert_eq!(base64(b"Ma"), "TWE=");
+        assert_eq!(base64(b"M"), "TQ==");
+        let m = Mailbox::new("Jörg", "j@x");
+        assert_eq!(m.header_form(), "=?utf-8?B?SsO2cmc=?= <j@x>");
+    }
+}

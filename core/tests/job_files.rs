@@ -1,0 +1,364 @@
+//! The job model against LKP's rules, and every shipped job file.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use kbot_core::api::Hardware;
+use kbot_core::job::{parse_job_file, AtomicJob};
+use kbot_core::programs::{kbot_bench_invocations, upstream_invocations, Repeat};
+use kbot_core::Error;
+
+/// The seed report's box: 224 threads, 2 sockets, 112 cores, 128 GiB.
+fn spr() -> Hardware {
+    Hardware {
+        arch: "x86_64".into(),
+        cpu_model: "Intel(R) Xeon(R) (Sapphire Rapids)".into(),
+        sockets: 2,
+        cores: 112,
+        threads: 224,
+        numa_nodes: 2,
+        memory_bytes: 128 << 30,
+        page_size: 4096,
+        microcode: None,
+        kernel: "6.18.0".into(),
+    }
+}
+
+fn two_cpus() -> Hardware {
+    Hardware {
+        sockets: 1,
+        cores: 2,
+        threads: 2,
+        numa_nodes: 1,
+        memory_bytes: 24 << 30,
+        ..spr()
+    }
+}
+
+const SEED: &str = "
+testcase: lmbench3
+kconfig: x86_64-rhel-9.4
+compiler: gcc-14
+tbox_group: lkp-spr-2sp2
+test_memory_size: 50%
+nr_threads: 20%
+cpufreq_governor: performance
+lmbench3:
+  mode: development
+  test: PIPE
+";
+
+fn only(text: &str) -> AtomicJob {
+    let mut jobs = parse_job_file(text).expect("job file parses");
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    jobs.remove(0)
+}
+
+#[test]
+fn seed_job_matches_the_0day_report() {
+    let job = only(SEED);
+    assert_eq!(job.program, "lmbench3");
+    assert_eq!(
+        job.params.get("nr_threads").map(String::as_str),
+        Some("20%")
+    );
+    assert_eq!(job.options.get("test").map(String::as_str), Some("PIPE"));
+    // LKP sorts by option name: cpufreq_governor, mode, nr_threads, test, test_memory_size.
+    assert_eq!(job.path_params(), "performance-development-20%-PIPE-50%");
+    let (keys, values) = job.axes_header();
+    assert_eq!(
+        keys,
+        "compiler/cpufreq_governor/kconfig/mode/nr_threads/tbox_group/test/test_memory_size/testcase"
+    );
+    assert_eq!(
+        values,
+        "gcc-14/performance/x86_64-rhel-9.4/development/20%/lkp-spr-2sp2/PIPE/50%/lmbench3"
+    );
+    assert_eq!(
+        job.result_path("f7f4665dc520fd8bbc1db20e59945773e03744a0"),
+        "lmbench3/performance-development-20%-PIPE-50%/lkp-spr-2sp2/x86_64-rhel-9.4/gcc-14/f7f4665dc520fd8bbc1db20e59945773e03744a0"
+    );
+}
+
+#[test]
+fn resolve_follows_lkp_params() {
+    let r = only(SEED).resolve(&spr()).expect("resolves");
+    assert_eq!(r["nr_threads"], "44", "20% of 224 truncated");
+    assert_eq!(r["test_memory_size"], (64u64 << 30).to_string());
+    assert_eq!(r["nr_cpu"], "224");
+    assert_eq!(r["mode"], "development");
+    // 20% of 2 CPUs is 0 in LKP; kbot runs at least one copy.
+    let small = only(SEED).resolve(&two_cpus()).expect("resolves");
+    assert_eq!(small["nr_threads"], "1");
+}
+
+#[test]
+fn durations_sizes_and_core_counts_resolve() {
+    let job =
+        only("testcase: will-it-scale\nnr_task: 1c\nruntime: 5m\nwill-it-scale: {test: pipe1}\n");
+    let r = job.resolve(&spr()).expect("resolves");
+    assert_eq!(r["runtime"], "300");
+    assert_eq!(r["nr_task"], "56", "1c = cores per socket");
+    assert_eq!(r["mode"], "both", "default filled in");
+    let r = only("bw_pipe: {size: 64k, total: 1.5m}\n")
+        .resolve(&spr())
+        .expect("resolves");
+    assert_eq!(r["size"], "65536");
+    assert_eq!(r["total"], "1572864");
+}
+
+#[test]
+fn lists_expand_into_the_cartesian_product_in_lkp_order() {
+    let jobs = parse_job_file(
+        "testcase: hackbench\nnr_threads: [100%, 1600%]\niterations: 8\n\
+         hackbench:\n  mode: [process, threads]\n  ipc: [pipe, socket]\n",
+    )
+    .expect("parses");
+    let paths: Vec<String> = jobs.iter().map(AtomicJob::path_params).collect();
+    assert_eq!(jobs.len(), 8);
+    // Sorted by name: ipc, iterations, mode, nr_threads.
+    assert_eq!(paths[0], "pipe-8-process-100%");
+    assert_eq!(paths[1], "socket-8-process-100%");
+    assert_eq!(paths[7], "socket-8-threads-1600%");
+    assert_eq!(
+        paths
+            .iter()
+            .collect::<std::collections::BTreeSet<_>>()
+            .len(),
+        8
+    );
+}
+
+#[test]
+fn multi_document_files_overlay_document_zero() {
+    let text = "testcase: lmbench3\nnr_threads: [20%]\nkconfig: [a, b]\nlmbench3: {test: PIPE}\n---\nnr_threads: 4\n";
+    let jobs = parse_job_file(text).expect("parses");
+    let threads: Vec<&str> = jobs
+        .iter()
+        .map(|j| j.params["nr_threads"].as_str())
+        .collect();
+    assert_eq!(threads, ["20%", "20%", "4", "4"]);
+    assert_eq!(jobs[1].kconfig, "b");
+    // A header document without a program is not a job by itself.
+    let jobs = parse_job_file(
+        "testcase: pipen\nruns: 5\n---\npipen: {size: 4096}\n---\npipen: {size: 1m}\n",
+    )
+    .expect("parses");
+    assert_eq!(jobs.len(), 2);
+    assert!(jobs.iter().all(|j| j.runs == 5 && j.testcase == "pipen"));
+}
+
+#[test]
+fn path_params_truncate_sanitise_and_default() {
+    let job = AtomicJob {
+        testcase: "t".into(),
+        program: "pipen".into(),
+        options: BTreeMap::from([
+            ("size".into(), "a/b c".into()),
+            ("z".into(), "x".repeat(40)),
+        ]),
+        params: BTreeMap::new(),
+        kconfig: "k".into(),
+        compiler: "c".into(),
+        tbox_group: None,
+        runs: 1,
+    };
+    assert_eq!(job.path_params(), format!("a_b_c-{}", "x".repeat(31)));
+    assert!(job.result_path("abc/../d").ends_with("/any/k/c/abc____d"));
+    assert_eq!(only("pipen:\n").path_params(), "defaults");
+}
+
+#[test]
+fn unknown_programs_and_options_are_named() {
+    let err = parse_job_file("testcase: x\nlmbnech3:\n  test: PIPE\n").unwrap_err();
+    assert!(
+        matches!(&err, Error::UnknownProgram { name, .. } if name == "lmbnech3"),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("lmbench3"),
+        "lists the known programs: {err}"
+    );
+
+    let err = parse_job_file("lmbench3:\n  tset: PIPE\n").unwrap_err();
+    assert!(
+        matches!(&err, Error::UnknownOption { option, .. } if option == "tset"),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("test"),
+        "lists the valid options: {err}"
+    );
+
+    let err = parse_job_file("nr_task: 4\nlmbench3: {test: PIPE}\n").unwrap_err();
+    assert!(
+        matches!(&err, Error::UnknownOption { option, program, .. } if option == "nr_task" && program == "lmbench3")
+    );
+
+    let err = parse_job_file("hackbench: {mode: fibres}\n").unwrap_err();
+    assert!(err.to_string().contains("process, threads"), "{err}");
+    let err = parse_job_file("will-it-scale: {test: pipe1}\n").unwrap_err();
+    assert!(err.to_string().contains("nr_task"), "{err}");
+    let err = parse_job_file("runs: 0\npipen:\n").unwrap_err();
+    assert!(matches!(err, Error::InvalidValue { .. }));
+    let err = parse_job_file("kconfig: ../etc\npipen:\n").unwrap_err();
+    assert!(matches!(err, Error::InvalidValue { .. }));
+    let err = parse_job_file("pipen:\nhackbench:\n").unwrap_err();
+    assert!(err.to_string().contains("one program"), "{err}");
+    let err = parse_job_file("testcase: x\n").unwrap_err();
+    assert!(err.to_string().contains("no program"), "{err}");
+}
+
+#[test]
+fn malformed_yaml_reports_line_and_column() {
+    let err = parse_job_file("testcase: x\nlmbench3:\n  test: [PIPE\n").unwrap_err();
+    match &err {
+        Error::JobYaml { line, column, .. } => {
+            assert!(line.is_some() && column.is_some(), "{err}");
+        }
+        other => panic!("expected JobYaml, got {other}"),
+    }
+    assert!(err.to_string().contains("line"), "{err}");
+    for bad in [
+        "",
+        "- a\n- b\n",
+        "42\n",
+        "pipen: 5\n",
+        "pipen: {size: {a: 1}}\n",
+        "pipen: {size: []}\n",
+        "? [a]\n: b\n",
+    ] {
+        assert!(parse_job_file(bad).is_err(), "{bad:?} must be rejected");
+    }
+}
+
+#[test]
+fn expansion_is_bounded() {
+    let list: Vec<String> = (1..=30).map(|i| i.to_string()).collect();
+    let text = format!(
+        "nr_threads: [{l}]\nbw_pipe:\n  size: [{l}]\n",
+        l = list.join(", ")
+    );
+    assert!(
+        parse_job_file(&text).is_ok(),
+        "30 x 30 = 900 atomic jobs is within the bound"
+    );
+    let text = format!(
+        "nr_threads: [{l}]\nbw_pipe:\n  size: [{l}]\n  total: [{l}]\n",
+        l = list.join(", ")
+    );
+    assert!(parse_job_file(&text).is_err());
+}
+
+#[test]
+fn yaml_round_trips_one_atomic_job() {
+    for job in parse_job_file(
+        "testcase: hackbench\ntbox_group: vm-2c\nruns: 7\nnr_threads: [100%, 4]\n\
+         cpufreq_governor: performance\nhackbench: {mode: [process, threads], ipc: pipe}\n",
+    )
+    .expect("parses")
+    {
+        let yaml = job.to_yaml().expect("serialises");
+        assert_eq!(only(&yaml), job, "{yaml}");
+    }
+    let bare = only("pipen:\n");
+    assert_eq!(only(&bare.to_yaml().expect("serialises")), bare);
+}
+
+#[test]
+fn invocations_follow_lkp_and_the_cli_contract() {
+    let job = only(SEED);
+    let r = job.resolve(&spr()).expect("resolves");
+    let inv = kbot_bench_invocations(&job, &r).expect("maps");
+    let argv: Vec<String> = inv.iter().map(|i| i.args.join(" ")).collect();
+    assert_eq!(
+        argv,
+        [
+            "lat_pipe -P 44 --prefix lmbench3 --json",
+            "bw_pipe -P 44 --prefix lmbench3 --json"
+        ]
+    );
+    let up = upstream_invocations(&job, &r)
+        .expect("maps")
+        .expect("exists");
+    assert_eq!(up[1].program, "bw_pipe");
+    assert_eq!(up[1].args, ["-P", "44"]);
+
+    let wis = only("nr_task: 100%\nwill-it-scale: {test: pipe1, mode: thread}\n");
+    let r = wis.resolve(&two_cpus()).expect("resolves");
+    let inv = kbot_bench_invocations(&wis, &r).expect("maps");
+    assert_eq!(
+        inv[0].args.join(" "),
+        "pipe1 -t 2 -s 295 --mode thread --prefix will-it-scale --json"
+    );
+    let up = upstream_invocations(&wis, &r)
+        .expect("maps")
+        .expect("exists");
+    assert_eq!(up[0].program, "pipe1_threads");
+    assert_eq!(up[0].context.tasks, Some(2));
+    assert!(up[0].context.threads);
+
+    let hb = only("nr_threads: 1600%\niterations: 8\nhackbench: {mode: threads, ipc: pipe}\n");
+    let r = hb.resolve(&two_cpus()).expect("resolves");
+    let inv = kbot_bench_invocations(&hb, &r).expect("maps");
+    // loops = 30000 * nr_cpu / nr_threads = 30000 * 2 / 32.
+    assert_eq!(
+        inv[0].args.join(" "),
+        "messaging -g 32 -f 20 -l 1875 -s 100 --ipc pipe --mode thread --prefix hackbench --json"
+    );
+    assert_eq!(inv[0].repeat, Repeat::Times(8));
+    let up = upstream_invocations(&hb, &r)
+        .expect("maps")
+        .expect("exists");
+    assert_eq!(
+        up[0].args.join(" "),
+        "-g 32 -f 20 --threads --pipe -l 1875 -s 100"
+    );
+
+    let psp = only("perf-bench-sched-pipe: {loops: 10000000ops, mode: threads}\n");
+    let r = psp.resolve(&spr()).expect("resolves");
+    let up = upstream_invocations(&psp, &r)
+        .expect("maps")
+        .expect("exists");
+    assert_eq!(up[0].args.join(" "), "bench sched pipe -l 10000000 -T");
+
+    let ub = only("nr_task: 100%\nruntime: 300s\nunixbench: {test: pipe}\n");
+    let r = ub.resolve(&two_cpus()).expect("resolves");
+    let up = upstream_invocations(&ub, &r)
+        .expect("maps")
+        .expect("exists");
+    assert_eq!(up[0].args.join(" "), "pipe -c 2 -i 30");
+}
+
+#[test]
+fn every_shipped_job_file_parses_and_maps() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../jobs");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).expect("jobs/ exists") {
+        let path = entry.expect("dir entry").path();
+        if path.extension().and_then(|e| e.to_str()) != Some("yaml") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("readable");
+        let jobs = parse_job_file(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert!(!jobs.is_empty());
+        for job in jobs {
+            for hw in [spr(), two_cpus()] {
+                let r = job
+                    .resolve(&hw)
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                let up = upstream_invocations(&job, &r)
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                let bench = kbot_bench_invocations(&job, &r);
+                assert!(
+                    bench.is_ok() || job.program == "stress-ng",
+                    "{}",
+                    path.display()
+                );
+                assert!(up.is_some() || job.program == "pipen", "{}", path.display());
+            }
+        }
+        seen += 1;
+    }
+    assert!(seen >= 10, "only {seen} job files found");
+}
