@@ -1,0 +1,395 @@
+//! The metric-name table: which way is better, which metrics are KPIs, which
+//! are "perf metrics" in 0-day's sense, and the absolute noise floors.
+//!
+//! Everything here follows `intel/lkp-tests` (see
+//! `shared/reference/lkp-0day.md` §3-§4): `etc/index-perf-all.yaml`,
+//! `etc/index-latency-all.yaml`, `etc/perf-metrics-prefixes`,
+//! `lib/perf_metrics.rb` and `etc/perf-metrics-threshold.yaml`, plus the
+//! names kbot-bench reports (`workloads/README.md`).
+
+use std::sync::OnceLock;
+
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+
+/// Which way a metric is better.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// Throughput-like: a drop is a regression.
+    HigherIsBetter,
+    /// Time/latency-like: a rise is a regression.
+    LowerIsBetter,
+    /// No table entry: 0-day prints such changes without calling them either.
+    Undefined,
+}
+
+impl Direction {
+    /// 0-day's `kpi_stat_direction` weight sign: +1, -1 or 0.
+    pub fn sign(self) -> f64 {
+        match self {
+            Direction::HigherIsBetter => 1.0,
+            Direction::LowerIsBetter => -1.0,
+            Direction::Undefined => 0.0,
+        }
+    }
+}
+
+/// What a change means for a metric of a given direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Impact {
+    Regression,
+    Improvement,
+    /// The metric has no direction entry (0-day: `undefined`).
+    Undefined,
+}
+
+impl Impact {
+    /// 0-day's rule: regression when `weight × change < 0`.
+    pub fn of(direction: Direction, change: f64) -> Impact {
+        let s = direction.sign() * change;
+        if direction == Direction::Undefined {
+            Impact::Undefined
+        } else if s < 0.0 {
+            Impact::Regression
+        } else {
+            Impact::Improvement
+        }
+    }
+}
+
+/// Higher-is-better patterns: `etc/index-perf-all.yaml` entries with weight
+/// +1 that concern pipe/IPC tests, the generic suffixes the issue lists, and
+/// kbot-bench's own names (`pipen.MB/sec`, `pipen.ops_per_sec`,
+/// `pipebench.MB/sec` are covered by the suffixes).
+const HIGHER: &[&str] = &[
+    r"^will-it-scale\..+_ops$",
+    r"^lmbench3\..+\.MB/sec$",
+    r"\.MB/sec$",
+    r"_ops$",
+    r"\.throughput$",
+    r"\.score$",
+    r"ops_per_sec$",
+    r"^stress-ng\..+_per_sec$",
+];
+
+/// Lower-is-better patterns: `etc/index-latency-all.yaml` (`*.latency.us`),
+/// `kbuild\..+_per_iteration: -1`, the issue's `*.total_time_sec` and
+/// `*.time.elapsed_time`, and kbot-bench's `hackbench.time_sec` and
+/// `perf-bench-sched-pipe.usecs_per_op`.
+const LOWER: &[&str] = &[
+    r"\.latency\.us$",
+    r"\.latency_us$",
+    r"\.total_time_sec$",
+    r"\.time\.elapsed_time$",
+    r"^kbuild\..+_per_iteration$",
+    r"^hackbench\.time_sec$",
+    r"\.usecs_per_op$",
+];
+
+/// Monitor prefixes of `etc/perf-metrics-prefixes` (the monitors that
+/// `include/category/benchmark` switches on, §8).
+const MONITOR_PREFIXES: &[&str] = &[
+    "boot-time",
+    "buddyinfo",
+    "cpufreq-stats",
+    "cpuidle",
+    "diskstats",
+    "heartbeat",
+    "interrupts",
+    "iostat",
+    "lock_stat",
+    "meminfo",
+    "mpstat",
+    "nfsstat",
+    "numa-meminfo",
+    "numa-numastat",
+    "numa-vmstat",
+    "perf-c2c",
+    "perf-profile",
+    "perf-sched",
+    "perf-stat",
+    "proc-stat",
+    "proc-vmstat",
+    "sched_debug",
+    "slabinfo",
+    "softirqs",
+    "turbostat",
+    "uptime",
+    "vmstat",
+];
+
+/// Benchmark prefixes: `lib/perf_metrics.rb` adds every benchmark's own
+/// prefix to the perf metrics; these are the pipe tests of §7 and kbot-bench.
+const BENCHMARK_PREFIXES: &[&str] = &[
+    "hackbench",
+    "lmbench3",
+    "perf-bench-sched-messaging",
+    "perf-bench-sched-pipe",
+    "pipebench",
+    "pipen",
+    "stress-ng",
+    "unixbench",
+    "will-it-scale",
+];
+
+/// One absolute noise floor of `etc/perf-metrics-threshold.yaml`.
+struct Floor {
+    pattern: &'static str,
+    value: f64,
+    /// Integer thresholds also reject `delta < value / 2`.
+    integer: bool,
+}
+
+const FLOORS: &[Floor] = &[
+    Floor {
+        pattern: r"\.time\.voluntary_context_switches$",
+        value: 1000.0,
+        integer: true,
+    },
+    Floor {
+        pattern: r"\.time\.involuntary_context_switches$",
+        value: 1000.0,
+        integer: true,
+    },
+    Floor {
+        pattern: r"\.time\.elapsed_time(\.max)?$",
+        value: 10.0,
+        integer: true,
+    },
+    Floor {
+        pattern: r"\.time\.user_time$",
+        value: 10.0,
+        integer: true,
+    },
+    Floor {
+        pattern: r"\.time\.system_time$",
+        value: 10.0,
+        integer: true,
+    },
+    Floor {
+        pattern: r"\.time\.(minor|major)_page_faults$",
+        value: 1000.0,
+        integer: true,
+    },
+    Floor {
+        pattern: r"^vmstat\.system\.cs$",
+        value: 100.0,
+        integer: true,
+    },
+    Floor {
+        pattern: r"^vmstat\.cpu\.(us|sy|id|wa)$",
+        value: 10.0,
+        integer: true,
+    },
+    Floor {
+        pattern: r"^vmstat\.cpu\.",
+        value: 50.0,
+        integer: true,
+    },
+    Floor {
+        pattern: r"^perf-profile\.",
+        value: 1.0,
+        integer: true,
+    },
+];
+
+struct Tables {
+    higher: Vec<Regex>,
+    lower: Vec<Regex>,
+    floors: Vec<(Regex, f64, bool)>,
+}
+
+fn tables() -> &'static Tables {
+    static TABLES: OnceLock<Tables> = OnceLock::new();
+    TABLES.get_or_init(|| {
+        // The patterns are compile-time constants covered by unit tests, so a
+        // failure here is a programming error, never bad input.
+        let compile = |p: &str| Regex::new(p).expect("static metric pattern compiles");
+        Tables {
+            higher: HIGHER.iter().map(|p| compile(p)).collect(),
+            lower: LOWER.iter().map(|p| compile(p)).collect(),
+            floors: FLOORS
+                .iter()
+                .map(|f| (compile(f.pattern), f.value, f.integer))
+                .collect(),
+        }
+    })
+}
+
+/// The test (or monitor) prefix of a metric: the part before the first dot.
+pub fn prefix(metric: &str) -> &str {
+    metric.split_once('.').map_or(metric, |(p, _)| p)
+}
+
+/// Direction from the name table; lower-is-better patterns win because the
+/// generic higher suffixes (`_ops`) would otherwise catch e.g. `usecs_per_op`
+/// look-alikes.
+pub fn direction(metric: &str) -> Direction {
+    let t = tables();
+    if t.lower.iter().any(|r| r.is_match(metric)) {
+        Direction::LowerIsBetter
+    } else if t.higher.iter().any(|r| r.is_match(metric)) {
+        Direction::HigherIsBetter
+    } else {
+        Direction::Undefined
+    }
+}
+
+/// A `<test>.time.*` metric (GNU `time -v` of the whole process tree).
+pub fn is_time_metric(metric: &str) -> bool {
+    metric
+        .split_once('.')
+        .is_some_and(|(_, rest)| rest.starts_with("time."))
+}
+
+/// A monitor's metric (perf-stat, vmstat, …), not the benchmark's own.
+pub fn is_monitor(metric: &str) -> bool {
+    MONITOR_PREFIXES.contains(&prefix(metric))
+}
+
+/// 0-day's `kpi_stat?`: any `<test>.<x>` of the benchmark itself, except
+/// `<test>.time.*`.
+pub fn is_kpi(metric: &str) -> bool {
+    metric.contains('.') && !is_monitor(metric) && !is_time_metric(metric)
+}
+
+/// 0-day's perf metrics (monitor prefixes plus benchmark prefixes): they need
+/// a 1% change, everything else 5%.
+pub fn is_perf_metric(metric: &str) -> bool {
+    let p = prefix(metric);
+    MONITOR_PREFIXES.contains(&p) || BENCHMARK_PREFIXES.contains(&p)
+}
+
+/// `perf-profile.*` rows: compared and shown as absolute percentage points.
+pub fn is_perf_profile(metric: &str) -> bool {
+    prefix(metric) == "perf-profile"
+}
+
+/// Rows whose change is shown as an absolute difference (`$stat_absolute_changes`).
+pub fn shows_absolute_change(metric: &str) -> bool {
+    is_perf_profile(metric) || metric.ends_with('%')
+}
+
+/// 0-day's latency stats get no trimming (`max_margin = 0`).
+pub fn is_latency(metric: &str) -> bool {
+    metric.contains(".latency")
+}
+
+/// Absolute floor `(value, integer)` of `etc/perf-metrics-threshold.yaml`.
+pub fn absolute_floor(metric: &str) -> Option<(f64, bool)> {
+    tables()
+        .floors
+        .iter()
+        .find(|(r, _, _)| r.is_match(metric))
+        .map(|(_, v, i)| (*v, *i))
+}
+
+/// 0-day's `reasonable_perf_change?`: the metric-specific absolute floors and
+/// the built-in rules for proc-vmstat, meminfo, interrupts, softirqs,
+/// slabinfo and buddyinfo. `max` is the largest value on either side and
+/// `delta` the absolute difference of the two medians.
+pub fn passes_absolute_floor(metric: &str, max: f64, delta: f64) -> bool {
+    if let Some((v, integer)) = absolute_floor(metric) {
+        if max < v || (integer && delta < v / 2.0) {
+            return false;
+        }
+    }
+    match prefix(metric) {
+        "proc-vmstat" | "meminfo" => max > 1000.0,
+        "interrupts" | "softirqs" => max > 10000.0,
+        "slabinfo" | "buddyinfo" => delta > 100.0,
+        _ => true,
+    }
+}
+
+/// Sort key for reports: KPIs first, then the benchmark's side metrics and
+/// monitors, then perf-sched, perf-stat and perf-profile, as the robot's
+/// compare block orders them (§6 item 10).
+pub fn report_rank(metric: &str) -> u8 {
+    match prefix(metric) {
+        _ if is_kpi(metric) => 0,
+        "perf-sched" => 2,
+        "perf-stat" => 3,
+        "perf-profile" => 4,
+        _ => 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn directions_of_pipe_metrics() {
+        use Direction::*;
+        let cases = [
+            ("lmbench3.PIPE.bandwidth.MB/sec", HigherIsBetter),
+            ("lmbench3.PIPE.latency.us", LowerIsBetter),
+            ("will-it-scale.per_thread_ops", HigherIsBetter),
+            ("will-it-scale.per_process_ops", HigherIsBetter),
+            ("unixbench.throughput", HigherIsBetter),
+            ("unixbench.score", HigherIsBetter),
+            ("hackbench.throughput", HigherIsBetter),
+            ("hackbench.time_sec", LowerIsBetter),
+            ("perf-bench-sched-pipe.ops_per_sec", HigherIsBetter),
+            ("perf-bench-sched-pipe.usecs_per_op", LowerIsBetter),
+            ("perf-bench-sched-messaging.total_time_sec", LowerIsBetter),
+            ("stress-ng.pipe.ops_per_sec", HigherIsBetter),
+            ("pipen.MB/sec", HigherIsBetter),
+            ("pipen.ops_per_sec", HigherIsBetter),
+            ("pipebench.MB/sec", HigherIsBetter),
+            ("lmbench3.time.elapsed_time", LowerIsBetter),
+            ("lmbench3.time.voluntary_context_switches", Undefined),
+            ("vmstat.system.cs", Undefined),
+        ];
+        for (m, d) in cases {
+            assert_eq!(direction(m), d, "{m}");
+        }
+    }
+
+    #[test]
+    fn kpis_exclude_time_and_monitors() {
+        assert!(is_kpi("lmbench3.PIPE.bandwidth.MB/sec"));
+        assert!(!is_kpi("lmbench3.time.elapsed_time"));
+        assert!(!is_kpi("perf-stat.ps.cpu-cycles"));
+        assert!(is_perf_metric("lmbench3.time.user_time"));
+        assert!(is_perf_metric("vmstat.system.cs"));
+        assert!(!is_perf_metric("kmsg.foo"));
+    }
+
+    #[test]
+    fn floors_follow_the_threshold_table() {
+        assert_eq!(
+            absolute_floor("lmbench3.time.user_time"),
+            Some((10.0, true))
+        );
+        assert!(!passes_absolute_floor("lmbench3.time.user_time", 9.0, 3.0));
+        assert!(!passes_absolute_floor("lmbench3.time.user_time", 60.0, 4.0));
+        assert!(passes_absolute_floor("lmbench3.time.user_time", 60.0, 6.0));
+        assert!(!passes_absolute_floor(
+            "proc-vmstat.nr_free_pages",
+            900.0,
+            500.0
+        ));
+        assert!(passes_absolute_floor(
+            "lmbench3.PIPE.bandwidth.MB/sec",
+            1.0,
+            0.1
+        ));
+    }
+
+    #[test]
+    fn impact_follows_direction() {
+        assert_eq!(
+            Impact::of(Direction::HigherIsBetter, -18.5),
+            Impact::Regression
+        );
+        assert_eq!(
+            Impact::of(Direction::LowerIsBetter, -3.0),
+            Impact::Improvement
+        );
+        assert_eq!(Impact::of(Direction::Undefined, -3.0), Impact::Undefined);
+    }
+}

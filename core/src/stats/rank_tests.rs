@@ -1,0 +1,219 @@
+//! Two-sample rank tests: Mann-Whitney U and Kolmogorov-Smirnov (exact for
+//! the small samples kbot uses, asymptotic beyond), and Cliff's delta.
+//!
+//! Pinpoint takes the smaller p-value of the two because they cover each
+//! other's blind spots: MWU sees location shifts, KS sees changes of shape
+//! (`pinpoint/models/compare/compare.py`; `shared/reference/peer-systems.md` §4).
+
+/// Largest side for the exact MWU distribution; beyond it the normal
+/// approximation is accurate to well under 1e-3 (Mann & Whitney 1947 show
+/// convergence from n ≈ 8; scipy switches at 8 with ties).
+const MWU_EXACT_MAX: usize = 50;
+/// Largest total for exact KS lattice-path counting in f64 (C(400,200) ≈ 1e119).
+const KS_EXACT_MAX_TOTAL: usize = 400;
+
+/// Two-sided Mann-Whitney U p-value. Exact without ties (Gaussian-binomial
+/// counting); with ties or larger samples, the normal approximation with tie
+/// and continuity correction (as scipy's `mannwhitneyu(method="asymptotic")`).
+pub fn mann_whitney_p(a: &[f64], b: &[f64]) -> f64 {
+    let (n, m) = (a.len(), b.len());
+    if n == 0 || m == 0 {
+        return 1.0;
+    }
+    let (u, ties) = u_statistic(a, b);
+    if !ties && n.max(m) <= MWU_EXACT_MAX {
+        let u_low = u.min((n * m) as f64 - u).floor() as usize;
+        return (2.0 * exact_u_cdf(n, m, u_low)).min(1.0);
+    }
+    let (nf, mf) = (n as f64, m as f64);
+    let mu = nf * mf / 2.0;
+    let tie_term = tie_correction(a, b);
+    let total = nf + mf;
+    let var = nf * mf / 12.0 * ((total + 1.0) - tie_term / (total * (total - 1.0)));
+    if var <= 0.0 {
+        return 1.0;
+    }
+    let z = ((u - mu).abs() - 0.5).max(0.0) / var.sqrt();
+    (2.0 * super::special::normal_sf(z)).min(1.0)
+}
+
+/// `U` of `a` (count of pairs with a > b, ties counting ½) and whether any
+/// tie between or within the samples exists.
+fn u_statistic(a: &[f64], b: &[f64]) -> (f64, bool) {
+    let mut u = 0.0;
+    let mut ties = false;
+    for x in a {
+        for y in b {
+            if x > y {
+                u += 1.0;
+            } else if x == y {
+                u += 0.5;
+                ties = true;
+            }
+        }
+    }
+    let mut all: Vec<f64> = a.iter().chain(b).copied().collect();
+    all.sort_by(f64::total_cmp);
+    ties |= all.windows(2).any(|w| w[0] == w[1]);
+    (u, ties)
+}
+
+/// Σ (t³ − t) over tie groups of the pooled sample.
+fn tie_correction(a: &[f64], b: &[f64]) -> f64 {
+    let mut all: Vec<f64> = a.iter().chain(b).copied().collect();
+    all.sort_by(f64::total_cmp);
+    let mut sum = 0.0;
+    let mut i = 0;
+    while i < all.len() {
+        let mut j = i;
+        while j < all.len() && all[j] == all[i] {
+            j += 1;
+        }
+        let t = (j - i) as f64;
+        sum += t * t * t - t;
+        i = j;
+    }
+    sum
+}
+
+/// `P(U ≤ k)` under H0 without ties: the coefficients of the Gaussian
+/// binomial `[n+m choose n]_q = Π_{i=1..n} (1 − q^{m+i}) / (1 − q^i)`,
+/// truncated at degree k, divided by C(n+m, n).
+fn exact_u_cdf(n: usize, m: usize, k: usize) -> f64 {
+    let mut c = vec![0.0f64; k + 1];
+    c[0] = 1.0;
+    for i in 1..=n {
+        // Multiply by (1 − q^{m+i}).
+        let s = m + i;
+        for d in (s..=k).rev() {
+            c[d] -= c[d - s];
+        }
+        // Divide by (1 − q^i): a running sum with stride i.
+        for d in i..=k {
+            c[d] += c[d - i];
+        }
+    }
+    let count: f64 = c.iter().sum();
+    count / binomial(n + m, n)
+}
+
+fn binomial(n: usize, k: usize) -> f64 {
+    let k = k.min(n - k);
+    (0..k).fold(1.0, |acc, i| acc * (n - i) as f64 / (i + 1) as f64)
+}
+
+/// Two-sided two-sample Kolmogorov-Smirnov p-value: exact lattice-path count
+/// (Hodges 1957) for small samples, the Kolmogorov limit with Stephens'
+/// small-sample correction otherwise.
+pub fn kolmogorov_smirnov_p(a: &[f64], b: &[f64]) -> f64 {
+    let (n, m) = (a.len(), b.len());
+    if n == 0 || m == 0 {
+        return 1.0;
+    }
+    let d = ks_statistic_scaled(a, b);
+    if n + m <= KS_EXACT_MAX_TOTAL {
+        return (1.0 - paths_inside(n, m, d) / binomial(n + m, n)).clamp(0.0, 1.0);
+    }
+    let en = (n * m) as f64 / (n + m) as f64;
+    let dn = d as f64 / (n * m) as f64;
+    let lambda = (en.sqrt() + 0.12 + 0.11 / en.sqrt()) * dn;
+    super::special::kolmogorov_sf(lambda)
+}
+
+/// `D·n·m`: the largest |i·m − j·n| over the merged order, stepping past
+/// equal values together so ties never create a spurious jump.
+fn ks_statistic_scaled(a: &[f64], b: &[f64]) -> i64 {
+    let (a, b) = (super::describe::sorted(a), super::describe::sorted(b));
+    let (n, m) = (a.len() as i64, b.len() as i64);
+    let (mut i, mut j, mut d) = (0usize, 0usize, 0i64);
+    while i < a.len() || j < b.len() {
+        let x = match (a.get(i), b.get(j)) {
+            (Some(&x), Some(&y)) => x.min(y),
+            (Some(&x), None) => x,
+            (None, Some(&y)) => y,
+            (None, None) => break,
+        };
+        while i < a.len() && a[i] == x {
+            i += 1;
+        }
+        while j < b.len() && b[j] == x {
+            j += 1;
+        }
+        d = d.max((i as i64 * m - j as i64 * n).abs());
+    }
+    d
+}
+
+/// Lattice paths (0,0)→(n,m) whose every point has |i·m − j·n| < d.
+fn paths_inside(n: usize, m: usize, d: i64) -> f64 {
+    let (ni, mi) = (n as i64, m as i64);
+    let mut row = vec![0.0f64; m + 1];
+    for i in 0..=n {
+        for j in 0..=m {
+            let inside = (i as i64 * mi - j as i64 * ni).abs() < d;
+            row[j] = if !inside {
+                0.0
+            } else if i == 0 && j == 0 {
+                1.0
+            } else {
+                let up = if i > 0 { row[j] } else { 0.0 };
+                let left = if j > 0 { row[j - 1] } else { 0.0 };
+                up + left
+            };
+        }
+    }
+    row[m]
+}
+
+/// Cliff's delta of `b` over `a`: P(b > a) − P(b < a), in [-1, 1].
+pub fn cliffs_delta(a: &[f64], b: &[f64]) -> f64 {
+    if a.is_empty() || b.is_empty() {
+        return 0.0;
+    }
+    let mut s = 0i64;
+    for y in b {
+        for x in a {
+            s += i64::from(y > x) - i64::from(y < x);
+        }
+    }
+    s as f64 / (a.len() * b.len()) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_mwu_complete_separation() {
+        // 5 vs 5, fully separated: p = 2/C(10,5) = 2/252.
+        let a = [1.0, 2.0, 3.0, 4.0, 5.0];
+        let b = [6.0, 7.0, 8.0, 9.0, 10.0];
+        assert!((mann_whitney_p(&a, &b) - 2.0 / 252.0).abs() < 1e-12);
+        assert!((mann_whitney_p(&b, &a) - 2.0 / 252.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn exact_mwu_matches_scipy() {
+        // U = 8; enumerating all C(11,5) splits gives 2·P(U ≤ 8) = 0.24675…
+        let a = [1.0, 2.0, 4.0, 7.0, 9.0];
+        let b = [3.0, 5.0, 6.0, 8.0, 10.0, 11.0];
+        assert!((mann_whitney_p(&a, &b) - 0.246_753_246_753_246_8).abs() < 1e-9);
+    }
+
+    #[test]
+    fn ks_exact_small() {
+        // Complete separation 5 vs 5: D = 1, p = 2/252.
+        let a = [1.0, 2.0, 3.0, 4.0, 5.0];
+        let b = [6.0, 7.0, 8.0, 9.0, 10.0];
+        assert!((kolmogorov_smirnov_p(&a, &b) - 2.0 / 252.0).abs() < 1e-12);
+        // Identical samples: D = 0, p = 1.
+        assert_eq!(kolmogorov_smirnov_p(&a, &a), 1.0);
+    }
+
+    #[test]
+    fn cliffs_delta_extremes() {
+        assert_eq!(cliffs_delta(&[1.0, 2.0], &[3.0, 4.0]), 1.0);
+        assert_eq!(cliffs_delta(&[3.0, 4.0], &[1.0, 2.0]), -1.0);
+        assert_eq!(cliffs_delta(&[1.0, 2.0], &[1.0, 2.0]), 0.0);
+    }
+}

@@ -1,0 +1,233 @@
+//! The 0-day compare table (`lkp compare` / the robot's "Details" block),
+//! byte for byte in layout, and the same data as a serde struct for JSON.
+//!
+//! Layout rules (`lib/compare.rb`, `shared/reference/lkp-0day.md` §4 and §6):
+//! axis keys sorted and joined by `/`; the two commits; SHA heads of 16 and
+//! 27 characters; rows of `base_mean [± s%]  change  head_mean [± s%]  stat`
+//! with the arithmetic mean and the population σ, `± s%` only when above 2%,
+//! and an absolute change (no `%`) for perf-profile and `%`-suffixed stats.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::stats::{Comparison, MetricComparison, Outcome};
+
+/// A commit as the table names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommitRef {
+    /// Full (or at least 27-character) SHA.
+    pub sha: String,
+    pub subject: String,
+}
+
+/// One table row.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TableRow {
+    pub metric: String,
+    pub base_mean: f64,
+    pub base_stddev_pct: f64,
+    /// Percent, or absolute when `change_is_absolute`.
+    pub change: f64,
+    pub change_is_absolute: bool,
+    pub head_mean: f64,
+    pub head_stddev_pct: f64,
+}
+
+impl From<&MetricComparison> for TableRow {
+    fn from(m: &MetricComparison) -> Self {
+        TableRow {
+            metric: m.metric.clone(),
+            base_mean: m.base.mean,
+            base_stddev_pct: m.base.stddev_pct,
+            change: m.change,
+            change_is_absolute: m.change_is_absolute,
+            head_mean: m.head.mean,
+            head_stddev_pct: m.head.stddev_pct,
+        }
+    }
+}
+
+/// Which metrics of a comparison become rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RowFilter {
+    All,
+    /// 0-day's changed stats (what the robot prints).
+    ZeroDayChanged,
+    /// kbot's `different` metrics.
+    KbotDifferent,
+    /// Either of the two.
+    Changed,
+}
+
+/// Everything the table shows; serialize it for the API and the dashboard.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TableInput {
+    /// Axis key → value (`compiler: gcc-14`, `testcase: lmbench3`, …);
+    /// rendered in key order.
+    pub axes: BTreeMap<String, String>,
+    pub base: CommitRef,
+    pub head: CommitRef,
+    /// In display order (KPIs first, as [`Comparison`] sorts them).
+    pub rows: Vec<TableRow>,
+}
+
+impl TableInput {
+    /// Rows from a comparison, keeping its order (KPIs first).
+    pub fn from_comparison(
+        axes: BTreeMap<String, String>,
+        base: CommitRef,
+        head: CommitRef,
+        comparison: &Comparison,
+        filter: RowFilter,
+    ) -> Self {
+        let keep = |m: &&MetricComparison| match filter {
+            RowFilter::All => true,
+            RowFilter::ZeroDayChanged => m.zero_day.changed,
+            RowFilter::KbotDifferent => m.kbot.outcome == Outcome::Different,
+            RowFilter::Changed => m.zero_day.changed || m.kbot.outcome == Outcome::Different,
+        };
+        let rows = comparison
+            .metrics
+            .iter()
+            .filter(keep)
+            .map(TableRow::from)
+            .collect();
+        TableInput {
+            axes,
+            base,
+            head,
+            rows,
+        }
+    }
+}
+
+const RULE_WIDTH: usize = 89;
+const BASE_SHA_WIDTH: usize = 16;
+const HEAD_SHA_WIDTH: usize = 27;
+const SHORT_SHA: usize = 10;
+/// `± s%` only above this (in percent).
+const STDDEV_SHOWN_ABOVE: f64 = 2.0;
+
+/// Render the compare block, every line ending in `\n`.
+pub fn render(t: &TableInput) -> String {
+    let mut out = String::new();
+    let mut line = |s: &str| {
+        out.push_str(s);
+        out.push('\n');
+    };
+    line(&"=".repeat(RULE_WIDTH));
+    let keys: Vec<&str> = t.axes.keys().map(String::as_str).collect();
+    let values: Vec<&str> = t.axes.values().map(String::as_str).collect();
+    line(&format!("{}:", keys.join("/")));
+    line(&format!("  {}", values.join("/")));
+    line("");
+    line("commit: ");
+    for c in [&t.base, &t.head] {
+        line(&format!(
+            "  {} (\"{}\")",
+            prefix(&c.sha, SHORT_SHA),
+            c.subject
+        ));
+    }
+    line("");
+    line(&format!(
+        "{:<bw$} {:<hw$}",
+        prefix(&t.base.sha, BASE_SHA_WIDTH),
+        prefix(&t.head.sha, HEAD_SHA_WIDTH),
+        bw = BASE_SHA_WIDTH,
+        hw = HEAD_SHA_WIDTH
+    ));
+    line(&format!(
+        "{} {} ",
+        "-".repeat(BASE_SHA_WIDTH),
+        "-".repeat(HEAD_SHA_WIDTH)
+    ));
+    line("         %stddev     %change         %stddev");
+    line("             \\          |                \\  ");
+    for r in &t.rows {
+        line(&render_row(r));
+    }
+    out
+}
+
+fn render_row(r: &TableRow) -> String {
+    let change = if r.change.abs() < 0.05 { 0.0 } else { r.change };
+    let unit = if r.change_is_absolute { " " } else { "%" };
+    format!(
+        "{:>10}{}{:>+10.1}{}{:>11}{}  {}",
+        number(r.base_mean),
+        stddev(r.base_stddev_pct),
+        change,
+        unit,
+        number(r.head_mean),
+        stddev(r.head_stddev_pct),
+        r.metric
+    )
+}
+
+fn stddev(pct: f64) -> String {
+    if pct > STDDEV_SHOWN_ABOVE {
+        format!(" ±{:>3.0}%", pct)
+    } else {
+        " ".repeat(6)
+    }
+}
+
+/// lkp's number format: 4 significant digits in exponent form from 1e5,
+/// integers from 1000, two decimals below.
+pub fn number(x: f64) -> String {
+    let a = x.abs();
+    if !x.is_finite() {
+        format!("{x}")
+    } else if a >= 1e5 {
+        let s = format!("{x:.3e}");
+        match s.split_once('e') {
+            Some((mantissa, exp)) => {
+                let e: i32 = exp.parse().unwrap_or(0);
+                format!("{mantissa}e{}{:02}", if e < 0 { '-' } else { '+' }, e.abs())
+            }
+            None => s,
+        }
+    } else if a >= 1000.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+fn prefix(s: &str, n: usize) -> &str {
+    s.char_indices().nth(n).map_or(s, |(i, _)| &s[..i])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_like_lkp() {
+        assert_eq!(number(29142.4), "29142");
+        assert_eq!(number(191.8), "191.80");
+        assert_eq!(number(292_800_000.0), "2.928e+08");
+        assert_eq!(number(0.004), "0.00");
+        assert_eq!(number(123_456.0), "1.235e+05");
+    }
+
+    #[test]
+    fn absolute_change_row() {
+        let r = TableRow {
+            metric: "perf-profile.self.cycles-pp.pipe_read".into(),
+            base_mean: 10.63,
+            base_stddev_pct: 1.0,
+            change: -2.1,
+            change_is_absolute: true,
+            head_mean: 8.53,
+            head_stddev_pct: 3.2,
+        };
+        assert_eq!(
+            render_row(&r),
+            "     10.63            -2.1        8.53 ±  3%  perf-profile.self.cycles-pp.pipe_read"
+        );
+    }
+}
