@@ -1,1 +1,45 @@
-//! kbot-server (skeleton; being built).
+//! kbot-server: the store (SQLite or PostgreSQL), the agent protocol, the
+//! scheduler, and the REST API and dashboard built on them.
+//!
+//! `main.rs` only parses the command line and calls [`cli::run`]; everything
+//! else lives here so tests and the load tool (`kbot-load`) reuse it.
+//!
+//! Module map (one concern each):
+//! - [`config`]: typed settings, loaded once from flags and `KBOT_*` variables.
+//! - [`error`]: the one error enum and its JSON/HTML responses.
+//! - [`db`]: pools for both backends and the embedded migrations.
+//! - [`auth`]: tokens (stored hashed) and the agent/user extractors.
+//! - [`agents`]: enrolment.
+//! - [`jobs`]: enqueueing, job state changes, result upload, the lease reaper.
+//! - [`scheduler`]: which queued job an agent gets, and the bounded long-poll.
+//! - [`routes`]: the single route table; [`server`]: bind, serve, shut down.
+//! - [`repos`]: registered repos, their git mirrors, resolved commits.
+//! - [`submissions`]: user submissions, their jobs, results; [`comparisons`]:
+//!   verdicts per pair and the extra runs `unknown` asks for.
+//! - [`client`]: the user CLI over the REST API.
+
+pub mod agents;
+pub mod artifacts;
+pub mod auth;
+pub mod cli;
+pub mod client;
+pub mod comparisons;
+pub mod config;
+pub mod dashboard;
+pub mod db;
+pub mod error;
+pub mod jobs;
+pub mod loadgen;
+pub mod openapi;
+pub mod repos;
+pub mod routes;
+pub mod scheduler;
+pub mod server;
+pub mod state;
+pub mod submissions;
+pub mod telemetry;
+pub mod time;
+
+pub use config::Config;
+pub use error::{Error, Result};
+pub use state::AppState;

@@ -1,0 +1,179 @@
+//! Agents: enrolment, and the stored hardware fingerprint jobs are matched
+//! and resolved against.
+
+use axum::extract::State;
+use axum::Json;
+use kbot_core::api::{BootBackend, EnrollRequest, EnrollResponse, Hardware};
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+use crate::auth;
+use crate::db::Tx;
+use crate::error::{ApiJson, Error, Result};
+use crate::state::AppState;
+use crate::time::now_ms;
+
+/// `POST /api/v1/agents/enroll`: trades a one-time enrolment token for an
+/// agent token. Enrolling an existing name again (a reinstalled machine)
+/// keeps the agent's id and history, updates its fingerprint and revokes its
+/// old tokens.
+pub async fn enroll(
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<EnrollRequest>,
+) -> Result<Json<EnrollResponse>> {
+    validate(&req)?;
+    let mut tx = state.db.begin().await?;
+    auth::consume_enrollment_token(&mut tx, &req.enrollment_token).await?;
+    let agent_id = upsert_agent(&mut tx, &req).await?;
+    let agent_token = auth::issue_agent_token(&mut tx, agent_id, &req.name).await?;
+    tx.commit().await?;
+    tracing::info!(agent_id, name = %req.name, tbox_group = %req.tbox_group, "agent enrolled");
+    Ok(Json(EnrollResponse {
+        agent_id,
+        agent_token,
+    }))
+}
+
+fn validate(req: &EnrollRequest) -> Result<()> {
+    let name_ok = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 128
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    };
+    if !name_ok(&req.name) {
+        return Err(Error::BadRequest(format!(
+            "agent name {:?} must be 1-128 characters of [A-Za-z0-9._-]",
+            req.name
+        )));
+    }
+    if !name_ok(&req.tbox_group) {
+        return Err(Error::BadRequest(format!(
+            "tbox_group {:?} must be 1-128 characters of [A-Za-z0-9._-]",
+            req.tbox_group
+        )));
+    }
+    if req.hardware.threads == 0 || req.hardware.memory_bytes == 0 {
+        return Err(Error::BadRequest(
+            "hardware must report at least one thread and some memory".into(),
+        ));
+    }
+    Ok(())
+}
+
+pub fn backend_str(backend: BootBackend) -> &'static str {
+    match backend {
+        BootBackend::Qemu => "qemu",
+        BootBackend::Kexec => "kexec",
+        BootBackend::Host => "host",
+    }
+}
+
+fn parse_backend(s: &str) -> Result<BootBackend> {
+    match s {
+        "qemu" => Ok(BootBackend::Qemu),
+        "kexec" => Ok(BootBackend::Kexec),
+        "host" => Ok(BootBackend::Host),
+        other => Err(anyhow::anyhow!("unknown backend {other:?} in the agents table").into()),
+    }
+}
+
+fn to_i64(value: u64, what: &str) -> Result<i64> {
+    i64::try_from(value).map_err(|_| Error::BadRequest(format!("{what} {value} is out of range")))
+}
+
+async fn upsert_agent(tx: &mut Tx, req: &EnrollRequest) -> Result<i64> {
+    let hw = &req.hardware;
+    let now = now_ms();
+    let row = sqlx::query(
+        "INSERT INTO agents (name, tbox_group, backend, arch, cpu_model, sockets, cores, threads, \
+             numa_nodes, memory_bytes, page_size, microcode, kernel, state, enrolled_at, last_seen_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'idle', $14, $15) \
+         ON CONFLICT (name) DO UPDATE SET tbox_group = excluded.tbox_group, \
+             backend = excluded.backend, arch = excluded.arch, cpu_model = excluded.cpu_model, \
+             sockets = excluded.sockets, cores = excluded.cores, threads = excluded.threads, \
+             numa_nodes = excluded.numa_nodes, memory_bytes = excluded.memory_bytes, \
+             page_size = excluded.page_size, microcode = excluded.microcode, \
+             kernel = excluded.kernel, state = 'idle', enrolled_at = excluded.enrolled_at, \
+             last_seen_at = excluded.last_seen_at \
+         RETURNING id",
+    )
+    .bind(&req.name)
+    .bind(&req.tbox_group)
+    .bind(backend_str(req.backend))
+    .bind(&hw.arch)
+    .bind(&hw.cpu_model)
+    .bind(i64::from(hw.sockets))
+    .bind(i64::from(hw.cores))
+    .bind(i64::from(hw.threads))
+    .bind(i64::from(hw.numa_nodes))
+    .bind(to_i64(hw.memory_bytes, "memory_bytes")?)
+    .bind(to_i64(hw.page_size, "page_size")?)
+    .bind(hw.microcode.as_deref())
+    .bind(&hw.kernel)
+    .bind(now)
+    .bind(now)
+    .fetch_one(&mut **tx)
+    .await?;
+    Ok(row.try_get("id")?)
+}
+
+/// An enrolled agent as stored.
+#[derive(Debug, Clone)]
+pub struct AgentRecord {
+    pub id: i64,
+    pub name: String,
+    pub tbox_group: String,
+    pub backend: BootBackend,
+    pub hardware: Hardware,
+    pub state: String,
+    pub last_seen_at: i64,
+}
+
+/// Columns [`AgentRecord::from_row`] reads, for `SELECT {AGENT_COLUMNS} FROM agents`.
+pub const AGENT_COLUMNS: &str = "id, name, tbox_group, backend, arch, cpu_model, sockets, cores, \
+     threads, numa_nodes, memory_bytes, page_size, microcode, kernel, state, last_seen_at";
+
+impl AgentRecord {
+    pub fn from_row(row: &AnyRow) -> Result<AgentRecord> {
+        let u32_col = |name: &str| -> Result<u32> {
+            let v: i64 = row.try_get(name)?;
+            Ok(u32::try_from(v).unwrap_or(u32::MAX))
+        };
+        let u64_col = |name: &str| -> Result<u64> {
+            let v: i64 = row.try_get(name)?;
+            Ok(u64::try_from(v).unwrap_or(0))
+        };
+        let backend: String = row.try_get("backend")?;
+        Ok(AgentRecord {
+            id: row.try_get("id")?,
+            name: row.try_get("name")?,
+            tbox_group: row.try_get("tbox_group")?,
+            backend: parse_backend(&backend)?,
+            hardware: Hardware {
+                arch: row.try_get("arch")?,
+                cpu_model: row.try_get("cpu_model")?,
+                sockets: u32_col("sockets")?,
+                cores: u32_col("cores")?,
+                threads: u32_col("threads")?,
+                numa_nodes: u32_col("numa_nodes")?,
+                memory_bytes: u64_col("memory_bytes")?,
+                page_size: u64_col("page_size")?,
+                microcode: row.try_get("microcode")?,
+                kernel: row.try_get("kernel")?,
+            },
+            state: row.try_get("state")?,
+            last_seen_at: row.try_get("last_seen_at")?,
+        })
+    }
+}
+
+/// Loads one agent.
+pub async fn load(pool: &sqlx::AnyPool, agent_id: i64) -> Result<AgentRecord> {
+    let row = sqlx::query(&format!("SELECT {AGENT_COLUMNS} FROM agents WHERE id = $1"))
+        .bind(agent_id)
+        .fetch_optional(pool)
+        .await?
+        .ok_or_else(|| Error::not_found("agent", agent_id))?;
+    AgentRecord::from_row(&row)
+}

@@ -1,0 +1,233 @@
+//! Bearer tokens: creation (admin subcommands), hashing, and the extractors
+//! that guard agent and user endpoints.
+//!
+//! Tokens are 32 random bytes, hex, behind a kind prefix (`kbot_enr_`,
+//! `kbot_agt_`, `kbot_usr_`) so a leaked one is recognisable. Only the
+//! sha256 of a token is stored; a database leak reveals no usable secret.
+
+use axum::extract::FromRequestParts;
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+use rand::RngCore;
+use sha2::{Digest, Sha256};
+use sqlx::Row;
+
+use crate::db::{Db, Tx};
+use crate::error::{Error, Result};
+use crate::state::AppState;
+use crate::time::now_ms;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenKind {
+    Enrollment,
+    Agent,
+    User,
+}
+
+impl TokenKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenKind::Enrollment => "enrollment",
+            TokenKind::Agent => "agent",
+            TokenKind::User => "user",
+        }
+    }
+
+    fn prefix(self) -> &'static str {
+        match self {
+            TokenKind::Enrollment => "kbot_enr_",
+            TokenKind::Agent => "kbot_agt_",
+            TokenKind::User => "kbot_usr_",
+        }
+    }
+}
+
+/// A fresh secret of the given kind.
+pub fn generate_token(kind: TokenKind) -> String {
+    let mut bytes = [0u8; 32];
+    rand::thread_rng().fill_bytes(&mut bytes);
+    format!("{}{}", kind.prefix(), hex::encode(bytes))
+}
+
+/// What the database keeps of a token.
+pub fn hash_token(token: &str) -> String {
+    hex::encode(Sha256::digest(token.as_bytes()))
+}
+
+/// Creates a one-time enrolment token (`kbot-server enroll-token`).
+pub async fn create_enrollment_token(db: &Db, label: &str) -> Result<String> {
+    let token = generate_token(TokenKind::Enrollment);
+    sqlx::query("INSERT INTO tokens (kind, token_hash, label, created_at) VALUES ($1, $2, $3, $4)")
+        .bind(TokenKind::Enrollment.as_str())
+        .bind(hash_token(&token))
+        .bind(label)
+        .bind(now_ms())
+        .execute(db.write())
+        .await?;
+    Ok(token)
+}
+
+/// Creates a user (if new) and an API token for it (`kbot-server user-token`).
+/// Returns the user id and the token.
+pub async fn create_user_token(db: &Db, name: &str, email: Option<&str>) -> Result<(i64, String)> {
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(Error::BadRequest("user name must not be empty".into()));
+    }
+    let mut tx = db.begin().await?;
+    let user_id = upsert_user(&mut tx, name, email).await?;
+    let token = generate_token(TokenKind::User);
+    sqlx::query(
+        "INSERT INTO tokens (kind, token_hash, label, user_id, created_at) VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind(TokenKind::User.as_str())
+    .bind(hash_token(&token))
+    .bind(name)
+    .bind(user_id)
+    .bind(now_ms())
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok((user_id, token))
+}
+
+async fn upsert_user(tx: &mut Tx, name: &str, email: Option<&str>) -> Result<i64> {
+    let row = sqlx::query(
+        "INSERT INTO users (name, email, created_at) VALUES ($1, $2, $3) \
+         ON CONFLICT (name) DO UPDATE SET email = COALESCE(excluded.email, users.email) \
+         RETURNING id",
+    )
+    .bind(name)
+    .bind(email)
+    .bind(now_ms())
+    .fetch_one(&mut **tx)
+    .await?;
+    Ok(row.try_get("id")?)
+}
+
+/// Consumes a one-time enrolment token inside the enrolment transaction.
+pub async fn consume_enrollment_token(tx: &mut Tx, token: &str) -> Result<()> {
+    let used = sqlx::query(
+        "UPDATE tokens SET used_at = $1 \
+         WHERE token_hash = $2 AND kind = 'enrollment' AND used_at IS NULL AND revoked_at IS NULL",
+    )
+    .bind(now_ms())
+    .bind(hash_token(token))
+    .execute(&mut **tx)
+    .await?;
+    if used.rows_affected() == 1 {
+        Ok(())
+    } else {
+        Err(Error::Unauthorized)
+    }
+}
+
+/// Issues a new agent token and revokes the agent's older ones.
+pub async fn issue_agent_token(tx: &mut Tx, agent_id: i64, label: &str) -> Result<String> {
+    let now = now_ms();
+    sqlx::query("UPDATE tokens SET revoked_at = $1 WHERE agent_id = $2 AND revoked_at IS NULL")
+        .bind(now)
+        .bind(agent_id)
+        .execute(&mut **tx)
+        .await?;
+    let token = generate_token(TokenKind::Agent);
+    sqlx::query(
+        "INSERT INTO tokens (kind, token_hash, label, agent_id, created_at) VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind(TokenKind::Agent.as_str())
+    .bind(hash_token(&token))
+    .bind(label)
+    .bind(agent_id)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(token)
+}
+
+/// The caller of an agent endpoint.
+#[derive(Debug, Clone)]
+pub struct AgentAuth {
+    pub agent_id: i64,
+    pub agent_name: String,
+}
+
+/// The caller of a user endpoint.
+#[derive(Debug, Clone)]
+pub struct UserAuth {
+    pub user_id: i64,
+    pub user_name: String,
+}
+
+struct TokenRow {
+    kind: String,
+    agent_id: Option<i64>,
+    user_id: Option<i64>,
+    name: Option<String>,
+}
+
+fn bearer(parts: &Parts) -> Result<&str> {
+    let value = parts
+        .headers
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .ok_or(Error::Unauthorized)?;
+    let token = value
+        .strip_prefix("Bearer ")
+        .or_else(|| value.strip_prefix("bearer "))
+        .ok_or(Error::Unauthorized)?
+        .trim();
+    if token.is_empty() {
+        return Err(Error::Unauthorized);
+    }
+    Ok(token)
+}
+
+async fn lookup(db: &Db, token: &str) -> Result<TokenRow> {
+    let row = sqlx::query(
+        "SELECT t.kind, t.agent_id, t.user_id, COALESCE(a.name, u.name) AS name \
+         FROM tokens t \
+         LEFT JOIN agents a ON a.id = t.agent_id \
+         LEFT JOIN users u ON u.id = t.user_id \
+         WHERE t.token_hash = $1 AND t.revoked_at IS NULL",
+    )
+    .bind(hash_token(token))
+    .fetch_optional(db.read())
+    .await?
+    .ok_or(Error::Unauthorized)?;
+    Ok(TokenRow {
+        kind: row.try_get("kind")?,
+        agent_id: row.try_get("agent_id")?,
+        user_id: row.try_get("user_id")?,
+        name: row.try_get("name")?,
+    })
+}
+
+impl FromRequestParts<AppState> for AgentAuth {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self> {
+        let row = lookup(&state.db, bearer(parts)?).await?;
+        match (row.kind.as_str(), row.agent_id) {
+            ("agent", Some(agent_id)) => Ok(AgentAuth {
+                agent_id,
+                agent_name: row.name.unwrap_or_default(),
+            }),
+            _ => Err(Error::WrongTokenKind { needed: "an agent" }),
+        }
+    }
+}
+
+impl FromRequestParts<AppState> for UserAuth {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self> {
+        let row = lookup(&state.db, bearer(parts)?).await?;
+        match (row.kind.as_str(), row.user_id) {
+            ("user", Some(user_id)) => Ok(UserAuth {
+                user_id,
+                user_name: row.name.unwrap_or_default(),
+            }),
+            _ => Err(Error::WrongTokenKind { needed: "a user" }),
+        }
+    }
+}

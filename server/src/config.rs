@@ -1,0 +1,110 @@
+//! Typed configuration, loaded once at start from command-line flags and
+//! `KBOT_*` environment variables; handlers only ever see [`Config`].
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Where the store lives when neither `KBOT_DATABASE_URL` nor `DATABASE_URL` is set.
+pub const DEFAULT_DATABASE_URL: &str = "sqlite://./var/kbot.db";
+
+/// The database to use; shared by every subcommand.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DbArgs {
+    /// `sqlite://PATH` (created on first start) or `postgres://...`.
+    /// Falls back to `DATABASE_URL`, then to `sqlite://./var/kbot.db`.
+    #[arg(long = "database-url", env = "KBOT_DATABASE_URL")]
+    pub database_url: Option<String>,
+}
+
+impl DbArgs {
+    /// The URL to connect to, after the `DATABASE_URL` and default fallbacks.
+    pub fn resolve(&self) -> String {
+        self.database_url
+            .clone()
+            .or_else(|| std::env::var("DATABASE_URL").ok())
+            .filter(|url| !url.trim().is_empty())
+            .unwrap_or_else(|| DEFAULT_DATABASE_URL.to_string())
+    }
+}
+
+/// Flags of `kbot-server serve`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Address the HTTP server listens on.
+    #[arg(long, env = "KBOT_BIND", default_value = "127.0.0.1:8080")]
+    pub bind: SocketAddr,
+    /// Directory for raw outputs, consoles and kernel configs.
+    #[arg(long, env = "KBOT_ARTIFACT_DIR", default_value = "./var/artifacts")]
+    pub artifact_dir: PathBuf,
+    /// Largest accepted request body; bigger ones get 413.
+    #[arg(long, env = "KBOT_MAX_UPLOAD_BYTES", default_value_t = 64 * 1024 * 1024)]
+    pub max_upload_bytes: usize,
+    /// How long a lease lasts without a heartbeat.
+    #[arg(long, env = "KBOT_LEASE_SECS", default_value_t = 120)]
+    pub lease_secs: u32,
+    /// Leases expire after this many attempts and the job fails.
+    #[arg(long, env = "KBOT_MAX_ATTEMPTS", default_value_t = 3)]
+    pub max_attempts: u32,
+    /// Upper bound on a lease long-poll, whatever the agent asks for.
+    #[arg(long, env = "KBOT_MAX_LEASE_WAIT_SECS", default_value_t = 30)]
+    pub max_lease_wait_secs: u32,
+    /// How often the reaper looks for expired leases.
+    #[arg(long, env = "KBOT_REAPER_INTERVAL_SECS", default_value_t = 5)]
+    pub reaper_interval_secs: u32,
+    /// Time in-flight requests get to finish after SIGINT/SIGTERM.
+    #[arg(long, env = "KBOT_SHUTDOWN_TIMEOUT_SECS", default_value_t = 10)]
+    pub shutdown_timeout_secs: u32,
+}
+
+/// The settings the server runs with.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub database_url: String,
+    pub bind: SocketAddr,
+    pub artifact_dir: PathBuf,
+    pub max_upload_bytes: usize,
+    pub lease_secs: u32,
+    /// What agents are told; a third of the lease so two heartbeats may be lost.
+    pub heartbeat_interval_secs: u32,
+    pub max_attempts: u32,
+    pub max_lease_wait_secs: u32,
+    pub reaper_interval_secs: u32,
+    pub shutdown_timeout_secs: u32,
+}
+
+impl Config {
+    /// Defaults for everything but the two places state lives.
+    pub fn new(database_url: impl Into<String>, artifact_dir: impl Into<PathBuf>) -> Config {
+        Config {
+            database_url: database_url.into(),
+            bind: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            artifact_dir: artifact_dir.into(),
+            max_upload_bytes: 64 * 1024 * 1024,
+            lease_secs: 120,
+            heartbeat_interval_secs: 40,
+            max_attempts: 3,
+            max_lease_wait_secs: 30,
+            reaper_interval_secs: 5,
+            shutdown_timeout_secs: 10,
+        }
+    }
+}
+
+impl From<ServeArgs> for Config {
+    fn from(args: ServeArgs) -> Config {
+        Config {
+            database_url: args.db.resolve(),
+            bind: args.bind,
+            artifact_dir: args.artifact_dir,
+            max_upload_bytes: args.max_upload_bytes,
+            lease_secs: args.lease_secs.max(3),
+            heartbeat_interval_secs: (args.lease_secs / 3).max(1),
+            max_attempts: args.max_attempts.max(1),
+            max_lease_wait_secs: args.max_lease_wait_secs,
+            reaper_interval_secs: args.reaper_interval_secs.max(1),
+            shutdown_timeout_secs: args.shutdown_timeout_secs,
+        }
+    }
+}

@@ -1,0 +1,242 @@
+//! The one error type of kbot-server and how it becomes an HTTP response.
+//!
+//! API routes return [`Error`] directly: the response is a
+//! [`kbot_core::api::ErrorBody`] with a stable `code`. Dashboard routes wrap it
+//! in [`HtmlError`] to get the same status as an HTML page. Server-side faults
+//! (database, I/O) are logged in full and reach the client only as `internal`.
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{FromRequest, Request};
+use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse, Response};
+use axum::Json;
+use kbot_core::api::{ErrorBody, ErrorDetail};
+use serde::de::DeserializeOwned;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Input that parsed but makes no sense; the message names the culprit.
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("invalid JSON body: {0}")]
+    InvalidJson(String),
+    #[error("metric {0:?} has a NaN or infinite value")]
+    NonFiniteMetric(String),
+    #[error("missing, malformed or unknown bearer token")]
+    Unauthorized,
+    /// A valid token of the wrong kind (user token on an agent endpoint, ...).
+    #[error("this endpoint needs {needed} token")]
+    WrongTokenKind { needed: &'static str },
+    #[error("{0}")]
+    Forbidden(&'static str),
+    #[error("{what} {key} not found")]
+    NotFound { what: &'static str, key: String },
+    #[error("{0}")]
+    Conflict(String),
+    /// The job's lease expired or the job was cancelled or re-queued meanwhile.
+    #[error("job {0} is not leased to this agent any more")]
+    LeaseLost(i64),
+    #[error("request body is larger than the server accepts")]
+    PayloadTooLarge,
+    #[error("database error")]
+    Db(#[from] sqlx::Error),
+    #[error("database migration failed")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("I/O error")]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Other(#[from] anyhow::Error),
+    #[error("unknown repo {0:?}")]
+    UnknownRepo(String),
+    /// Registering a repo whose URL git cannot clone.
+    #[error("cannot mirror {url}: {source}")]
+    RepoUnreachable {
+        url: String,
+        source: crate::repos::git::GitError,
+    },
+    /// Resolving a commit name or reading the commit graph.
+    #[error(transparent)]
+    Git(#[from] crate::repos::git::GitError),
+    /// Bad job files (named key, option or line) and other kbot-core errors.
+    #[error(transparent)]
+    Core(#[from] kbot_core::Error),
+}
+
+impl Error {
+    pub fn not_found(what: &'static str, key: impl ToString) -> Error {
+        Error::NotFound {
+            what,
+            key: key.to_string(),
+        }
+    }
+
+    /// The stable, machine-readable code clients may match on.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::BadRequest(_) => "bad_request",
+            Error::InvalidJson(_) => "invalid_json",
+            Error::NonFiniteMetric(_) => "non_finite_metric",
+            Error::Unauthorized => "unauthorized",
+            Error::WrongTokenKind { .. } => "wrong_token_kind",
+            Error::Forbidden(_) => "forbidden",
+            Error::NotFound { .. } => "not_found",
+            Error::Conflict(_) => "conflict",
+            Error::LeaseLost(_) => "lease_lost",
+            Error::PayloadTooLarge => "payload_too_large",
+            Error::Db(_) | Error::Migrate(_) | Error::Io(_) | Error::Other(_) => "internal",
+            Error::UnknownRepo(_) => "unknown_repo",
+            Error::RepoUnreachable { .. } => "repo_unreachable",
+            Error::Git(e) => e.code(),
+            Error::Core(e) => core_code(e),
+        }
+    }
+
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Error::BadRequest(_) | Error::InvalidJson(_) | Error::NonFiniteMetric(_) => {
+                StatusCode::BAD_REQUEST
+            }
+            Error::Unauthorized => StatusCode::UNAUTHORIZED,
+            Error::WrongTokenKind { .. } | Error::Forbidden(_) => StatusCode::FORBIDDEN,
+            Error::NotFound { .. } => StatusCode::NOT_FOUND,
+            Error::Conflict(_) | Error::LeaseLost(_) => StatusCode::CONFLICT,
+            Error::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Error::Db(_) | Error::Migrate(_) | Error::Io(_) | Error::Other(_) => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
+            Error::UnknownRepo(_) => StatusCode::NOT_FOUND,
+            Error::RepoUnreachable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            Error::Git(e) => e.status(),
+            Error::Core(_) => StatusCode::BAD_REQUEST,
+        }
+    }
+
+    /// What the client may see: internal detail stays in the log.
+    fn public_message(&self) -> String {
+        if self.status().is_server_error() {
+            "internal server error".to_string()
+        } else {
+            self.to_string()
+        }
+    }
+
+    fn log(&self) {
+        if self.status().is_server_error() {
+            tracing::error!(error = %error_chain(self), "request failed");
+        } else {
+            tracing::debug!(code = self.code(), error = %self, "request rejected");
+        }
+    }
+
+    pub fn body(&self) -> ErrorBody {
+        ErrorBody {
+            error: ErrorDetail {
+                code: self.code().to_string(),
+                message: self.public_message(),
+            },
+        }
+    }
+}
+
+/// Stable codes of kbot-core errors (job files, metrics, configs).
+fn core_code(e: &kbot_core::Error) -> &'static str {
+    use kbot_core::Error as E;
+    match e {
+        E::JobYaml { .. } => "invalid_yaml",
+        E::JobInvalid(_) => "invalid_job_file",
+        E::UnknownProgram { .. } => "unknown_program",
+        E::UnknownOption { .. } => "unknown_option",
+        E::InvalidValue { .. } => "invalid_value",
+        E::NonFiniteMetric { .. } => "non_finite_metric",
+        _ => "bad_request",
+    }
+}
+
+/// `outer: cause: root cause`, for logs.
+pub fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+impl IntoResponse for Error {
+    fn into_response(self) -> Response {
+        self.log();
+        (self.status(), Json(self.body())).into_response()
+    }
+}
+
+impl From<JsonRejection> for Error {
+    fn from(rejection: JsonRejection) -> Error {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            Error::PayloadTooLarge
+        } else {
+            Error::InvalidJson(rejection.body_text())
+        }
+    }
+}
+
+/// The same error rendered as a small HTML page, for dashboard routes.
+#[derive(Debug)]
+pub struct HtmlError(pub Error);
+
+impl From<Error> for HtmlError {
+    fn from(err: Error) -> HtmlError {
+        HtmlError(err)
+    }
+}
+
+impl IntoResponse for HtmlError {
+    fn into_response(self) -> Response {
+        self.0.log();
+        let status = self.0.status();
+        let page = format!(
+            "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{code} - kbot</title></head>\
+             <body><h1>{status}</h1><p>{message}</p><p><a href=\"/\">kbot</a></p></body></html>\n",
+            code = status.as_u16(),
+            status = escape_html(&status.to_string()),
+            message = escape_html(&self.0.public_message()),
+        );
+        (status, Html(page)).into_response()
+    }
+}
+
+fn escape_html(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// `axum::Json`, but a bad body becomes an [`Error`] (JSON `invalid_json`,
+/// or `payload_too_large`) instead of axum's plain-text rejection.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ApiJson<T>(pub T);
+
+impl<S, T> FromRequest<S> for ApiJson<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = Error;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Error> {
+        let Json(value) = Json::<T>::from_request(req, state).await?;
+        Ok(ApiJson(value))
+    }
+}

@@ -1,0 +1,247 @@
+//! The agent endpoints on a leased job: lease, heartbeat, events.
+//! (Result upload is in [`super::results`].)
+
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use kbot_core::api::{
+    EventRequest, FailureKind, HeartbeatResponse, JobState, LeaseRequest, LeaseResponse,
+};
+use sqlx::{AnyConnection, Row};
+
+use crate::auth::AgentAuth;
+use crate::db::Tx;
+use crate::error::{ApiJson, Error, Result};
+use crate::jobs::{self, ACTIVE_STATES_SQL};
+use crate::scheduler;
+use crate::state::AppState;
+use crate::time::now_ms;
+
+/// `POST /api/v1/agents/lease`: at most one job, waiting up to
+/// `min(wait_secs, max_lease_wait_secs)` for one.
+pub async fn lease(
+    State(state): State<AppState>,
+    agent: AgentAuth,
+    ApiJson(req): ApiJson<LeaseRequest>,
+) -> Result<Json<LeaseResponse>> {
+    let wait = Duration::from_secs(u64::from(
+        req.wait_secs.min(state.config.max_lease_wait_secs),
+    ));
+    let job = scheduler::lease_with_wait(&state, agent.agent_id, wait).await?;
+    if let Some(job) = &job {
+        tracing::info!(job_id = job.job_id, agent = %agent.agent_name, attempt = job.attempt, "job leased");
+    }
+    Ok(Json(LeaseResponse { job }))
+}
+
+/// `POST /api/v1/jobs/{id}/heartbeat`: extends the lease.
+pub async fn heartbeat(
+    State(state): State<AppState>,
+    agent: AgentAuth,
+    Path(job_id): Path<i64>,
+) -> Result<Json<HeartbeatResponse>> {
+    let now = now_ms();
+    let expires = now + i64::from(state.config.lease_secs) * 1000;
+    let mut tx = state.db.begin().await?;
+    let row = sqlx::query(&format!(
+        "UPDATE jobs SET lease_expires_at = $1, updated_at = $2 \
+         WHERE id = $3 AND lease_owner = $4 AND state IN {ACTIVE_STATES_SQL} \
+         RETURNING lease_expires_at"
+    ))
+    .bind(expires)
+    .bind(now)
+    .bind(job_id)
+    .bind(agent.agent_id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let response = match row {
+        Some(row) => HeartbeatResponse {
+            lease_expires_at: row.try_get("lease_expires_at")?,
+            cancelled: false,
+        },
+        None => {
+            let job = load_job_owner(&mut tx, job_id).await?;
+            job.check_owner(&mut tx, job_id, agent.agent_id).await?;
+            if job.state != JobState::Cancelled {
+                return Err(Error::LeaseLost(job_id));
+            }
+            HeartbeatResponse {
+                lease_expires_at: now,
+                cancelled: true,
+            }
+        }
+    };
+    sqlx::query("UPDATE agents SET last_seen_at = $1 WHERE id = $2")
+        .bind(now)
+        .bind(agent.agent_id)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(Json(response))
+}
+
+/// `POST /api/v1/jobs/{id}/events`: a state change reported by the agent.
+pub async fn event(
+    State(state): State<AppState>,
+    agent: AgentAuth,
+    Path(job_id): Path<i64>,
+    ApiJson(req): ApiJson<EventRequest>,
+) -> Result<StatusCode> {
+    let mut tx = state.db.begin().await?;
+    match req.state {
+        JobState::Building | JobState::Booting | JobState::Running | JobState::Uploading => {
+            progress(&mut tx, job_id, agent.agent_id, &req).await?;
+        }
+        JobState::Failed => {
+            let failure = req
+                .failure
+                .ok_or_else(|| Error::BadRequest("a failed event needs a failure kind".into()))?;
+            fail(&mut tx, job_id, agent.agent_id, failure, &req.detail).await?;
+        }
+        JobState::Finished => {
+            return Err(Error::BadRequest(
+                "finished is implied by the result upload (PUT /api/v1/jobs/{id}/result)".into(),
+            ))
+        }
+        JobState::Queued | JobState::Leased | JobState::Cancelled => {
+            return Err(Error::BadRequest(format!(
+                "agents cannot report state {}",
+                req.state.as_str()
+            )))
+        }
+    }
+    tx.commit().await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn progress(tx: &mut Tx, job_id: i64, agent_id: i64, req: &EventRequest) -> Result<()> {
+    let updated = sqlx::query(&format!(
+        "UPDATE jobs SET state = $1, updated_at = $2 \
+         WHERE id = $3 AND lease_owner = $4 AND state IN {ACTIVE_STATES_SQL}"
+    ))
+    .bind(req.state.as_str())
+    .bind(now_ms())
+    .bind(job_id)
+    .bind(agent_id)
+    .execute(&mut **tx)
+    .await?;
+    if updated.rows_affected() == 0 {
+        let job = load_job_owner(&mut *tx, job_id).await?;
+        job.check_owner(&mut *tx, job_id, agent_id).await?;
+        return Err(Error::LeaseLost(job_id));
+    }
+    jobs::record_event(
+        tx,
+        job_id,
+        Some(agent_id),
+        req.state.as_str(),
+        None,
+        &req.detail,
+    )
+    .await
+}
+
+/// A failure the agent reports. Machine trouble (`infrastructure`) is not the
+/// kernel's fault: the job goes back to the queue while attempts remain.
+/// Everything else fails the job for good.
+async fn fail(
+    tx: &mut Tx,
+    job_id: i64,
+    agent_id: i64,
+    failure: FailureKind,
+    detail: &str,
+) -> Result<()> {
+    let job = load_job_owner(&mut *tx, job_id).await?;
+    job.check_owner(&mut *tx, job_id, agent_id).await?;
+    if !job.state.is_active() {
+        return Err(Error::LeaseLost(job_id));
+    }
+    if failure == FailureKind::Infrastructure {
+        jobs::requeue_or_fail(tx, job_id, Some(agent_id), failure, detail).await?;
+        return Ok(());
+    }
+    let now = now_ms();
+    sqlx::query(&format!(
+        "UPDATE jobs SET state = 'failed', failure = $1, failure_detail = $2, finished_at = $3, \
+             updated_at = $4, lease_expires_at = NULL \
+         WHERE id = $5 AND lease_owner = $6 AND state IN {ACTIVE_STATES_SQL}"
+    ))
+    .bind(jobs::failure_str(failure))
+    .bind(jobs::truncate(detail, jobs::MAX_DETAIL_BYTES))
+    .bind(now)
+    .bind(now)
+    .bind(job_id)
+    .bind(agent_id)
+    .execute(&mut **tx)
+    .await?;
+    jobs::release_slot(tx, job.submission_id, Some(agent_id)).await?;
+    jobs::record_event(tx, job_id, Some(agent_id), "failed", Some(failure), detail).await
+}
+
+/// Who holds a job, for telling apart "not yours" from "no longer yours".
+pub(crate) struct JobOwner {
+    pub state: JobState,
+    pub lease_owner: Option<i64>,
+    pub submission_id: i64,
+}
+
+impl JobOwner {
+    /// An agent may only touch a job leased to it. One that held the lease
+    /// before (expired, re-queued, re-leased) is told it lost the lease;
+    /// any other agent is refused outright.
+    pub async fn check_owner(
+        &self,
+        conn: &mut AnyConnection,
+        job_id: i64,
+        agent_id: i64,
+    ) -> Result<()> {
+        if self.lease_owner == Some(agent_id) {
+            return Ok(());
+        }
+        let held_before = sqlx::query(
+            "SELECT id FROM job_events WHERE job_id = $1 AND agent_id = $2 AND state = 'leased' LIMIT 1",
+        )
+        .bind(job_id)
+        .bind(agent_id)
+        .fetch_optional(&mut *conn)
+        .await?;
+        match held_before {
+            Some(_) => Err(Error::LeaseLost(job_id)),
+            None => Err(Error::Forbidden("the job is not leased to this agent")),
+        }
+    }
+}
+
+pub(crate) trait ActiveState {
+    fn is_active(self) -> bool;
+}
+
+impl ActiveState for JobState {
+    fn is_active(self) -> bool {
+        matches!(
+            self,
+            JobState::Leased
+                | JobState::Building
+                | JobState::Booting
+                | JobState::Running
+                | JobState::Uploading
+        )
+    }
+}
+
+pub(crate) async fn load_job_owner(conn: &mut AnyConnection, job_id: i64) -> Result<JobOwner> {
+    let row = sqlx::query("SELECT state, lease_owner, submission_id FROM jobs WHERE id = $1")
+        .bind(job_id)
+        .fetch_optional(&mut *conn)
+        .await?
+        .ok_or_else(|| Error::not_found("job", job_id))?;
+    let state: String = row.try_get("state")?;
+    Ok(JobOwner {
+        state: JobState::parse(&state)
+            .ok_or_else(|| anyhow::anyhow!("job {job_id} has unknown state {state:?}"))?,
+        lease_owner: row.try_get("lease_owner")?,
+        submission_id: row.try_get("submission_id")?,
+    })
+}

@@ -1,0 +1,472 @@
+//! Jobs: one atomic job x one commit x one run index, the unit an agent
+//! leases. This module queues them ([`enqueue_pair`], [`enqueue_more_runs`]),
+//! cancels them ([`cancel_submission`]), moves them through their states
+//! ([`handlers`]), and takes them back from silent agents ([`reaper`]).
+//!
+//! States (`kbot_core::api::JobState`): `queued` -> `leased` ->
+//! `building`/`booting`/`running`/`uploading` (reported by the agent, in any
+//! order) -> `finished` (result stored) | `failed` | `cancelled`. An expired
+//! lease or an `infrastructure` failure puts the job back to `queued` with its
+//! attempt counted; past `max_attempts` it fails with the reason recorded.
+//! Every change is a row in `job_events`.
+
+use kbot_core::api::FailureKind;
+use kbot_core::job::AtomicJob;
+use sqlx::Row;
+
+use crate::db::Tx;
+use crate::error::{Error, Result};
+use crate::time::now_ms;
+
+pub mod handlers;
+pub mod reaper;
+pub mod results;
+
+/// States in which a job is held by an agent's lease, as an SQL list.
+pub const ACTIVE_STATES_SQL: &str = "('leased', 'building', 'booting', 'running', 'uploading')";
+
+/// Which commit of a pair a job runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Base,
+    Head,
+}
+
+impl Side {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Side::Base => "base",
+            Side::Head => "head",
+        }
+    }
+
+    /// Position inside a run: base first, so runs go base, head, base, head.
+    fn offset(self) -> i64 {
+        match self {
+            Side::Base => 0,
+            Side::Head => 1,
+        }
+    }
+}
+
+/// The commits a submission compares; both are `commits.id` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pair {
+    pub submission_id: i64,
+    pub base_commit_id: i64,
+    pub head_commit_id: i64,
+}
+
+/// Queues `runs` runs of every atomic job on both commits of `pair`, inside
+/// the caller's transaction (the one that inserted the submission row).
+///
+/// Returns the `atomic_jobs.id` of each atomic job, in order. Jobs take the
+/// submission's priority; each pair is pinned to one tbox group (the job
+/// file's, or the first agent's to lease it) and ordered base, head, base,
+/// head. Call [`crate::AppState::wake_lessees`] after committing.
+///
+/// Hardware constraints come from the atomic job's params: `arch`,
+/// `need_cpu` (logical CPUs), `need_memory` (bytes, with K/M/G/T suffix).
+pub async fn enqueue_pair(
+    tx: &mut Tx,
+    pair: Pair,
+    atomic_jobs: &[AtomicJob],
+    runs: u32,
+    max_attempts: u32,
+) -> Result<Vec<i64>> {
+    if runs == 0 {
+        return Err(Error::BadRequest("runs must be at least 1".into()));
+    }
+    let priority = submission_priority(tx, pair.submission_id).await?;
+    let first_position = next_position(tx, pair.submission_id).await?;
+    let mut ids = Vec::with_capacity(atomic_jobs.len());
+    for (i, job) in atomic_jobs.iter().enumerate() {
+        let position = first_position + i64::try_from(i).unwrap_or(i64::MAX);
+        let atomic_job_id = insert_atomic_job(tx, pair.submission_id, position, job).await?;
+        let constraints = Constraints::of(job)?;
+        let spec = JobSpec {
+            pair,
+            atomic_job_id,
+            constraints: &constraints,
+            priority,
+            max_attempts,
+        };
+        insert_runs(tx, &spec, 0, runs).await?;
+        ids.push(atomic_job_id);
+    }
+    Ok(ids)
+}
+
+/// Adds `extra_runs` runs of both sides to an atomic job (an `unknown`
+/// verdict asks for more data). Returns how many jobs were queued.
+pub async fn enqueue_more_runs(
+    tx: &mut Tx,
+    atomic_job_id: i64,
+    extra_runs: u32,
+    max_attempts: u32,
+) -> Result<u64> {
+    let row = sqlx::query(
+        "SELECT a.spec, s.id AS submission_id, s.base_commit_id, s.head_commit_id, \
+                s.priority, (SELECT COALESCE(MAX(j.run_index), -1) FROM jobs j \
+                             WHERE j.atomic_job_id = a.id) AS last_run \
+         FROM atomic_jobs a JOIN submissions s ON s.id = a.submission_id \
+         WHERE a.id = $1",
+    )
+    .bind(atomic_job_id)
+    .fetch_optional(&mut **tx)
+    .await?
+    .ok_or_else(|| Error::not_found("atomic job", atomic_job_id))?;
+    let spec_json: String = row.try_get("spec")?;
+    let job: AtomicJob = serde_json::from_str(&spec_json)
+        .map_err(|e| anyhow::anyhow!("stored atomic job {atomic_job_id} is not valid JSON: {e}"))?;
+    let pair = Pair {
+        submission_id: row.try_get("submission_id")?,
+        base_commit_id: row.try_get("base_commit_id")?,
+        head_commit_id: row.try_get("head_commit_id")?,
+    };
+    let last_run: i64 = row.try_get("last_run")?;
+    let constraints = Constraints::of(&job)?;
+    let spec = JobSpec {
+        pair,
+        atomic_job_id,
+        constraints: &constraints,
+        priority: row.try_get("priority")?,
+        max_attempts,
+    };
+    let first = u32::try_from(last_run + 1).unwrap_or(0);
+    insert_runs(tx, &spec, first, extra_runs).await?;
+    Ok(u64::from(extra_runs) * 2)
+}
+
+/// Cancels a submission and every job of it not yet terminal. Agents holding
+/// one learn it from their next heartbeat. Returns the number of jobs
+/// cancelled (0 when the submission had already ended).
+pub async fn cancel_submission(tx: &mut Tx, submission_id: i64, reason: &str) -> Result<u64> {
+    let row = sqlx::query("SELECT state FROM submissions WHERE id = $1")
+        .bind(submission_id)
+        .fetch_optional(&mut **tx)
+        .await?
+        .ok_or_else(|| Error::not_found("submission", submission_id))?;
+    let state: String = row.try_get("state")?;
+    if state != "active" {
+        return Ok(0);
+    }
+    let now = now_ms();
+    // Jobs before the submission row: the lock order of every writer.
+    let cancelled = sqlx::query(&format!(
+        "UPDATE jobs SET state = 'cancelled', updated_at = $1, finished_at = $2 \
+         WHERE submission_id = $3 AND (state = 'queued' OR state IN {ACTIVE_STATES_SQL}) \
+         RETURNING id"
+    ))
+    .bind(now)
+    .bind(now)
+    .bind(submission_id)
+    .fetch_all(&mut **tx)
+    .await?;
+    sqlx::query(
+        "UPDATE submissions SET state = 'cancelled', in_flight = 0, finished_at = $1 \
+         WHERE id = $2",
+    )
+    .bind(now)
+    .bind(submission_id)
+    .execute(&mut **tx)
+    .await?;
+    for row in &cancelled {
+        let job_id: i64 = row.try_get("id")?;
+        record_event(tx, job_id, None, "cancelled", None, reason).await?;
+    }
+    Ok(cancelled.len() as u64)
+}
+
+/// Changes the priority of a submission and of its queued jobs.
+pub async fn set_priority(tx: &mut Tx, submission_id: i64, priority: i64) -> Result<()> {
+    sqlx::query("UPDATE submissions SET priority = $1 WHERE id = $2")
+        .bind(priority)
+        .bind(submission_id)
+        .execute(&mut **tx)
+        .await?;
+    sqlx::query("UPDATE jobs SET priority = $1 WHERE submission_id = $2 AND state = 'queued'")
+        .bind(priority)
+        .bind(submission_id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// Appends a row to `job_events`.
+pub async fn record_event(
+    tx: &mut Tx,
+    job_id: i64,
+    agent_id: Option<i64>,
+    state: &str,
+    failure: Option<FailureKind>,
+    detail: &str,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO job_events (job_id, agent_id, at, state, failure, detail) \
+         VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(job_id)
+    .bind(agent_id)
+    .bind(now_ms())
+    .bind(state)
+    .bind(failure.map(failure_str))
+    .bind(truncate(detail, MAX_DETAIL_BYTES))
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Event details are log tails; longer ones are cut (at a char boundary).
+pub const MAX_DETAIL_BYTES: usize = 16 * 1024;
+
+pub fn truncate(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+pub fn failure_str(kind: FailureKind) -> &'static str {
+    match kind {
+        FailureKind::BuildFailed => "build_failed",
+        FailureKind::BootFailed => "boot_failed",
+        FailureKind::Timeout => "timeout",
+        FailureKind::Incomplete => "incomplete",
+        FailureKind::Infrastructure => "infrastructure",
+    }
+}
+
+/// Ends an agent's hold on a job without a result: back to `queued` with the
+/// attempt counted, or `failed` when the attempts are used up. Returns the
+/// new state. The caller has checked the job is active.
+pub async fn requeue_or_fail(
+    tx: &mut Tx,
+    job_id: i64,
+    agent_id: Option<i64>,
+    failure: FailureKind,
+    detail: &str,
+) -> Result<&'static str> {
+    let now = now_ms();
+    let row = sqlx::query(&format!(
+        "UPDATE jobs SET \
+             state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END, \
+             failure = CASE WHEN attempts >= max_attempts THEN $1 ELSE NULL END, \
+             failure_detail = CASE WHEN attempts >= max_attempts THEN $2 ELSE NULL END, \
+             finished_at = CASE WHEN attempts >= max_attempts THEN $3 ELSE NULL END, \
+             lease_owner = NULL, lease_expires_at = NULL, updated_at = $4 \
+         WHERE id = $5 AND state IN {ACTIVE_STATES_SQL} \
+         RETURNING state, submission_id, attempts"
+    ))
+    .bind(failure_str(failure))
+    .bind(truncate(detail, MAX_DETAIL_BYTES))
+    .bind(now)
+    .bind(now)
+    .bind(job_id)
+    .fetch_optional(&mut **tx)
+    .await?
+    .ok_or(Error::LeaseLost(job_id))?;
+    let state: String = row.try_get("state")?;
+    let submission_id: i64 = row.try_get("submission_id")?;
+    let attempts: i64 = row.try_get("attempts")?;
+    release_slot(tx, submission_id, agent_id).await?;
+    let (new_state, event_detail) = if state == "failed" {
+        (
+            "failed",
+            format!("{detail} (attempt {attempts}, no attempts left)"),
+        )
+    } else {
+        (
+            "queued",
+            format!("{detail} (attempt {attempts}, re-queued)"),
+        )
+    };
+    record_event(
+        tx,
+        job_id,
+        agent_id,
+        new_state,
+        Some(failure),
+        &event_detail,
+    )
+    .await?;
+    Ok(new_state)
+}
+
+/// A job left an agent's hands: the submission has one job fewer in flight
+/// and the agent is idle again.
+pub async fn release_slot(tx: &mut Tx, submission_id: i64, agent_id: Option<i64>) -> Result<()> {
+    sqlx::query("UPDATE submissions SET in_flight = in_flight - 1 WHERE id = $1 AND in_flight > 0")
+        .bind(submission_id)
+        .execute(&mut **tx)
+        .await?;
+    if let Some(agent_id) = agent_id {
+        sqlx::query("UPDATE agents SET state = 'idle', last_seen_at = $1 WHERE id = $2")
+            .bind(now_ms())
+            .bind(agent_id)
+            .execute(&mut **tx)
+            .await?;
+    }
+    Ok(())
+}
+
+/// Hardware an atomic job needs, from its params.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Constraints {
+    pub arch: Option<String>,
+    pub threads: Option<i64>,
+    pub memory_bytes: Option<i64>,
+}
+
+impl Constraints {
+    pub fn of(job: &AtomicJob) -> Result<Constraints> {
+        let threads = match job.params.get("need_cpu") {
+            Some(v) => Some(v.trim().parse::<i64>().map_err(|_| {
+                Error::BadRequest(format!("need_cpu: {v:?} is not a number of CPUs"))
+            })?),
+            None => None,
+        };
+        let memory_bytes = match job.params.get("need_memory") {
+            Some(v) => Some(parse_size(v).ok_or_else(|| {
+                Error::BadRequest(format!("need_memory: {v:?} is not a size like 4G"))
+            })?),
+            None => None,
+        };
+        Ok(Constraints {
+            arch: job.params.get("arch").cloned(),
+            threads,
+            memory_bytes,
+        })
+    }
+}
+
+/// `512`, `64K`, `4G`, `1.5T` (powers of 1024) to bytes.
+pub fn parse_size(text: &str) -> Option<i64> {
+    let text = text.trim();
+    let (number, unit) = match text.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(i) => text.split_at(i),
+        None => (text, ""),
+    };
+    let shift = match unit.to_ascii_uppercase().trim_end_matches(['B', 'I']) {
+        "" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        "T" => 40,
+        _ => return None,
+    };
+    let value: f64 = number.trim().parse().ok()?;
+    let bytes = value * f64::from(1u32 << 10).powi(shift / 10);
+    (value.is_finite() && value >= 0.0 && bytes < i64::MAX as f64).then_some(bytes as i64)
+}
+
+struct JobSpec<'a> {
+    pair: Pair,
+    atomic_job_id: i64,
+    constraints: &'a Constraints,
+    priority: i64,
+    max_attempts: u32,
+}
+
+async fn insert_runs(tx: &mut Tx, spec: &JobSpec<'_>, first_run: u32, runs: u32) -> Result<()> {
+    let now = now_ms();
+    for run in first_run..first_run.saturating_add(runs) {
+        for side in [Side::Base, Side::Head] {
+            let commit_id = match side {
+                Side::Base => spec.pair.base_commit_id,
+                Side::Head => spec.pair.head_commit_id,
+            };
+            sqlx::query(
+                "INSERT INTO jobs (submission_id, atomic_job_id, commit_id, side, run_index, seq, \
+                     need_arch, need_threads, need_memory_bytes, priority, state, \
+                     attempts, max_attempts, created_at, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'queued', 0, $11, $12, $13)",
+            )
+            .bind(spec.pair.submission_id)
+            .bind(spec.atomic_job_id)
+            .bind(commit_id)
+            .bind(side.as_str())
+            .bind(i64::from(run))
+            .bind(2 * i64::from(run) + side.offset())
+            .bind(spec.constraints.arch.as_deref())
+            .bind(spec.constraints.threads)
+            .bind(spec.constraints.memory_bytes)
+            .bind(spec.priority)
+            .bind(i64::from(spec.max_attempts.max(1)))
+            .bind(now)
+            .bind(now)
+            .execute(&mut **tx)
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+async fn submission_priority(tx: &mut Tx, submission_id: i64) -> Result<i64> {
+    let row = sqlx::query("SELECT priority FROM submissions WHERE id = $1")
+        .bind(submission_id)
+        .fetch_optional(&mut **tx)
+        .await?
+        .ok_or_else(|| Error::not_found("submission", submission_id))?;
+    Ok(row.try_get("priority")?)
+}
+
+async fn next_position(tx: &mut Tx, submission_id: i64) -> Result<i64> {
+    let row = sqlx::query(
+        "SELECT COALESCE(MAX(position), -1) + 1 AS next FROM atomic_jobs WHERE submission_id = $1",
+    )
+    .bind(submission_id)
+    .fetch_one(&mut **tx)
+    .await?;
+    Ok(row.try_get("next")?)
+}
+
+async fn insert_atomic_job(
+    tx: &mut Tx,
+    submission_id: i64,
+    position: i64,
+    job: &AtomicJob,
+) -> Result<i64> {
+    let spec = serde_json::to_string(job)
+        .map_err(|e| anyhow::anyhow!("atomic job does not serialise: {e}"))?;
+    let row = sqlx::query(
+        "INSERT INTO atomic_jobs (submission_id, position, spec, testcase, tbox_group, kconfig, compiler) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+    )
+    .bind(submission_id)
+    .bind(position)
+    .bind(spec)
+    .bind(&job.testcase)
+    .bind(job.tbox_group.as_deref())
+    .bind(&job.kconfig)
+    .bind(&job.compiler)
+    .fetch_one(&mut **tx)
+    .await?;
+    Ok(row.try_get("id")?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_binary_units() {
+        assert_eq!(parse_size("512"), Some(512));
+        assert_eq!(parse_size("64K"), Some(64 * 1024));
+        assert_eq!(parse_size("4G"), Some(4 << 30));
+        assert_eq!(parse_size("2GiB"), Some(2 << 30));
+        assert_eq!(parse_size("1.5M"), Some(1536 * 1024));
+        assert_eq!(parse_size("lots"), None);
+        assert_eq!(parse_size("-1G"), None);
+    }
+
+    #[test]
+    fn truncation_respects_char_boundaries() {
+        assert_eq!(truncate("héllo", 2), "h");
+        assert_eq!(truncate("hello", 10), "hello");
+    }
+}

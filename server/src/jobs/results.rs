@@ -1,0 +1,238 @@
+//! `PUT /api/v1/jobs/{id}/result`: the outcome of one run, stored once.
+//!
+//! Idempotent: a run's result is keyed by its job id. A second upload of the
+//! same run by the agent that stored it answers `stored: false` with the
+//! first result's id and changes nothing. Big text goes to the artifact
+//! directory before the transaction that references it commits.
+
+use axum::extract::{Path, State};
+use axum::Json;
+use kbot_core::api::{JobState, ResultUpload, UploadResponse};
+use sqlx::Row;
+
+use crate::artifacts::ArtifactStore;
+use crate::auth::AgentAuth;
+use crate::db::Tx;
+use crate::error::{ApiJson, Error, Result};
+use crate::jobs::handlers::{load_job_owner, ActiveState};
+use crate::jobs::{self, ACTIVE_STATES_SQL};
+use crate::state::{AppState, JobDone};
+use crate::time::now_ms;
+
+/// Longest metric name accepted (LKP names are well under 100 characters).
+const MAX_METRIC_NAME: usize = 256;
+
+/// Rows per multi-row `INSERT INTO metric_samples`: 3 parameters each, far
+/// under both backends' parameter limits.
+const METRIC_BATCH: usize = 500;
+
+pub async fn upload(
+    State(state): State<AppState>,
+    agent: AgentAuth,
+    Path(job_id): Path<i64>,
+    ApiJson(upload): ApiJson<ResultUpload>,
+) -> Result<Json<UploadResponse>> {
+    validate(&upload)?;
+    if let Some(existing) = existing_result(&state, job_id, agent.agent_id).await? {
+        return Ok(Json(existing));
+    }
+    let job = {
+        let mut conn = state.db.read().acquire().await?;
+        let job = load_job_owner(&mut conn, job_id).await?;
+        job.check_owner(&mut conn, job_id, agent.agent_id).await?;
+        job
+    };
+    if !job.state.is_active() {
+        return match job.state {
+            JobState::Cancelled => Err(Error::Conflict(format!(
+                "job {job_id} was cancelled; its result is not stored"
+            ))),
+            _ => Err(Error::LeaseLost(job_id)),
+        };
+    }
+    // Files first, then the rows that point at them.
+    let paths = write_artifacts(&state, job_id, &upload).await?;
+    let mut tx = state.db.begin().await?;
+    let Some(result_id) = insert_result(&mut tx, job_id, agent.agent_id, &upload, &paths).await?
+    else {
+        drop(tx);
+        return existing_result(&state, job_id, agent.agent_id)
+            .await?
+            .map(Json)
+            .ok_or(Error::LeaseLost(job_id));
+    };
+    insert_metrics(&mut tx, result_id, &upload).await?;
+    let atomic_job_id = finish_job(&mut tx, job_id, agent.agent_id, job.submission_id).await?;
+    tx.commit().await?;
+    // Nobody listening is fine: the comparison worker also re-scans.
+    let _ = state.job_done.send(JobDone {
+        job_id,
+        submission_id: job.submission_id,
+        atomic_job_id,
+    });
+    Ok(Json(UploadResponse {
+        result_id,
+        stored: true,
+    }))
+}
+
+/// Rejects what must never reach the statistics. JSON cannot carry NaN or
+/// infinity, but a float literal like `1e999` parses to infinity.
+pub fn validate(upload: &ResultUpload) -> Result<()> {
+    for (name, value) in &upload.metrics {
+        if name.is_empty() || name.len() > MAX_METRIC_NAME {
+            return Err(Error::BadRequest(format!(
+                "metric name {name:?} must be 1-{MAX_METRIC_NAME} bytes"
+            )));
+        }
+        if !value.is_finite() {
+            return Err(Error::NonFiniteMetric(name.clone()));
+        }
+    }
+    if upload.finished_at < upload.started_at {
+        return Err(Error::BadRequest("finished_at is before started_at".into()));
+    }
+    Ok(())
+}
+
+async fn existing_result(
+    state: &AppState,
+    job_id: i64,
+    agent_id: i64,
+) -> Result<Option<UploadResponse>> {
+    let row = sqlx::query("SELECT id, agent_id FROM results WHERE job_id = $1")
+        .bind(job_id)
+        .fetch_optional(state.db.read())
+        .await?;
+    let Some(row) = row else { return Ok(None) };
+    let owner: Option<i64> = row.try_get("agent_id")?;
+    if owner != Some(agent_id) {
+        return Err(Error::Forbidden(
+            "the job's result was uploaded by another agent",
+        ));
+    }
+    Ok(Some(UploadResponse {
+        result_id: row.try_get("id")?,
+        stored: false,
+    }))
+}
+
+struct ArtifactPaths {
+    raw_output: String,
+    console: Option<String>,
+    kconfig: Option<String>,
+}
+
+async fn write_artifacts(
+    state: &AppState,
+    job_id: i64,
+    upload: &ResultUpload,
+) -> Result<ArtifactPaths> {
+    let store = ArtifactStore::new(&state.config.artifact_dir);
+    let dir = format!("results/{job_id}");
+    let raw_output = format!("{dir}/output.txt");
+    store.put(&raw_output, upload.raw_output.clone()).await?;
+    let console = match &upload.console {
+        Some(text) => {
+            let path = format!("{dir}/console.txt");
+            store.put(&path, text.clone()).await?;
+            Some(path)
+        }
+        None => None,
+    };
+    let kconfig = match &upload.kconfig {
+        Some(text) => {
+            let path = format!("{dir}/kconfig");
+            store.put(&path, text.clone()).await?;
+            Some(path)
+        }
+        None => None,
+    };
+    Ok(ArtifactPaths {
+        raw_output,
+        console,
+        kconfig,
+    })
+}
+
+/// `None` when another upload of the run won the race.
+async fn insert_result(
+    tx: &mut Tx,
+    job_id: i64,
+    agent_id: i64,
+    upload: &ResultUpload,
+    paths: &ArtifactPaths,
+) -> Result<Option<i64>> {
+    let tuning = serde_json::to_string(&upload.tuning)
+        .map_err(|e| anyhow::anyhow!("tuning map does not serialise: {e}"))?;
+    let row = sqlx::query(
+        "INSERT INTO results (job_id, agent_id, kernel_release, tuning, raw_output_path, \
+             console_path, kconfig_path, started_at, finished_at, uploaded_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+         ON CONFLICT (job_id) DO NOTHING RETURNING id",
+    )
+    .bind(job_id)
+    .bind(agent_id)
+    .bind(&upload.kernel_release)
+    .bind(tuning)
+    .bind(&paths.raw_output)
+    .bind(paths.console.as_deref())
+    .bind(paths.kconfig.as_deref())
+    .bind(upload.started_at)
+    .bind(upload.finished_at)
+    .bind(now_ms())
+    .fetch_optional(&mut **tx)
+    .await?;
+    row.map(|r| r.try_get("id"))
+        .transpose()
+        .map_err(Error::from)
+}
+
+async fn insert_metrics(tx: &mut Tx, result_id: i64, upload: &ResultUpload) -> Result<()> {
+    let metrics: Vec<(&String, &f64)> = upload.metrics.iter().collect();
+    for batch in metrics.chunks(METRIC_BATCH) {
+        let mut sql = String::from("INSERT INTO metric_samples (result_id, metric, value) VALUES ");
+        for i in 0..batch.len() {
+            if i > 0 {
+                sql.push_str(", ");
+            }
+            let p = 3 * i;
+            sql.push_str(&format!("(${}, ${}, ${})", p + 1, p + 2, p + 3));
+        }
+        let mut query = sqlx::query(&sql);
+        for (name, value) in batch {
+            query = query.bind(result_id).bind(name.as_str()).bind(**value);
+        }
+        query.execute(&mut **tx).await?;
+    }
+    Ok(())
+}
+
+/// Marks the job finished; returns its atomic job id.
+async fn finish_job(tx: &mut Tx, job_id: i64, agent_id: i64, submission_id: i64) -> Result<i64> {
+    let now = now_ms();
+    let row = sqlx::query(&format!(
+        "UPDATE jobs SET state = 'finished', finished_at = $1, updated_at = $2, \
+             lease_expires_at = NULL \
+         WHERE id = $3 AND lease_owner = $4 AND state IN {ACTIVE_STATES_SQL} \
+         RETURNING atomic_job_id"
+    ))
+    .bind(now)
+    .bind(now)
+    .bind(job_id)
+    .bind(agent_id)
+    .fetch_optional(&mut **tx)
+    .await?
+    .ok_or(Error::LeaseLost(job_id))?;
+    jobs::release_slot(tx, submission_id, Some(agent_id)).await?;
+    jobs::record_event(
+        tx,
+        job_id,
+        Some(agent_id),
+        "finished",
+        None,
+        "result stored",
+    )
+    .await?;
+    Ok(row.try_get("atomic_job_id")?)
+}

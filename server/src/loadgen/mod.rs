@@ -1,0 +1,3 @@
+//! The load tool behind `kbot-load`: simulated agents against a running server.
+
+pub mod seed;

@@ -1,0 +1,117 @@
+//! Rows a load run (or a test) needs before agents can lease anything: a
+//! repository, two commits, a user and submissions with queued job pairs.
+//! Written straight to the store with the same functions the server uses.
+
+use kbot_core::job::{parse_job_file, AtomicJob};
+use sqlx::Row;
+
+use crate::db::Db;
+use crate::error::{Error, Result};
+use crate::jobs::{self, Pair};
+use crate::time::now_ms;
+
+/// A small real job file: lmbench3's bw_pipe at two message sizes.
+pub const LOAD_JOB_FILE: &str = "\
+testcase: bw_pipe
+bw_pipe:
+  size: [64k, 4k]
+runs: 3
+";
+
+/// What [`submission`] created.
+#[derive(Debug, Clone)]
+pub struct Seeded {
+    pub submission_id: i64,
+    pub atomic_job_ids: Vec<i64>,
+    pub base_commit_id: i64,
+    pub head_commit_id: i64,
+}
+
+/// Parses a job file, turning its error into a bad-request error.
+pub fn atomic_jobs(job_file: &str) -> Result<Vec<AtomicJob>> {
+    parse_job_file(job_file).map_err(|e| Error::BadRequest(e.to_string()))
+}
+
+/// Creates (or reuses) repo `repo`, two commits `base`/`head` in it, user
+/// `user`, and a submission of `job_file` with `runs` runs per side of
+/// every atomic job, all queued.
+pub async fn submission(
+    db: &Db,
+    repo: &str,
+    user: &str,
+    job_file: &str,
+    runs: u32,
+    priority: i64,
+) -> Result<Seeded> {
+    let atomic = atomic_jobs(job_file)?;
+    let now = now_ms();
+    let mut tx = db.begin().await?;
+    let repo_id: i64 = sqlx::query(
+        "INSERT INTO repos (name, url, default_branch, created_at) VALUES ($1, $2, 'master', $3) \
+         ON CONFLICT (name) DO UPDATE SET url = excluded.url RETURNING id",
+    )
+    .bind(repo)
+    .bind(format!("https://example.invalid/{repo}.git"))
+    .bind(now)
+    .fetch_one(&mut *tx)
+    .await?
+    .try_get("id")?;
+    let mut commit_ids = Vec::new();
+    for (i, subject) in ["base commit", "head commit"].iter().enumerate() {
+        let sha = format!("{:040x}", 0xb0 + i);
+        let id: i64 = sqlx::query(
+            "INSERT INTO commits (repo_id, sha, parents, subject, author_name, author_email, \
+                 authored_at, committed_at) \
+             VALUES ($1, $2, '', $3, 'Load Tester', 'load@example.invalid', $4, $5) \
+             ON CONFLICT (repo_id, sha) DO UPDATE SET subject = excluded.subject RETURNING id",
+        )
+        .bind(repo_id)
+        .bind(sha)
+        .bind(*subject)
+        .bind(now)
+        .bind(now)
+        .fetch_one(&mut *tx)
+        .await?
+        .try_get("id")?;
+        commit_ids.push(id);
+    }
+    let user_id: i64 = sqlx::query(
+        "INSERT INTO users (name, created_at) VALUES ($1, $2) \
+         ON CONFLICT (name) DO UPDATE SET name = excluded.name RETURNING id",
+    )
+    .bind(user)
+    .bind(now)
+    .fetch_one(&mut *tx)
+    .await?
+    .try_get("id")?;
+    let submission_id: i64 = sqlx::query(
+        "INSERT INTO submissions (user_id, repo_id, job_name, job_file, base_commit_id, \
+             head_commit_id, priority, runs_cap, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
+    )
+    .bind(user_id)
+    .bind(repo_id)
+    .bind("load")
+    .bind(job_file)
+    .bind(commit_ids[0])
+    .bind(commit_ids[1])
+    .bind(priority)
+    .bind(i64::from(runs) * 4)
+    .bind(now)
+    .fetch_one(&mut *tx)
+    .await?
+    .try_get("id")?;
+    let pair = Pair {
+        submission_id,
+        base_commit_id: commit_ids[0],
+        head_commit_id: commit_ids[1],
+    };
+    let atomic_job_ids = jobs::enqueue_pair(&mut tx, pair, &atomic, runs, 3).await?;
+    tx.commit().await?;
+    Ok(Seeded {
+        submission_id,
+        atomic_job_ids,
+        base_commit_id: pair.base_commit_id,
+        head_commit_id: pair.head_commit_id,
+    })
+}

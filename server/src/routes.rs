@@ -1,0 +1,118 @@
+//! The single route table. Other modules add their routes here, one line
+//! each, grouped by who calls them; handlers live in their own modules.
+//!
+//! axum 0.8 path syntax: `/{id}` captures, `/{*rest}` wildcards.
+
+use std::time::Duration;
+
+use axum::extract::{DefaultBodyLimit, Request};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::{Json, Router};
+use kbot_core::api::API_PREFIX;
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::TraceLayer;
+
+use crate::error::Error;
+use crate::state::AppState;
+use crate::{agents, dashboard, jobs, openapi, repos, submissions};
+
+/// The whole HTTP surface of the server.
+pub fn router(state: AppState) -> Router {
+    let limit = state.config.max_upload_bytes;
+    // Long-polls end within max_lease_wait_secs; anything slower is stuck.
+    let request_timeout = Duration::from_secs(u64::from(state.config.max_lease_wait_secs) + 60);
+    Router::new()
+        .merge(agent_routes())
+        .merge(meta_routes())
+        .merge(user_routes())
+        .merge(dashboard_routes())
+        .fallback(dashboard::not_found)
+        .with_state(state)
+        .layer(middleware::from_fn(json_payload_too_large))
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(RequestBodyLimitLayer::new(limit))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            request_timeout,
+        ))
+        .layer(TraceLayer::new_for_http())
+}
+
+/// Called by agents with an agent token (`kbot_core::api` documents them).
+fn agent_routes() -> Router<AppState> {
+    Router::new()
+        .route(&api("/agents/enroll"), post(agents::enroll))
+        .route(&api("/agents/lease"), post(jobs::handlers::lease))
+        .route(
+            &api("/jobs/{id}/heartbeat"),
+            post(jobs::handlers::heartbeat),
+        )
+        .route(&api("/jobs/{id}/events"), post(jobs::handlers::event))
+        .route(&api("/jobs/{id}/result"), put(jobs::results::upload))
+}
+
+/// Called by users and the CLI: writes need a user token, reads are open.
+fn user_routes() -> Router<AppState> {
+    use repos::routes as r;
+    use submissions::routes as s;
+    Router::new()
+        .route(&api("/repos"), post(r::create).get(r::list))
+        .route(&api("/repos/{name}"), get(r::show))
+        .route(&api("/repos/{name}/commits/{*rev}"), get(r::commit))
+        .route(&api("/repos/{name}/revlist"), get(r::revlist))
+        .route(&api("/submissions"), post(s::create).get(s::list))
+        .route(&api("/submissions/{id}"), get(s::show))
+        .route(&api("/submissions/{id}/events"), get(s::events))
+        .route(&api("/submissions/{id}/cancel"), post(s::cancel))
+        .route(&api("/submissions/{id}/results"), get(s::results))
+        .route(&api("/submissions/{id}/comparisons"), get(s::comparisons))
+}
+
+/// The HTML dashboard.
+fn dashboard_routes() -> Router<AppState> {
+    Router::new()
+        .route("/", get(dashboard::index))
+        .route("/submissions/{id}", get(dashboard::submission))
+        .route("/agents", get(dashboard::agents))
+}
+
+/// Unauthenticated: health and the API description.
+fn meta_routes() -> Router<AppState> {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/api/openapi.json", get(openapi::document))
+}
+
+/// `/api/v1` + `path`.
+pub fn api(path: &str) -> String {
+    format!("{API_PREFIX}{path}")
+}
+
+async fn healthz(axum::extract::State(state): axum::extract::State<AppState>) -> Response {
+    match sqlx::query("SELECT 1").execute(state.db.read()).await {
+        Ok(_) => (StatusCode::OK, "ok\n").into_response(),
+        Err(err) => Error::from(err).into_response(),
+    }
+}
+
+/// The body-limit layer answers 413 in plain text before any handler runs;
+/// API clients get the JSON error body every other error has.
+async fn json_payload_too_large(req: Request, next: Next) -> Response {
+    let response = next.run(req).await;
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v == HeaderValue::from_static("application/json"));
+    if response.status() == StatusCode::PAYLOAD_TOO_LARGE && !is_json {
+        return (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            Json(Error::PayloadTooLarge.body()),
+        )
+            .into_response();
+    }
+    response
+}

@@ -1,0 +1,303 @@
+//! Which queued job an agent gets, and the bounded long-poll around it.
+//!
+//! The order (stats-free; the statistics decide only how many runs exist):
+//! 1. higher `priority` first;
+//! 2. jobs of a pair this agent already ran, then pairs nobody ran yet, then
+//!    pairs other agents ran: a pair stays on one machine when it can, so
+//!    drift hits base and head alike, and idle agents still help out;
+//! 3. fair share: the submission with the fewest jobs in flight;
+//! 4. `seq` = 2 x run + side, so a pair runs base, head, base, head;
+//! 5. age (`id`).
+//!
+//! Only jobs whose pair is pinned to the agent's tbox group (or not yet
+//! pinned) and whose hardware constraints the agent meets are considered;
+//! the first lease pins the whole pair to the agent's group.
+//!
+//! The claim is one `UPDATE ... WHERE id = (SELECT ... LIMIT 1) AND state =
+//! 'queued' RETURNING`: on PostgreSQL the inner select skips rows other
+//! claimers hold (`FOR UPDATE SKIP LOCKED`), on SQLite the single writer
+//! serialises claims; on both the `state = 'queued'` guard makes a second
+//! claim of the same row update nothing. A job is never leased twice at once.
+
+use std::time::Duration;
+
+use kbot_core::api::{KconfigSpec, LeasedJob, RepoSpec};
+use kbot_core::job::AtomicJob;
+use sqlx::Row;
+
+use crate::agents::{self, AgentRecord};
+use crate::db::{Db, Tx};
+use crate::error::{Error, Result};
+use crate::jobs;
+use crate::state::AppState;
+use crate::time::now_ms;
+
+/// How often a waiting long-poll retries even without a local wake-up (jobs
+/// queued by another replica, leases freed by the reaper).
+const POLL_TICK: Duration = Duration::from_millis(500);
+
+/// Waits up to `wait` (already bounded by the caller) for a job for this agent.
+pub async fn lease_with_wait(
+    state: &AppState,
+    agent_id: i64,
+    wait: Duration,
+) -> Result<Option<LeasedJob>> {
+    let deadline = tokio::time::Instant::now() + wait;
+    let agent = agents::load(state.db.read(), agent_id).await?;
+    let mut shutdown = state.shutdown.clone();
+    loop {
+        // Registered before the attempt, so a wake-up between a failed claim
+        // and the wait is not lost.
+        let notified = state.queue_changed.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if let Some(job) = lease_once(state, &agent).await? {
+            return Ok(Some(job));
+        }
+        let now = tokio::time::Instant::now();
+        if now >= deadline || *shutdown.borrow() {
+            return Ok(None);
+        }
+        let tick = (deadline - now).min(POLL_TICK);
+        tokio::select! {
+            () = &mut notified => {}
+            () = tokio::time::sleep(tick) => {}
+            _ = shutdown.changed() => return Ok(None),
+        }
+    }
+}
+
+/// One claim attempt; `None` when no job matches now.
+pub async fn lease_once(state: &AppState, agent: &AgentRecord) -> Result<Option<LeasedJob>> {
+    let lease_ms = i64::from(state.config.lease_secs) * 1000;
+    let Some(claim) = claim(&state.db, agent, lease_ms).await? else {
+        mark_agent_seen(&state.db, agent.id).await?;
+        return Ok(None);
+    };
+    match leased_job(state, agent, &claim).await {
+        Ok(job) => Ok(Some(job)),
+        Err(err @ Error::BadRequest(_)) => {
+            // The stored job cannot run on this machine (its parameters do
+            // not resolve): fail it rather than hand it out forever.
+            let mut tx = state.db.begin().await?;
+            jobs::requeue_or_fail(
+                &mut tx,
+                claim.job_id,
+                Some(agent.id),
+                kbot_core::api::FailureKind::Infrastructure,
+                &format!("cannot prepare job: {err}"),
+            )
+            .await?;
+            tx.commit().await?;
+            Err(err)
+        }
+        Err(err) => Err(err),
+    }
+}
+
+/// The row a claim took.
+#[derive(Debug, Clone)]
+pub struct Claim {
+    pub job_id: i64,
+    pub submission_id: i64,
+    pub atomic_job_id: i64,
+    pub commit_id: i64,
+    pub run_index: i64,
+    pub attempts: i64,
+    pub lease_expires_at: i64,
+}
+
+/// Takes the best matching queued job for `agent`, or nothing.
+pub async fn claim(db: &Db, agent: &AgentRecord, lease_ms: i64) -> Result<Option<Claim>> {
+    // Two agents of different groups may claim the two sides of an unpinned
+    // pair at the same moment; the loser's claim is rolled back and retried.
+    for _ in 0..4 {
+        match try_claim(db, agent, lease_ms).await? {
+            ClaimOutcome::Claimed(claim) => return Ok(Some(claim)),
+            ClaimOutcome::Empty => return Ok(None),
+            ClaimOutcome::LostPinRace => continue,
+        }
+    }
+    Ok(None)
+}
+
+enum ClaimOutcome {
+    Claimed(Claim),
+    Empty,
+    LostPinRace,
+}
+
+async fn try_claim(db: &Db, agent: &AgentRecord, lease_ms: i64) -> Result<ClaimOutcome> {
+    let now = now_ms();
+    let mut tx = db.begin().await?;
+    let sql = format!(
+        "UPDATE jobs SET state = 'leased', lease_owner = $1, lease_expires_at = $2, \
+             attempts = attempts + 1, updated_at = $3 \
+         WHERE id = ( \
+             SELECT j.id FROM jobs j \
+             JOIN submissions s ON s.id = j.submission_id \
+             JOIN atomic_jobs a ON a.id = j.atomic_job_id \
+             WHERE j.state = 'queued' AND s.state = 'active' \
+               AND (a.tbox_group IS NULL OR a.tbox_group = $4) \
+               AND (j.need_arch IS NULL OR j.need_arch = $5) \
+               AND (j.need_threads IS NULL OR j.need_threads <= $6) \
+               AND (j.need_memory_bytes IS NULL OR j.need_memory_bytes <= $7) \
+             ORDER BY j.priority DESC, \
+                 CASE WHEN a.preferred_agent_id = $8 THEN 0 \
+                      WHEN a.preferred_agent_id IS NULL THEN 1 ELSE 2 END, \
+                 s.in_flight, j.seq, j.id \
+             LIMIT 1{skip_locked}) \
+           AND state = 'queued' \
+         RETURNING id, submission_id, atomic_job_id, commit_id, run_index, attempts, lease_expires_at",
+        skip_locked = db.skip_locked("j"),
+    );
+    let row = sqlx::query(&sql)
+        .bind(agent.id)
+        .bind(now + lease_ms)
+        .bind(now)
+        .bind(&agent.tbox_group)
+        .bind(&agent.hardware.arch)
+        .bind(i64::from(agent.hardware.threads))
+        .bind(i64::try_from(agent.hardware.memory_bytes).unwrap_or(i64::MAX))
+        .bind(agent.id)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let Some(row) = row else {
+        tx.rollback().await?;
+        return Ok(ClaimOutcome::Empty);
+    };
+    let claim = Claim {
+        job_id: row.try_get("id")?,
+        submission_id: row.try_get("submission_id")?,
+        atomic_job_id: row.try_get("atomic_job_id")?,
+        commit_id: row.try_get("commit_id")?,
+        run_index: row.try_get("run_index")?,
+        attempts: row.try_get("attempts")?,
+        lease_expires_at: row.try_get("lease_expires_at")?,
+    };
+    if !record_claim(&mut tx, agent, &claim, now).await? {
+        tx.rollback().await?;
+        return Ok(ClaimOutcome::LostPinRace);
+    }
+    tx.commit().await?;
+    Ok(ClaimOutcome::Claimed(claim))
+}
+
+/// The bookkeeping of a claim, in its transaction: fair-share counter, pair
+/// pinning to this agent and its tbox group, the event, the agent's state.
+/// Locks rows in the order jobs, submissions, atomic_jobs, agents, as every
+/// other writer does, so concurrent claims cannot deadlock. Returns false
+/// when the pair got pinned to another tbox group meanwhile.
+async fn record_claim(tx: &mut Tx, agent: &AgentRecord, claim: &Claim, now: i64) -> Result<bool> {
+    sqlx::query("UPDATE submissions SET in_flight = in_flight + 1 WHERE id = $1")
+        .bind(claim.submission_id)
+        .execute(&mut **tx)
+        .await?;
+    let pinned = sqlx::query(
+        "UPDATE atomic_jobs SET \
+             tbox_group = COALESCE(tbox_group, $1), \
+             preferred_agent_id = COALESCE(preferred_agent_id, $2) \
+         WHERE id = $3 RETURNING tbox_group",
+    )
+    .bind(&agent.tbox_group)
+    .bind(agent.id)
+    .bind(claim.atomic_job_id)
+    .fetch_one(&mut **tx)
+    .await?;
+    let group: String = pinned.try_get("tbox_group")?;
+    if group != agent.tbox_group {
+        return Ok(false);
+    }
+    sqlx::query("UPDATE agents SET state = 'busy', last_seen_at = $1 WHERE id = $2")
+        .bind(now)
+        .bind(agent.id)
+        .execute(&mut **tx)
+        .await?;
+    let detail = format!("leased by {} (attempt {})", agent.name, claim.attempts);
+    jobs::record_event(tx, claim.job_id, Some(agent.id), "leased", None, &detail).await?;
+    Ok(true)
+}
+
+async fn mark_agent_seen(db: &Db, agent_id: i64) -> Result<()> {
+    sqlx::query("UPDATE agents SET state = 'idle', last_seen_at = $1 WHERE id = $2")
+        .bind(now_ms())
+        .bind(agent_id)
+        .execute(db.write())
+        .await?;
+    Ok(())
+}
+
+/// Everything the agent needs to run the claimed job.
+async fn leased_job(state: &AppState, agent: &AgentRecord, claim: &Claim) -> Result<LeasedJob> {
+    let row = sqlx::query(
+        "SELECT a.spec, r.name AS repo_name, r.url AS repo_url, c.sha \
+         FROM atomic_jobs a \
+         JOIN submissions s ON s.id = a.submission_id \
+         JOIN repos r ON r.id = s.repo_id \
+         JOIN commits c ON c.id = $1 \
+         WHERE a.id = $2",
+    )
+    .bind(claim.commit_id)
+    .bind(claim.atomic_job_id)
+    .fetch_one(state.db.read())
+    .await?;
+    let spec: String = row.try_get("spec")?;
+    let mut job: AtomicJob = serde_json::from_str(&spec)
+        .map_err(|e| Error::BadRequest(format!("stored atomic job is not valid: {e}")))?;
+    // Results of different machine classes must never share a result path.
+    job.tbox_group = Some(agent.tbox_group.clone());
+    let resolved = job
+        .resolve(&agent.hardware)
+        .map_err(|e| Error::BadRequest(e.to_string()))?;
+    let commit: String = row.try_get("sha")?;
+    let kconfig = kconfig_spec(state, &job.kconfig).await?;
+    Ok(LeasedJob {
+        job_id: claim.job_id,
+        submission_id: claim.submission_id,
+        attempt: u32::try_from(claim.attempts).unwrap_or(u32::MAX),
+        lease_expires_at: claim.lease_expires_at,
+        heartbeat_interval_secs: state.config.heartbeat_interval_secs,
+        repo: RepoSpec {
+            name: row.try_get("repo_name")?,
+            url: row.try_get("repo_url")?,
+        },
+        result_path: job.result_path(&commit),
+        commit,
+        run_index: u32::try_from(claim.run_index).unwrap_or(u32::MAX),
+        job,
+        resolved,
+        kconfig,
+    })
+}
+
+/// The named kernel config from `kconfigs`; a name the table does not know
+/// is taken as a make target (`defconfig`, `tinyconfig`, ...).
+pub async fn kconfig_spec(state: &AppState, name: &str) -> Result<KconfigSpec> {
+    let row = sqlx::query("SELECT base, fragment, full_artifact FROM kconfigs WHERE name = $1")
+        .bind(name)
+        .fetch_optional(state.db.read())
+        .await?;
+    let Some(row) = row else {
+        return Ok(KconfigSpec {
+            name: name.to_string(),
+            base: Some(name.to_string()),
+            fragment: String::new(),
+            full: None,
+        });
+    };
+    let full_artifact: Option<String> = row.try_get("full_artifact")?;
+    let full = match full_artifact {
+        Some(path) => Some(
+            crate::artifacts::ArtifactStore::new(&state.config.artifact_dir)
+                .get(&path)
+                .await?,
+        ),
+        None => None,
+    };
+    Ok(KconfigSpec {
+        name: name.to_string(),
+        base: row.try_get("base")?,
+        fragment: row.try_get("fragment")?,
+        full,
+    })
+}

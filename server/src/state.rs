@@ -1,0 +1,49 @@
+//! What every handler gets: the store, the config, and the in-process signals.
+
+use std::sync::Arc;
+
+use tokio::sync::{broadcast, watch, Notify};
+
+use crate::config::Config;
+use crate::db::Db;
+
+/// A job run whose result was just stored. Subscribers (the comparison
+/// worker) use it to check whether a pair is complete; it is a hint, the
+/// database stays the truth, and a lagging receiver must re-scan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobDone {
+    pub job_id: i64,
+    pub submission_id: i64,
+    pub atomic_job_id: i64,
+}
+
+#[derive(Clone)]
+pub struct AppState {
+    pub db: Db,
+    pub config: Arc<Config>,
+    /// Woken when jobs become leasable, so long-polling agents need not wait
+    /// for their next poll tick. Other replicas are reached by that tick.
+    pub queue_changed: Arc<Notify>,
+    /// Result uploads, as they commit.
+    pub job_done: broadcast::Sender<JobDone>,
+    /// Flips to `true` at shutdown; long-polls return early on it.
+    pub shutdown: watch::Receiver<bool>,
+}
+
+impl AppState {
+    pub fn new(db: Db, config: Config, shutdown: watch::Receiver<bool>) -> AppState {
+        let (job_done, _) = broadcast::channel(1024);
+        AppState {
+            db,
+            config: Arc::new(config),
+            queue_changed: Arc::new(Notify::new()),
+            job_done,
+            shutdown,
+        }
+    }
+
+    /// Call after committing a transaction that queued jobs.
+    pub fn wake_lessees(&self) {
+        self.queue_changed.notify_waiters();
+    }
+}

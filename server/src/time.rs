@@ -1,0 +1,12 @@
+//! Wall-clock time as Unix milliseconds, the one time representation of the
+//! store and the wire (see `kbot_core::api`).
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Milliseconds since the Unix epoch; 0 if the clock is before 1970.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}

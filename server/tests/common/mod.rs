@@ -1,0 +1,220 @@
+//! Test harness: the real server on 127.0.0.1:0 against a fresh store.
+//!
+//! Every test runs on each backend of [`backends`]: always a temporary SQLite
+//! file, and PostgreSQL when `KBOT_TEST_DATABASE_URL` is set (a database
+//! named `kbot_test_<random>` is created on that server for the test and
+//! dropped afterwards).
+
+#![allow(dead_code)] // each test binary uses a different part of the harness
+
+use std::time::Duration;
+
+use kbot_core::api::{BootBackend, EnrollRequest, EnrollResponse, Hardware};
+use kbot_server::config::Config;
+use kbot_server::db::Db;
+use kbot_server::server::{RunningServer, Server};
+use rand::RngCore;
+use sqlx::{Connection, Executor, PgConnection};
+use tempfile::TempDir;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// The backends to run on: SQLite always, PostgreSQL when configured.
+pub fn backends() -> Vec<Backend> {
+    let mut list = vec![Backend::Sqlite];
+    match std::env::var("KBOT_TEST_DATABASE_URL") {
+        Ok(url) if !url.trim().is_empty() => list.push(Backend::Postgres),
+        _ => eprintln!("KBOT_TEST_DATABASE_URL is not set: skipping the PostgreSQL backend"),
+    }
+    list
+}
+
+/// A PostgreSQL database that exists for one test.
+pub struct PgTestDatabase {
+    admin_url: String,
+    name: String,
+    pub url: String,
+}
+
+impl PgTestDatabase {
+    pub async fn create() -> PgTestDatabase {
+        let admin_url = std::env::var("KBOT_TEST_DATABASE_URL").expect("KBOT_TEST_DATABASE_URL");
+        let mut bytes = [0u8; 8];
+        rand::thread_rng().fill_bytes(&mut bytes);
+        let name = format!("kbot_test_{}", hex::encode(bytes));
+        let mut conn = PgConnection::connect(&admin_url)
+            .await
+            .expect("connect to KBOT_TEST_DATABASE_URL");
+        conn.execute(format!("CREATE DATABASE {name}").as_str())
+            .await
+            .expect("create test database");
+        conn.close().await.ok();
+        let mut url = url::Url::parse(&admin_url).expect("KBOT_TEST_DATABASE_URL is a URL");
+        url.set_path(&format!("/{name}"));
+        PgTestDatabase {
+            admin_url,
+            name,
+            url: url.to_string(),
+        }
+    }
+}
+
+impl Drop for PgTestDatabase {
+    fn drop(&mut self) {
+        let admin_url = self.admin_url.clone();
+        let name = self.name.clone();
+        // Drop runs outside async; a scratch runtime on its own thread does the DROP.
+        let dropper = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async move {
+                if let Ok(mut conn) = PgConnection::connect(&admin_url).await {
+                    let sql = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
+                    if let Err(err) = conn.execute(sql.as_str()).await {
+                        eprintln!("could not drop test database {name}: {err}");
+                    }
+                }
+            });
+        });
+        let _ = dropper.join();
+    }
+}
+
+/// Where a test's state lives; dropping it removes the state.
+pub struct TestStore {
+    pub backend: Backend,
+    pub database_url: String,
+    pub dir: TempDir,
+    pg: Option<PgTestDatabase>,
+}
+
+impl TestStore {
+    pub async fn new(backend: Backend) -> TestStore {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (database_url, pg) = match backend {
+            Backend::Sqlite => (
+                format!("sqlite://{}", dir.path().join("kbot.db").display()),
+                None,
+            ),
+            Backend::Postgres => {
+                let pg = PgTestDatabase::create().await;
+                (pg.url.clone(), Some(pg))
+            }
+        };
+        TestStore {
+            backend,
+            database_url,
+            dir,
+            pg,
+        }
+    }
+
+    pub fn config(&self) -> Config {
+        let mut config = Config::new(&self.database_url, self.dir.path().join("artifacts"));
+        config.bind = "127.0.0.1:0".parse().expect("address");
+        config.shutdown_timeout_secs = 2;
+        config
+    }
+
+    /// A second, independent connection to the same store (another replica).
+    pub async fn connect(&self) -> Db {
+        let db = Db::connect(&self.database_url).await.expect("connect");
+        db.migrate().await.expect("migrate");
+        db
+    }
+}
+
+/// A running server and the store under it.
+pub struct TestServer {
+    pub server: RunningServer,
+    pub http: reqwest::Client,
+    pub store: TestStore,
+}
+
+impl TestServer {
+    pub async fn start(backend: Backend) -> TestServer {
+        TestServer::start_with(backend, |_| {}).await
+    }
+
+    /// Starts with a config adjusted by `tweak` (shorter leases, ...).
+    pub async fn start_with(backend: Backend, tweak: impl FnOnce(&mut Config)) -> TestServer {
+        let store = TestStore::new(backend).await;
+        let mut config = store.config();
+        tweak(&mut config);
+        let server = Server::build(config)
+            .await
+            .expect("server builds")
+            .spawn()
+            .expect("server spawns");
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(60))
+            .build()
+            .expect("http client");
+        TestServer {
+            server,
+            http,
+            store,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        self.server.url(path)
+    }
+
+    pub fn db(&self) -> &Db {
+        &self.server.state.db
+    }
+
+    pub async fn stop(self) {
+        self.server.stop().await.expect("clean shutdown");
+    }
+
+    /// A fresh enrolment token.
+    pub async fn enrollment_token(&self) -> String {
+        kbot_server::auth::create_enrollment_token(self.db(), "test")
+            .await
+            .expect("enrolment token")
+    }
+
+    /// Enrols an agent called `name` in `tbox_group`; returns its id and token.
+    pub async fn enroll(&self, name: &str, tbox_group: &str) -> EnrollResponse {
+        let request = EnrollRequest {
+            enrollment_token: self.enrollment_token().await,
+            name: name.to_string(),
+            tbox_group: tbox_group.to_string(),
+            backend: BootBackend::Host,
+            hardware: hardware(),
+        };
+        let response = self
+            .http
+            .post(self.url("/api/v1/agents/enroll"))
+            .json(&request)
+            .send()
+            .await
+            .expect("enroll request");
+        assert_eq!(response.status(), 200, "enrolment of {name} failed");
+        response.json().await.expect("enroll response")
+    }
+}
+
+/// A plausible 2-socket test box.
+pub fn hardware() -> Hardware {
+    Hardware {
+        arch: "x86_64".into(),
+        cpu_model: "Intel(R) Xeon(R) Platinum 8321HC CPU @ 1.40GHz".into(),
+        sockets: 2,
+        cores: 8,
+        threads: 16,
+        numa_nodes: 2,
+        memory_bytes: 64 << 30,
+        page_size: 4096,
+        microcode: Some("0x700001f".into()),
+        kernel: "6.1.0-test".into(),
+    }
+}
