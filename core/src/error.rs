@@ -7,6 +7,36 @@ pub enum Error {
     /// A metric value that is NaN or infinite can never enter the statistics.
     #[error("metric {name:?} has a non-finite value")]
     NonFiniteMetric { name: String },
+    /// A job file that is not valid YAML; line and column are 1-based when known.
+    #[error("job file is not valid YAML{}: {message}", match (line, column) { (Some(l), Some(c)) => format!(" at line {l} column {c}"), _ => String::new() })]
+    JobYaml {
+        message: String,
+        line: Option<usize>,
+        column: Option<usize>,
+    },
+    /// A job file that is valid YAML but not a valid job.
+    #[error("invalid job file: {0}")]
+    JobInvalid(String),
+    /// A program key kbot does not know.
+    #[error("unknown program {name:?}; known programs: {}", known.join(", "))]
+    UnknownProgram { name: String, known: Vec<String> },
+    /// An option (or top-level key) the program does not take.
+    #[error("unknown option {option:?} for program {program}; valid: {}", valid.join(", "))]
+    UnknownOption {
+        program: String,
+        option: String,
+        valid: Vec<String>,
+    },
+    /// A parameter value that does not fit its option.
+    #[error("invalid value {value:?} for {key}: {reason}")]
+    InvalidValue {
+        key: String,
+        value: String,
+        reason: String,
+    },
+    /// Benchmark output a parser cannot read.
+    #[error("cannot parse {tool} output: {reason}")]
+    ToolOutput { tool: &'static str, reason: String },
     /// A report that cannot be rendered or mailed as asked (bad address, timestamp, line).
     #[error("invalid report: {reason}")]
     InvalidReport { reason: String },

@@ -6,6 +6,8 @@
 pub mod api;
 pub mod error;
 pub mod job;
+pub mod parsers;
+pub mod programs;
 pub mod report;
 
 pub use error::{Error, Result};
