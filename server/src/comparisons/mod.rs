@@ -1,0 +1,263 @@
+//! Comparisons: once every queued run of an atomic job's pair is in, compare
+//! the base and head samples with [`kbot_core::stats`], store one row per
+//! metric, and either ask for more runs (an `unknown` verdict, up to the
+//! submission's cap) or settle the atomic job. A submission whose jobs are
+//! all settled becomes `done`.
+//!
+//! [`spawn_worker`] drives this from the result-upload broadcast
+//! ([`crate::state::AppState::job_done`]) and from a periodic re-scan, which
+//! also catches pairs completed by failures and work other replicas left.
+
+mod store;
+
+use std::time::Duration;
+
+use kbot_core::job::AtomicJob;
+use kbot_core::stats::{self, Comparison, StatsConfig};
+use kbot_core::table::{self, CommitRef, RowFilter, TableInput};
+use tokio::sync::broadcast::error::RecvError;
+
+use crate::error::Result;
+use crate::jobs;
+use crate::repos::{commit_by_id, StoredCommit};
+use crate::state::AppState;
+
+/// How often the worker re-scans active submissions for settled pairs.
+const RESCAN_INTERVAL: Duration = Duration::from_secs(10);
+
+/// What [`evaluate`] did with an atomic job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Evaluation {
+    /// Runs are still queued or running.
+    Pending,
+    /// Compared; this many more runs per side were queued.
+    MoreRuns(u32),
+    /// Compared (or impossible to compare: a side has no finished run) and
+    /// final.
+    Settled,
+    /// The submission was cancelled or is already done.
+    Inactive,
+}
+
+/// An atomic job's comparison, computed from the stored samples.
+#[derive(Debug, Clone)]
+pub struct PairComparison {
+    pub atomic_job_id: i64,
+    pub job: AtomicJob,
+    pub base: StoredCommit,
+    pub head: StoredCommit,
+    pub comparison: Comparison,
+}
+
+impl PairComparison {
+    /// The 0-day compare block of this pair (all metrics, KPIs first).
+    pub fn table(&self) -> String {
+        let input = TableInput::from_comparison(
+            self.job.axes(),
+            commit_ref(&self.base),
+            commit_ref(&self.head),
+            &self.comparison,
+            RowFilter::All,
+        );
+        table::render(&input)
+    }
+}
+
+fn commit_ref(c: &StoredCommit) -> CommitRef {
+    CommitRef {
+        sha: c.sha.clone(),
+        subject: c.view.subject.clone(),
+    }
+}
+
+/// The statistics settings for a submission whose cap is `runs_cap` runs
+/// per side: the documented defaults, with the cap from the submission.
+pub fn stats_config(runs_cap: u32) -> StatsConfig {
+    let defaults = StatsConfig::default();
+    // `StatsConfig::validate` wants 2 <= min_runs <= max_runs.
+    let max_runs = (runs_cap as usize).max(2);
+    StatsConfig {
+        min_runs: defaults.min_runs.min(max_runs),
+        max_runs,
+        ..defaults
+    }
+}
+
+/// The one call into the statistics: compares the finished runs of an atomic
+/// job's pair. `None` when a side has no finished run.
+pub async fn compare_pair(state: &AppState, atomic_job_id: i64) -> Result<Option<PairComparison>> {
+    let info = store::atomic_job_info(&state.db, atomic_job_id).await?;
+    let runs = store::finished_runs(&state.db, atomic_job_id).await?;
+    if runs.base.is_empty() || runs.head.is_empty() {
+        return Ok(None);
+    }
+    let cfg = stats_config(info.runs_cap);
+    let comparison =
+        tokio::task::spawn_blocking(move || stats::compare_runs(&runs.base, &runs.head, &cfg))
+            .await
+            .map_err(|e| anyhow::anyhow!("comparison task failed: {e}"))??;
+    Ok(Some(PairComparison {
+        atomic_job_id,
+        job: info.job,
+        base: commit_by_id(state.db.read(), info.base_commit_id).await?,
+        head: commit_by_id(state.db.read(), info.head_commit_id).await?,
+        comparison,
+    }))
+}
+
+/// Compares an atomic job's pair if all its runs are in, stores the result,
+/// and queues more runs or settles it.
+pub async fn evaluate(state: &AppState, atomic_job_id: i64) -> Result<Evaluation> {
+    let before = store::run_counts(&state.db, atomic_job_id).await?;
+    if !before.submission_active {
+        return Ok(Evaluation::Inactive);
+    }
+    if before.settled {
+        return Ok(Evaluation::Settled);
+    }
+    if before.pending > 0 {
+        return Ok(Evaluation::Pending);
+    }
+    let compared = compare_pair(state, atomic_job_id).await?;
+    let info = store::atomic_job_info(&state.db, atomic_job_id).await?;
+
+    let mut tx = state.db.begin().await?;
+    // Another replica may be doing the same: whoever locks the row decides.
+    if !store::lock_atomic_job(&mut tx, &state.db, atomic_job_id).await? {
+        return Ok(Evaluation::Pending);
+    }
+    let now = store::run_counts_tx(&mut tx, atomic_job_id).await?;
+    if now != before {
+        // Runs arrived, or another worker settled it, while we computed; the
+        // next event or re-scan looks again.
+        return Ok(Evaluation::Pending);
+    }
+    let mut extra = 0;
+    if let Some(pc) = &compared {
+        store::upsert_comparisons(&mut tx, info.submission_id, atomic_job_id, &pc.comparison)
+            .await?;
+        extra = extra_runs(
+            &pc.comparison,
+            &stats_config(info.runs_cap),
+            &now,
+            info.runs_cap,
+        );
+    }
+    if extra > 0 {
+        jobs::enqueue_more_runs(&mut tx, atomic_job_id, extra, state.config.max_attempts).await?;
+    } else {
+        store::settle(&mut tx, info.submission_id, atomic_job_id).await?;
+    }
+    tx.commit().await?;
+    if extra > 0 {
+        state.wake_lessees();
+        tracing::info!(
+            atomic_job_id,
+            extra,
+            "more runs queued for an undecided pair"
+        );
+        Ok(Evaluation::MoreRuns(extra))
+    } else {
+        tracing::info!(atomic_job_id, compared = compared.is_some(), "pair settled");
+        Ok(Evaluation::Settled)
+    }
+}
+
+/// Runs per side to add: what the statistics want, bounded so that no side
+/// ever has more than `runs_cap` jobs (failed ones count, so a commit that
+/// never builds cannot loop).
+fn extra_runs(
+    comparison: &Comparison,
+    cfg: &StatsConfig,
+    counts: &store::RunCounts,
+    runs_cap: u32,
+) -> u32 {
+    let wanted = comparison.runs_wanted(cfg);
+    let wanted = u32::try_from(wanted.base.max(wanted.head)).unwrap_or(u32::MAX);
+    let queued = counts.base_total.max(counts.head_total);
+    wanted.min(runs_cap.saturating_sub(queued))
+}
+
+/// Starts the comparison worker; it runs until the server shuts down.
+pub fn spawn_worker(state: AppState) -> tokio::task::JoinHandle<()> {
+    // Subscribe before returning, so no upload after start-up is missed.
+    let done = state.job_done.subscribe();
+    tokio::spawn(async move { worker(state, done).await })
+}
+
+async fn worker(
+    state: AppState,
+    mut done: tokio::sync::broadcast::Receiver<crate::state::JobDone>,
+) {
+    let mut shutdown = state.shutdown.clone();
+    let mut tick = tokio::time::interval(RESCAN_INTERVAL);
+    loop {
+        tokio::select! {
+            _ = shutdown.changed() => return,
+            msg = done.recv() => match msg {
+                Ok(job) => log_failure(evaluate(&state, job.atomic_job_id).await, job.atomic_job_id),
+                // Missed some uploads: the re-scan covers them.
+                Err(RecvError::Lagged(_)) => rescan(&state).await,
+                Err(RecvError::Closed) => return,
+            },
+            _ = tick.tick() => rescan(&state).await,
+        }
+        if *shutdown.borrow() {
+            return;
+        }
+    }
+}
+
+/// Evaluates every atomic job of an active submission that has nothing
+/// queued or running.
+pub async fn rescan(state: &AppState) {
+    let candidates = match store::settled_candidates(&state.db).await {
+        Ok(ids) => ids,
+        Err(e) => {
+            tracing::error!(error = %crate::error::error_chain(&e), "comparison re-scan failed");
+            return;
+        }
+    };
+    for id in candidates {
+        log_failure(evaluate(state, id).await, id);
+    }
+}
+
+fn log_failure(result: Result<Evaluation>, atomic_job_id: i64) {
+    if let Err(e) = result {
+        tracing::error!(atomic_job_id, error = %crate::error::error_chain(&e), "comparison failed");
+    }
+}
+
+/// The comparisons of every atomic job of a submission, recomputed from the
+/// stored samples (cheap, and always consistent with them), for the
+/// dashboard's tables.
+pub async fn submission_tables(
+    state: &AppState,
+    submission_id: i64,
+) -> Result<Vec<PairComparison>> {
+    let mut out = Vec::new();
+    for id in store::atomic_job_ids(&state.db, submission_id).await? {
+        if let Some(pc) = compare_pair(state, id).await? {
+            out.push(pc);
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_config_follows_the_cap() {
+        let cfg = stats_config(10);
+        assert_eq!(cfg.max_runs, 10);
+        assert!(cfg.validate().is_ok());
+        let small = stats_config(3);
+        assert_eq!((small.min_runs, small.max_runs), (3, 3));
+        assert!(small.validate().is_ok());
+        assert!(stats_config(0).validate().is_ok());
+        assert!(stats_config(1).validate().is_ok());
+    }
+}

@@ -1,0 +1,277 @@
+//! SQL of the comparison worker: run counts and samples of an atomic job's
+//! pair, the `comparisons` rows, and settling atomic jobs and submissions.
+
+use std::collections::BTreeMap;
+
+use kbot_core::job::AtomicJob;
+use kbot_core::stats::{Comparison, MetricComparison, Outcome};
+use sqlx::{AnyConnection, Row};
+
+use crate::db::{Backend, Db, Tx};
+use crate::error::{Error, Result};
+use crate::jobs::ACTIVE_STATES_SQL;
+use crate::time::now_ms;
+
+/// The shape of an atomic job's runs; two equal counts mean nothing happened
+/// in between.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RunCounts {
+    pub submission_active: bool,
+    pub settled: bool,
+    /// Jobs queued or held by an agent.
+    pub pending: u32,
+    pub base_total: u32,
+    pub head_total: u32,
+    pub base_finished: u32,
+    pub head_finished: u32,
+}
+
+pub struct AtomicJobInfo {
+    pub job: AtomicJob,
+    pub submission_id: i64,
+    pub base_commit_id: i64,
+    pub head_commit_id: i64,
+    pub runs_cap: u32,
+}
+
+/// Per side, one metric map per finished run.
+pub struct SideRuns {
+    pub base: Vec<BTreeMap<String, f64>>,
+    pub head: Vec<BTreeMap<String, f64>>,
+}
+
+pub async fn run_counts(db: &Db, atomic_job_id: i64) -> Result<RunCounts> {
+    let mut conn = db.read().acquire().await?;
+    run_counts_on(&mut conn, atomic_job_id).await
+}
+
+pub async fn run_counts_tx(tx: &mut Tx, atomic_job_id: i64) -> Result<RunCounts> {
+    run_counts_on(tx, atomic_job_id).await
+}
+
+async fn run_counts_on(conn: &mut AnyConnection, atomic_job_id: i64) -> Result<RunCounts> {
+    let head = sqlx::query(
+        "SELECT s.state, a.settled_at FROM atomic_jobs a \
+         JOIN submissions s ON s.id = a.submission_id WHERE a.id = $1",
+    )
+    .bind(atomic_job_id)
+    .fetch_optional(&mut *conn)
+    .await?
+    .ok_or_else(|| Error::not_found("atomic job", atomic_job_id))?;
+    let state: String = head.try_get("state")?;
+    let settled_at: Option<i64> = head.try_get("settled_at")?;
+    let mut counts = RunCounts {
+        submission_active: state == "active",
+        settled: settled_at.is_some(),
+        ..RunCounts::default()
+    };
+    let rows = sqlx::query(
+        "SELECT side, state, COUNT(*) AS n FROM jobs WHERE atomic_job_id = $1 GROUP BY side, state",
+    )
+    .bind(atomic_job_id)
+    .fetch_all(&mut *conn)
+    .await?;
+    for row in &rows {
+        let side: String = row.try_get("side")?;
+        let state: String = row.try_get("state")?;
+        let n = u32::try_from(row.try_get::<i64, _>("n")?).unwrap_or(u32::MAX);
+        let base = side == "base";
+        if base {
+            counts.base_total += n;
+        } else {
+            counts.head_total += n;
+        }
+        match state.as_str() {
+            "finished" if base => counts.base_finished += n,
+            "finished" => counts.head_finished += n,
+            "failed" | "cancelled" => {}
+            _ => counts.pending += n,
+        }
+    }
+    Ok(counts)
+}
+
+pub async fn atomic_job_info(db: &Db, atomic_job_id: i64) -> Result<AtomicJobInfo> {
+    let row = sqlx::query(
+        "SELECT a.spec, a.submission_id, s.base_commit_id, s.head_commit_id, s.runs_cap \
+         FROM atomic_jobs a JOIN submissions s ON s.id = a.submission_id WHERE a.id = $1",
+    )
+    .bind(atomic_job_id)
+    .fetch_optional(db.read())
+    .await?
+    .ok_or_else(|| Error::not_found("atomic job", atomic_job_id))?;
+    let spec: String = row.try_get("spec")?;
+    let job: AtomicJob = serde_json::from_str(&spec)
+        .map_err(|e| anyhow::anyhow!("stored atomic job {atomic_job_id} is not valid JSON: {e}"))?;
+    Ok(AtomicJobInfo {
+        job,
+        submission_id: row.try_get("submission_id")?,
+        base_commit_id: row.try_get("base_commit_id")?,
+        head_commit_id: row.try_get("head_commit_id")?,
+        runs_cap: u32::try_from(row.try_get::<i64, _>("runs_cap")?).unwrap_or(0),
+    })
+}
+
+pub async fn finished_runs(db: &Db, atomic_job_id: i64) -> Result<SideRuns> {
+    let rows = sqlx::query(
+        "SELECT j.side, r.id AS result_id, m.metric, m.value \
+         FROM jobs j JOIN results r ON r.job_id = j.id \
+         JOIN metric_samples m ON m.result_id = r.id \
+         WHERE j.atomic_job_id = $1 AND j.state = 'finished' \
+         ORDER BY r.id",
+    )
+    .bind(atomic_job_id)
+    .fetch_all(db.read())
+    .await?;
+    let mut by_result: BTreeMap<(bool, i64), BTreeMap<String, f64>> = BTreeMap::new();
+    for row in &rows {
+        let side: String = row.try_get("side")?;
+        let result_id: i64 = row.try_get("result_id")?;
+        by_result
+            .entry((side == "base", result_id))
+            .or_default()
+            .insert(row.try_get("metric")?, row.try_get("value")?);
+    }
+    let mut runs = SideRuns {
+        base: Vec::new(),
+        head: Vec::new(),
+    };
+    for ((is_base, _), metrics) in by_result {
+        if is_base {
+            runs.base.push(metrics);
+        } else {
+            runs.head.push(metrics);
+        }
+    }
+    Ok(runs)
+}
+
+/// Locks the atomic job's row for this transaction (PostgreSQL; SQLite's
+/// single writer already serialises). False when another replica holds it.
+pub async fn lock_atomic_job(tx: &mut Tx, db: &Db, atomic_job_id: i64) -> Result<bool> {
+    let lock = match db.backend() {
+        Backend::Postgres => " FOR UPDATE SKIP LOCKED",
+        Backend::Sqlite => "",
+    };
+    let row = sqlx::query(&format!("SELECT id FROM atomic_jobs WHERE id = $1{lock}"))
+        .bind(atomic_job_id)
+        .fetch_optional(&mut **tx)
+        .await?;
+    Ok(row.is_some())
+}
+
+fn outcome_str(outcome: Outcome) -> &'static str {
+    match outcome {
+        Outcome::Different => "different",
+        Outcome::Same => "same",
+        Outcome::Unknown => "unknown",
+    }
+}
+
+fn finite(x: f64) -> Option<f64> {
+    x.is_finite().then_some(x)
+}
+
+pub async fn upsert_comparisons(
+    tx: &mut Tx,
+    submission_id: i64,
+    atomic_job_id: i64,
+    comparison: &Comparison,
+) -> Result<()> {
+    let now = now_ms();
+    for m in &comparison.metrics {
+        upsert_metric(tx, submission_id, atomic_job_id, m, now).await?;
+    }
+    Ok(())
+}
+
+async fn upsert_metric(
+    tx: &mut Tx,
+    submission_id: i64,
+    atomic_job_id: i64,
+    m: &MetricComparison,
+    now: i64,
+) -> Result<()> {
+    // serde_json writes NaN as null, which is what the API shows for
+    // undefined ratios.
+    let detail = serde_json::to_string(m)
+        .map_err(|e| anyhow::anyhow!("metric comparison does not serialise: {e}"))?;
+    sqlx::query(
+        "INSERT INTO comparisons (submission_id, atomic_job_id, metric, verdict, change_pct, \
+             base_n, head_n, base_mean, head_mean, base_stddev, head_stddev, p_value, detail, \
+             created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
+         ON CONFLICT (atomic_job_id, metric) DO UPDATE SET verdict = excluded.verdict, \
+             change_pct = excluded.change_pct, base_n = excluded.base_n, \
+             head_n = excluded.head_n, base_mean = excluded.base_mean, \
+             head_mean = excluded.head_mean, base_stddev = excluded.base_stddev, \
+             head_stddev = excluded.head_stddev, p_value = excluded.p_value, \
+             detail = excluded.detail, updated_at = excluded.updated_at",
+    )
+    .bind(submission_id)
+    .bind(atomic_job_id)
+    .bind(&m.metric)
+    .bind(outcome_str(m.kbot.outcome))
+    .bind(finite(m.change))
+    .bind(i64::try_from(m.base.n).unwrap_or(i64::MAX))
+    .bind(i64::try_from(m.head.n).unwrap_or(i64::MAX))
+    .bind(finite(m.base.mean))
+    .bind(finite(m.head.mean))
+    .bind(finite(m.base.stddev))
+    .bind(finite(m.head.stddev))
+    .bind(finite(m.kbot.p_value))
+    .bind(detail)
+    .bind(now)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Marks the atomic job settled, and its submission `done` when it was the
+/// last unsettled one.
+pub async fn settle(tx: &mut Tx, submission_id: i64, atomic_job_id: i64) -> Result<()> {
+    let now = now_ms();
+    sqlx::query("UPDATE atomic_jobs SET settled_at = $1 WHERE id = $2")
+        .bind(now)
+        .bind(atomic_job_id)
+        .execute(&mut **tx)
+        .await?;
+    sqlx::query(
+        "UPDATE submissions SET state = 'done', finished_at = $1 \
+         WHERE id = $2 AND state = 'active' AND NOT EXISTS \
+             (SELECT 1 FROM atomic_jobs a WHERE a.submission_id = $3 AND a.settled_at IS NULL)",
+    )
+    .bind(now)
+    .bind(submission_id)
+    .bind(submission_id)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Unsettled atomic jobs of active submissions with nothing queued or running.
+pub async fn settled_candidates(db: &Db) -> Result<Vec<i64>> {
+    let rows = sqlx::query(&format!(
+        "SELECT a.id FROM atomic_jobs a JOIN submissions s ON s.id = a.submission_id \
+         WHERE s.state = 'active' AND a.settled_at IS NULL AND NOT EXISTS \
+             (SELECT 1 FROM jobs j WHERE j.atomic_job_id = a.id \
+              AND (j.state = 'queued' OR j.state IN {ACTIVE_STATES_SQL})) \
+         ORDER BY a.id LIMIT 1000"
+    ))
+    .fetch_all(db.read())
+    .await?;
+    rows.iter()
+        .map(|r| r.try_get::<i64, _>("id").map_err(Error::from))
+        .collect()
+}
+
+pub async fn atomic_job_ids(db: &Db, submission_id: i64) -> Result<Vec<i64>> {
+    let rows = sqlx::query("SELECT id FROM atomic_jobs WHERE submission_id = $1 ORDER BY position")
+        .bind(submission_id)
+        .fetch_all(db.read())
+        .await?;
+    rows.iter()
+        .map(|r| r.try_get::<i64, _>("id").map_err(Error::from))
+        .collect()
+}

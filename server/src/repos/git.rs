@@ -1,0 +1,344 @@
+//! A server-side bare mirror of one registered repository, driven through the
+//! git command line.
+//!
+//! The mirror lets users name branches, tags or short shas and lets the server
+//! read subjects, authors and the commit graph without asking the agents.
+//! Every git call runs as a child process on the async runtime
+//! (`tokio::process`), with terminal prompts disabled so a URL that wants
+//! credentials fails instead of hanging.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::process::Command;
+
+/// What a git call can fail with. Mapped onto the crate error (and its stable
+/// API codes) in [`crate::error`].
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    /// The revision the user gave does not name a commit in the mirror.
+    #[error("unknown revision {rev:?}")]
+    UnknownRevision { rev: String },
+    /// The revision contains characters git would read as options or ranges.
+    #[error("invalid revision {rev:?}: {reason}")]
+    InvalidRevision { rev: String, reason: &'static str },
+    /// git exited non-zero for another reason (unreachable URL, corrupt mirror...).
+    #[error("git {command} failed: {stderr}")]
+    Failed { command: String, stderr: String },
+    #[error("git {command} timed out after {secs}s")]
+    Timeout { command: String, secs: u64 },
+    /// git could not be started at all (not installed?).
+    #[error("could not run git: {0}")]
+    Spawn(#[from] std::io::Error),
+    #[error("unexpected output from git {command}: {detail}")]
+    Parse {
+        command: String,
+        detail: &'static str,
+    },
+}
+
+impl GitError {
+    /// The stable API code (see [`crate::error::Error::code`]).
+    pub fn code(&self) -> &'static str {
+        match self {
+            GitError::UnknownRevision { .. } => "unknown_commit",
+            GitError::InvalidRevision { .. } => "invalid_revision",
+            _ => "git_failed",
+        }
+    }
+
+    pub fn status(&self) -> axum::http::StatusCode {
+        use axum::http::StatusCode;
+        match self {
+            GitError::UnknownRevision { .. } => StatusCode::NOT_FOUND,
+            GitError::InvalidRevision { .. } => StatusCode::BAD_REQUEST,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+/// One commit as read from the mirror.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CommitInfo {
+    /// Full 40-hex id.
+    pub sha: String,
+    /// Parent ids, first parent first; empty for a root commit.
+    pub parents: Vec<String>,
+    pub subject: String,
+    pub author_name: String,
+    pub author_email: String,
+    pub committer_name: String,
+    pub committer_email: String,
+    /// Author date, Unix seconds.
+    pub author_time: i64,
+    /// Committer date, Unix seconds.
+    pub commit_time: i64,
+}
+
+/// A bare mirror (`git clone --mirror`) on the server's disk.
+#[derive(Debug, Clone)]
+pub struct Mirror {
+    path: PathBuf,
+    timeout: Duration,
+}
+
+/// Separates the fields of `git show --format`; NUL never occurs in them.
+const FIELD_SEP: char = '\u{0}';
+const COMMIT_FORMAT: &str = "--format=%H%x00%P%x00%an%x00%ae%x00%cn%x00%ce%x00%at%x00%ct%x00%s";
+
+impl Mirror {
+    /// The mirror at `path`, whether or not it exists yet.
+    pub fn at(path: impl Into<PathBuf>, timeout: Duration) -> Mirror {
+        Mirror {
+            path: path.into(),
+            timeout,
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Clones `url` (a URL or a local path) into the mirror if it is not there
+    /// yet, otherwise fetches every ref with pruning.
+    pub async fn sync(&self, url: &str) -> Result<(), GitError> {
+        if self.path.join("HEAD").is_file() {
+            self.git(&["remote", "update", "--prune"]).await?;
+            return Ok(());
+        }
+        if let Some(parent) = self.path.parent() {
+            tokio::fs::create_dir_all(parent).await?;
+        }
+        // Clone into a temporary sibling and rename, so a failed or interrupted
+        // clone never leaves a half-made mirror that looks valid.
+        let tmp = self.path.with_extension("cloning");
+        if tmp.exists() {
+            tokio::fs::remove_dir_all(&tmp).await?;
+        }
+        let tmp_str = tmp.to_string_lossy().into_owned();
+        let result = run_git(
+            None,
+            &["clone", "--mirror", "--quiet", "--", url, &tmp_str],
+            self.timeout,
+        )
+        .await;
+        if let Err(e) = result {
+            let _ = tokio::fs::remove_dir_all(&tmp).await;
+            return Err(e);
+        }
+        tokio::fs::rename(&tmp, &self.path).await?;
+        Ok(())
+    }
+
+    /// Resolves a branch, tag, short sha or any `rev-parse` revision to the
+    /// full id of the commit it names.
+    pub async fn resolve(&self, rev: &str) -> Result<String, GitError> {
+        validate_rev(rev)?;
+        let spec = format!("{rev}^{{commit}}");
+        match self
+            .git(&[
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                "--end-of-options",
+                &spec,
+            ])
+            .await
+        {
+            Ok(out) => {
+                let sha = out.trim();
+                if is_full_sha(sha) {
+                    Ok(sha.to_owned())
+                } else {
+                    Err(GitError::Parse {
+                        command: "rev-parse".into(),
+                        detail: "not a 40-hex commit id",
+                    })
+                }
+            }
+            // `--verify --quiet` exits 1 without output for an unknown name.
+            Err(GitError::Failed { .. }) => Err(GitError::UnknownRevision { rev: rev.into() }),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Reads one commit's parents, subject, author and committer.
+    pub async fn commit_info(&self, sha: &str) -> Result<CommitInfo, GitError> {
+        let full = self.resolve(sha).await?;
+        let out = self
+            .git(&["show", "-s", "--no-show-signature", COMMIT_FORMAT, &full])
+            .await?;
+        parse_commit_line(out.trim_end_matches('\n'))
+    }
+
+    /// The commits reachable from `head` but not from `base`, oldest first
+    /// (`git rev-list --reverse base..head`): the candidates of a bisection.
+    pub async fn rev_list(
+        &self,
+        base: &str,
+        head: &str,
+        first_parent: bool,
+    ) -> Result<Vec<String>, GitError> {
+        let base = self.resolve(base).await?;
+        let head = self.resolve(head).await?;
+        let range = format!("{base}..{head}");
+        let mut args = vec!["rev-list", "--reverse"];
+        if first_parent {
+            args.push("--first-parent");
+        }
+        args.push(&range);
+        let out = self.git(&args).await?;
+        Ok(out.lines().map(str::to_owned).collect())
+    }
+
+    /// The branch the mirror's `HEAD` points at (the remote's default branch).
+    pub async fn default_branch(&self) -> Result<String, GitError> {
+        let out = self.git(&["symbolic-ref", "--short", "HEAD"]).await?;
+        Ok(out.trim().to_owned())
+    }
+
+    /// Whether `ancestor` is reachable from `descendant`.
+    pub async fn is_ancestor(&self, ancestor: &str, descendant: &str) -> Result<bool, GitError> {
+        let a = self.resolve(ancestor).await?;
+        let d = self.resolve(descendant).await?;
+        match self.git(&["merge-base", "--is-ancestor", &a, &d]).await {
+            Ok(_) => Ok(true),
+            Err(GitError::Failed { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn git(&self, args: &[&str]) -> Result<String, GitError> {
+        run_git(Some(&self.path), args, self.timeout).await
+    }
+}
+
+async fn run_git(dir: Option<&Path>, args: &[&str], timeout: Duration) -> Result<String, GitError> {
+    let mut cmd = Command::new("git");
+    if let Some(dir) = dir {
+        cmd.arg("--git-dir").arg(dir);
+    }
+    cmd.args(args)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_ASKPASS", "true")
+        .env("LC_ALL", "C")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let command = args.first().copied().unwrap_or_default().to_owned();
+    let output = match tokio::time::timeout(timeout, cmd.output()).await {
+        Ok(out) => out?,
+        Err(_) => {
+            return Err(GitError::Timeout {
+                command,
+                secs: timeout.as_secs(),
+            })
+        }
+    };
+    if !output.status.success() {
+        return Err(GitError::Failed {
+            command,
+            stderr: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// Refuses revisions git would parse as an option, a range or a path, so user
+/// input can only ever name a single commit.
+pub fn validate_rev(rev: &str) -> Result<(), GitError> {
+    let bad = |reason| {
+        Err(GitError::InvalidRevision {
+            rev: rev.into(),
+            reason,
+        })
+    };
+    if rev.is_empty() {
+        return bad("empty");
+    }
+    if rev.len() > 256 {
+        return bad("longer than 256 characters");
+    }
+    if rev.starts_with('-') {
+        return bad("starts with '-'");
+    }
+    if rev.contains("..") {
+        return bad("ranges are not accepted");
+    }
+    if rev
+        .chars()
+        .any(|c| c.is_whitespace() || c.is_control() || c == ':')
+    {
+        return bad("contains whitespace, control characters or ':'");
+    }
+    Ok(())
+}
+
+pub fn is_full_sha(s: &str) -> bool {
+    s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+fn parse_commit_line(line: &str) -> Result<CommitInfo, GitError> {
+    let bad = |detail| GitError::Parse {
+        command: "show".into(),
+        detail,
+    };
+    let fields: Vec<&str> = line.splitn(9, FIELD_SEP).collect();
+    let [sha, parents, an, ae, cn, ce, at, ct, subject] = fields[..] else {
+        return Err(bad("expected 9 fields"));
+    };
+    Ok(CommitInfo {
+        sha: sha.to_owned(),
+        parents: parents.split_whitespace().map(str::to_owned).collect(),
+        subject: subject.to_owned(),
+        author_name: an.to_owned(),
+        author_email: ae.to_owned(),
+        committer_name: cn.to_owned(),
+        committer_email: ce.to_owned(),
+        author_time: at.parse().map_err(|_| bad("author time"))?,
+        commit_time: ct.parse().map_err(|_| bad("commit time"))?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_option_like_and_range_revisions() {
+        for rev in ["", "-x", "--all", "a..b", "a b", "HEAD:file", "a\nb"] {
+            assert!(
+                matches!(validate_rev(rev), Err(GitError::InvalidRevision { .. })),
+                "{rev:?} accepted"
+            );
+        }
+        for rev in ["main", "v6.1", "abc1234", "HEAD~2", "feature/x", "v1^"] {
+            assert!(validate_rev(rev).is_ok(), "{rev:?} refused");
+        }
+    }
+
+    #[test]
+    fn parses_show_line_with_two_parents() {
+        let line = format!(
+            "{a}\0{b} {c}\0Ann\0ann@x\0Cid\0cid@y\01700000000\01700000100\0Merge: pipe fix",
+            a = "a".repeat(40),
+            b = "b".repeat(40),
+            c = "c".repeat(40)
+        );
+        let info = parse_commit_line(&line).expect("parses");
+        assert_eq!(info.parents, vec!["b".repeat(40), "c".repeat(40)]);
+        assert_eq!(info.subject, "Merge: pipe fix");
+        assert_eq!(info.author_email, "ann@x");
+        assert_eq!(info.commit_time, 1_700_000_100);
+    }
+
+    #[test]
+    fn refuses_truncated_show_line() {
+        assert!(matches!(
+            parse_commit_line("abc\0def"),
+            Err(GitError::Parse { .. })
+        ));
+    }
+}

@@ -1,0 +1,50 @@
+//! How many runs a submission gets: the job file's `runs`, then more while
+//! the verdict stays `unknown`, up to a cap per side.
+//!
+//! The rows themselves are inserted by [`crate::jobs::enqueue_pair`] and
+//! [`crate::jobs::enqueue_more_runs`], which order them base, head, base, head.
+
+/// Default cap on runs per side, raised by `unknown` verdicts: the statistics
+/// issue fixes 10 per side as the default budget.
+pub const DEFAULT_MAX_RUNS: u32 = 10;
+
+/// Hard ceiling on `max_runs`, so one submission cannot monopolise the fleet.
+pub const MAX_RUNS_LIMIT: u32 = 100;
+
+/// How many extra runs per side an `unknown` verdict asks for at a time:
+/// small enough that a clear answer stops early, big enough that each round
+/// can move the p-value (the statistics issue asks for "a few at a time").
+pub const EXTRA_RUNS_STEP: u32 = 2;
+
+/// The number of runs per side to start with: what the job file asks for,
+/// at least one, never above the cap.
+pub fn initial_runs(requested: u32, max_runs: u32) -> u32 {
+    requested.clamp(1, max_runs.max(1))
+}
+
+/// How many more runs per side an `unknown` verdict gets, given the runs
+/// already queued per side; 0 once the cap is reached.
+pub fn extra_runs(queued: u32, max_runs: u32) -> u32 {
+    max_runs.saturating_sub(queued).min(EXTRA_RUNS_STEP)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_start_within_the_cap() {
+        assert_eq!(initial_runs(0, 10), 1);
+        assert_eq!(initial_runs(5, 10), 5);
+        assert_eq!(initial_runs(50, 10), 10);
+        assert_eq!(initial_runs(3, 0), 1);
+    }
+
+    #[test]
+    fn extra_runs_stop_at_the_cap() {
+        assert_eq!(extra_runs(5, 10), 2);
+        assert_eq!(extra_runs(9, 10), 1);
+        assert_eq!(extra_runs(10, 10), 0);
+        assert_eq!(extra_runs(12, 10), 0);
+    }
+}

@@ -1,0 +1,190 @@
+//! Submissions: a job file for a base/head commit pair (or one commit against
+//! its first parent), expanded into atomic jobs × {base, head} × runs and
+//! queued through [`crate::jobs`]; listed, followed, cancelled, and read back
+//! with their results and comparisons.
+
+pub mod expand;
+pub mod routes;
+mod store;
+pub mod types;
+
+use kbot_core::job::{parse_job_file, AtomicJob};
+
+pub use store::{
+    comparisons, events, get_submission, job_views, list_submissions, run_results, SubmissionRow,
+};
+
+use crate::auth::UserAuth;
+use crate::error::{Error, Result};
+use crate::jobs::{self, Pair};
+use crate::repos::{self, StoredCommit};
+use crate::state::AppState;
+use crate::time::now_ms;
+use types::{SubmissionDetail, SubmissionResults, SubmissionView, SubmitRequest};
+
+/// Largest job file accepted: real LKP job files are a few hundred bytes; a
+/// megabyte leaves room for generated matrices without inviting abuse.
+pub const MAX_JOB_FILE_BYTES: usize = 1 << 20;
+
+/// Validates and stores a submission and queues its jobs, all in one
+/// transaction: either every job is queued or nothing is written.
+pub async fn submit(
+    state: &AppState,
+    user: &UserAuth,
+    req: SubmitRequest,
+) -> Result<SubmissionView> {
+    let atomic_jobs = parse_job(&req.job_file)?;
+    let max_runs = max_runs(req.max_runs)?;
+    let repo = repos::get_repo(&state.db, &req.repo).await?;
+    let head = repos::resolve_commit(state, &repo, req.head.trim()).await?;
+    let base = match req.base.as_deref().map(str::trim) {
+        Some(base) => repos::resolve_commit(state, &repo, base).await?,
+        None => parent_of(state, &repo, &head).await?,
+    };
+    if base.id == head.id {
+        return Err(Error::BadRequest(format!(
+            "base and head are the same commit {}",
+            head.sha
+        )));
+    }
+    let requested = atomic_jobs.iter().map(|j| j.runs).max().unwrap_or(1);
+    let runs = expand::initial_runs(requested, max_runs);
+
+    let mut tx = state.db.begin().await?;
+    let id = store::insert_submission(
+        &mut tx,
+        &store::NewSubmission {
+            user_id: user.user_id,
+            repo_id: repo.id,
+            job_name: job_name(&atomic_jobs),
+            job_file: &req.job_file,
+            base_commit_id: base.id,
+            head_commit_id: head.id,
+            priority: i64::from(req.priority),
+            runs_cap: i64::from(max_runs),
+            created_at: now_ms(),
+        },
+    )
+    .await?;
+    let pair = Pair {
+        submission_id: id,
+        base_commit_id: base.id,
+        head_commit_id: head.id,
+    };
+    jobs::enqueue_pair(&mut tx, pair, &atomic_jobs, runs, state.config.max_attempts).await?;
+    tx.commit().await?;
+    state.wake_lessees();
+    tracing::info!(
+        submission = id,
+        user = %user.user_name,
+        repo = %repo.name,
+        base = %base.sha,
+        head = %head.sha,
+        atomic_jobs = atomic_jobs.len(),
+        runs,
+        "submission queued"
+    );
+    store::submission_view(&state.db, id).await
+}
+
+/// Parses the job file; every problem names the culprit (line, key, option).
+pub fn parse_job(text: &str) -> Result<Vec<AtomicJob>> {
+    if text.len() > MAX_JOB_FILE_BYTES {
+        return Err(Error::BadRequest(format!(
+            "job file is {} bytes; the limit is {MAX_JOB_FILE_BYTES}",
+            text.len()
+        )));
+    }
+    let jobs = parse_job_file(text)?;
+    if jobs.is_empty() {
+        return Err(Error::BadRequest(
+            "the job file expands into no atomic job".into(),
+        ));
+    }
+    Ok(jobs)
+}
+
+fn max_runs(requested: Option<u32>) -> Result<u32> {
+    match requested {
+        None => Ok(expand::DEFAULT_MAX_RUNS),
+        Some(n) if (1..=expand::MAX_RUNS_LIMIT).contains(&n) => Ok(n),
+        Some(n) => Err(Error::BadRequest(format!(
+            "max_runs {n} must be between 1 and {}",
+            expand::MAX_RUNS_LIMIT
+        ))),
+    }
+}
+
+/// The submission's display name: its testcase(s), as LKP names job files.
+fn job_name(jobs: &[AtomicJob]) -> String {
+    let mut names: Vec<&str> = jobs.iter().map(|j| j.testcase.as_str()).collect();
+    names.dedup();
+    names.join("+")
+}
+
+async fn parent_of(
+    state: &AppState,
+    repo: &repos::RepoRow,
+    head: &StoredCommit,
+) -> Result<StoredCommit> {
+    let Some(parent) = head.view.parents.first() else {
+        return Err(Error::BadRequest(format!(
+            "commit {} has no parent: give a base commit",
+            head.sha
+        )));
+    };
+    repos::resolve_commit(state, repo, parent).await
+}
+
+/// Cancels a submission's unfinished jobs; agents running one stop at their
+/// next heartbeat.
+pub async fn cancel(state: &AppState, user: &UserAuth, id: i64) -> Result<SubmissionView> {
+    let mut tx = state.db.begin().await?;
+    let cancelled =
+        jobs::cancel_submission(&mut tx, id, &format!("cancelled by {}", user.user_name)).await?;
+    tx.commit().await?;
+    tracing::info!(submission = id, user = %user.user_name, jobs = cancelled, "submission cancelled");
+    store::submission_view(&state.db, id).await
+}
+
+pub async fn detail(state: &AppState, id: i64) -> Result<SubmissionDetail> {
+    let submission = store::submission_view(&state.db, id).await?;
+    let row = store::get_submission(&state.db, id).await?;
+    let atomic_jobs = store::atomic_jobs(&state.db, id).await?;
+    Ok(SubmissionDetail {
+        submission,
+        job_file: row.job_file,
+        atomic_jobs,
+        jobs: store::job_views(&state.db, id).await?,
+    })
+}
+
+pub async fn results(state: &AppState, id: i64) -> Result<SubmissionResults> {
+    Ok(SubmissionResults {
+        submission: store::submission_view(&state.db, id).await?,
+        runs: store::run_results(&state.db, id).await?,
+        comparisons: store::comparisons(&state.db, id).await?,
+    })
+}
+
+pub use store::submission_view as view;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_runs_defaults_and_bounds() {
+        assert_eq!(max_runs(None).ok(), Some(expand::DEFAULT_MAX_RUNS));
+        assert_eq!(max_runs(Some(4)).ok(), Some(4));
+        assert!(max_runs(Some(0)).is_err());
+        assert!(max_runs(Some(expand::MAX_RUNS_LIMIT + 1)).is_err());
+    }
+
+    #[test]
+    fn oversized_and_empty_job_files_are_refused() {
+        let big = "#".repeat(MAX_JOB_FILE_BYTES + 1);
+        assert!(matches!(parse_job(&big), Err(Error::BadRequest(_))));
+        assert!(parse_job("").is_err());
+    }
+}

@@ -1,0 +1,163 @@
+//! Wire types of the user API (submissions, repos, results, comparisons),
+//! shared by the REST handlers and the `kbot-server` user CLI.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use kbot_core::job::AtomicJob;
+
+/// `POST /api/v1/repos`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RepoCreate {
+    /// Short name users refer to the repo by (`linux`, `tip`).
+    pub name: String,
+    /// A git URL or a path on the server's disk.
+    pub url: String,
+    /// Defaults to the branch the remote's `HEAD` points at.
+    pub default_branch: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RepoView {
+    pub id: i64,
+    pub name: String,
+    pub url: String,
+    pub default_branch: String,
+    /// Unix milliseconds.
+    pub created_at: i64,
+}
+
+/// A commit as stored by the server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommitView {
+    pub sha: String,
+    pub parents: Vec<String>,
+    pub subject: String,
+    pub author_name: String,
+    pub author_email: String,
+    pub committer_name: String,
+    pub committer_email: String,
+    /// Author date, Unix seconds.
+    pub author_time: i64,
+    /// Committer date, Unix seconds.
+    pub commit_time: i64,
+}
+
+/// `POST /api/v1/submissions`: a job file for a base/head pair, or for one
+/// commit (`base` omitted: the head's first parent becomes the base).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SubmitRequest {
+    pub repo: String,
+    /// The LKP-style job file, as YAML text.
+    pub job_file: String,
+    /// Branch, tag or (short) sha; omitted for a single-commit submission.
+    pub base: Option<String>,
+    pub head: String,
+    /// Higher runs first; 0 by default.
+    #[serde(default)]
+    pub priority: i32,
+    /// Cap on runs per side when `unknown` verdicts ask for more (default 10).
+    pub max_runs: Option<u32>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SubmissionView {
+    pub id: i64,
+    pub repo: String,
+    pub submitter: String,
+    /// `queued`, `running`, `done`, `failed` or `cancelled`.
+    pub state: String,
+    pub base: CommitView,
+    pub head: CommitView,
+    pub priority: i32,
+    pub max_runs: u32,
+    /// Unix milliseconds.
+    pub created_at: i64,
+    pub jobs: JobCounts,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobCounts {
+    pub total: u32,
+    pub queued: u32,
+    pub active: u32,
+    pub finished: u32,
+    pub failed: u32,
+    pub cancelled: u32,
+}
+
+/// `GET /api/v1/submissions/{id}`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SubmissionDetail {
+    pub submission: SubmissionView,
+    /// The job file as submitted.
+    pub job_file: String,
+    /// The atomic jobs the job file expanded into, in order.
+    pub atomic_jobs: Vec<AtomicJob>,
+    pub jobs: Vec<JobView>,
+}
+
+/// One job row: one atomic job × one commit × one run index.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JobView {
+    pub id: i64,
+    /// Index into the submission's `atomic_jobs`.
+    pub job_index: u32,
+    /// `base` or `head`.
+    pub side: String,
+    pub commit: String,
+    pub run_index: u32,
+    pub state: String,
+    pub attempts: u32,
+    pub agent: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EventView {
+    pub id: i64,
+    pub job_id: i64,
+    pub state: String,
+    pub detail: String,
+    /// Unix milliseconds.
+    pub at: i64,
+}
+
+/// The metrics of one finished run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunResult {
+    pub job_id: i64,
+    pub job_index: u32,
+    pub side: String,
+    pub commit: String,
+    pub run_index: u32,
+    pub metrics: BTreeMap<String, f64>,
+}
+
+/// The stored comparison of one metric of one atomic job of a submission.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ComparisonView {
+    pub job_index: u32,
+    pub metric: String,
+    /// kbot's verdict: `different`, `same` or `unknown`.
+    pub verdict: String,
+    pub base_runs: u32,
+    pub head_runs: u32,
+    pub base_mean: Option<f64>,
+    pub head_mean: Option<f64>,
+    /// Percent change of the means (absolute difference for perf-profile
+    /// rows); `None` when the base mean is 0.
+    pub change_percent: Option<f64>,
+    /// The statistics module's full output for this metric, as JSON.
+    pub detail: serde_json::Value,
+    /// Unix milliseconds.
+    pub computed_at: i64,
+}
+
+/// `GET /api/v1/submissions/{id}/results`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SubmissionResults {
+    pub submission: SubmissionView,
+    pub runs: Vec<RunResult>,
+    pub comparisons: Vec<ComparisonView>,
+}
