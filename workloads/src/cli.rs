@@ -141,9 +141,6 @@ pub struct WisArgs {
     /// One-second samples discarded before measuring (will-it-scale: 6).
     #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(0..=3600))]
     pub warmup_samples: u32,
-    /// Print the per-task counts of each sample (will-it-scale -v).
-    #[arg(short = 'v')]
-    pub verbose: bool,
 }
 
 #[derive(Debug, Args)]
@@ -152,7 +149,7 @@ pub struct PipenArgs {
     #[arg(long, default_value = "32768", value_parser = parse_bytes, value_name = "BYTES")]
     pub size: u64,
     /// Measured seconds (will-it-scale -s).
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=86400))]
+    #[arg(short = 's', long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=86400))]
     pub duration: u32,
     /// Writer/reader pairs; task 2i writes, task 2i+1 reads (will-it-scale -t = 2 x pairs).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]

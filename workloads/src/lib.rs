@@ -6,14 +6,19 @@
 
 pub mod cli;
 pub mod error;
+pub mod lmbench;
+pub mod lmbench_pipe;
 pub mod placement;
 pub mod report;
 pub mod sched_pipe;
 pub mod size;
 pub mod sys;
+pub mod wis;
 
-use cli::{Cli, Command, PairPinArgs};
+use cli::{Cli, Command, LmbenchCommon, PairPinArgs, PipenArgs, TaskMode, WisArgs};
 use error::{BenchError, Result};
+use lmbench::Placer;
+use placement::LmbenchSched;
 use placement::Topology;
 use report::{Output, Report, TreeClock};
 
@@ -79,8 +84,166 @@ pub fn run(cli: &Cli) -> Result<(Report, Output)> {
             sched_pipe::run(&opts, &mut out, &mut r)?;
             r
         }
+        Command::BwPipe(a) => {
+            let place = lmbench_placer(&a.common, &topo)?;
+            let opts = lmbench_pipe::BwPipeOpts {
+                xfer: a.xfer,
+                bytes: a.bytes,
+                parallel: a.common.parallel as usize,
+                warmup_us: a.common.warmup_us,
+                repetitions: a.common.repetitions as usize,
+                enough: a.common.enough,
+            };
+            let mut r = Report::new("bw_pipe", &prefix("lmbench3"));
+            lmbench_pipe::run_bw_pipe(&opts, &place, &mut out, &mut r)?;
+            r
+        }
+        Command::LatPipe(a) => {
+            let place = lmbench_placer(&a.common, &topo)?;
+            let opts = lmbench_pipe::LatPipeOpts {
+                parallel: a.common.parallel as usize,
+                warmup_us: a.common.warmup_us,
+                repetitions: a.common.repetitions as usize,
+                enough: a.common.enough,
+            };
+            let mut r = Report::new("lat_pipe", &prefix("lmbench3"));
+            lmbench_pipe::run_lat_pipe(&opts, &place, &mut out, &mut r)?;
+            r
+        }
+        Command::Pipe1(a) => run_wis_test(
+            wis::Testcase::Pipe1,
+            a,
+            &topo,
+            &mut out,
+            &prefix("will-it-scale"),
+        )?,
+        Command::ContextSwitch1(a) => run_wis_test(
+            wis::Testcase::ContextSwitch1,
+            a,
+            &topo,
+            &mut out,
+            &prefix("will-it-scale"),
+        )?,
+        Command::Pipen(a) => run_pipen(a, &topo, &mut out, &prefix("pipen"))?,
         _ => return Err(BenchError::usage("this subcommand is not built yet")),
     };
     clock.finish(&mut report);
     Ok((report, out))
+}
+
+/// The lmbench placement: LMBENCH_SCHED mode plus explicit writer/reader CPUs
+/// (the reader is benchproc 0, the writer its forked partner).
+fn lmbench_placer(a: &LmbenchCommon, topo: &Topology) -> Result<Placer> {
+    let pair = PairCpus::resolve(&a.pin, topo)?;
+    Ok(Placer {
+        sched: LmbenchSched::parse(&a.sched)?,
+        topo: topo.clone(),
+        main_cpu: pair.reader,
+        partner_cpu: pair.writer,
+    })
+}
+
+/// will-it-scale's default binding: task i on core (i mod #cores), or PU with
+/// `-m`, or nothing with `-n`.
+fn wis_cpusets(
+    tasks: usize,
+    no_affinity: bool,
+    smt: bool,
+    topo: &Topology,
+) -> (String, Vec<Option<Vec<usize>>>) {
+    if no_affinity {
+        return ("unpinned (-n)".into(), vec![None; tasks]);
+    }
+    let mode = if smt {
+        "one task per SMT thread (-m)"
+    } else {
+        "one task per core"
+    };
+    (
+        mode.into(),
+        (0..tasks).map(|i| Some(topo.wis_cpuset(i, smt))).collect(),
+    )
+}
+
+fn run_wis_test(
+    test: wis::Testcase,
+    a: &WisArgs,
+    topo: &Topology,
+    out: &mut Output,
+    prefix: &str,
+) -> Result<Report> {
+    let tasks = a.tasks as usize;
+    let (mode_name, cpusets) = wis_cpusets(tasks, a.no_affinity, a.smt, topo);
+    let opts = wis::WisOpts {
+        tasks,
+        seconds: a.seconds,
+        mode: a.mode,
+        warmup_samples: a.warmup_samples,
+        cpusets,
+    };
+    let tool = match test {
+        wis::Testcase::Pipe1 => "pipe1",
+        _ => "context_switch1",
+    };
+    let mut r = Report::new(tool, prefix);
+    r.placement = wis::placement(&mode_name, &opts, |i| format!("task {i}"));
+    let res = wis::run(&test, &opts, out)?;
+    let per_task = res.average as f64 / tasks as f64;
+    let name = match a.mode {
+        TaskMode::Process => "per_process_ops",
+        TaskMode::Thread => "per_thread_ops",
+    };
+    r.metric(name, per_task);
+    r.metric("workload", res.average as f64);
+    r.param("test", tool);
+    r.param("-t", tasks);
+    r.param("-s", a.seconds);
+    r.param("mode", format!("{:?}", a.mode).to_lowercase());
+    r.param("warmup_samples", a.warmup_samples);
+    Ok(r)
+}
+
+fn run_pipen(a: &PipenArgs, topo: &Topology, out: &mut Output, prefix: &str) -> Result<Report> {
+    let size = usize::try_from(a.size)
+        .ok()
+        .filter(|&s| s > 0)
+        .ok_or_else(|| BenchError::usage("pipen: --size must be at least 1 byte"))?;
+    let tasks = 2 * a.pairs as usize;
+    let pair = PairCpus::resolve(&a.pin, topo)?;
+    let (mut mode_name, mut cpusets) = wis_cpusets(tasks, a.no_affinity, false, topo);
+    if pair.is_set() {
+        mode_name = format!("{mode_name}, {}", pair.mode_name());
+        for (nr, set) in cpusets.iter_mut().enumerate() {
+            let explicit = if nr % 2 == 0 {
+                pair.writer
+            } else {
+                pair.reader
+            };
+            if let Some(cpu) = explicit {
+                *set = Some(vec![cpu]);
+            }
+        }
+    }
+    let opts = wis::WisOpts {
+        tasks,
+        seconds: a.duration,
+        mode: a.mode,
+        warmup_samples: a.warmup_samples,
+        cpusets,
+    };
+    let mut r = Report::new("pipen", prefix);
+    r.placement = wis::placement(&mode_name, &opts, |i| {
+        format!("{} {}", if i % 2 == 0 { "writer" } else { "reader" }, i / 2)
+    });
+    let res = wis::run(&wis::Testcase::Pipen { size }, &opts, out)?;
+    let writes: u64 = res.task_totals.iter().step_by(2).sum();
+    let secs = a.duration as f64;
+    r.metric("MB/sec", writes as f64 * size as f64 / secs / 1e6);
+    r.metric("ops_per_sec", writes as f64 / secs);
+    r.param("--size", size);
+    r.param("--pairs", a.pairs);
+    r.param("--duration", a.duration);
+    r.param("mode", format!("{:?}", a.mode).to_lowercase());
+    r.param("warmup_samples", a.warmup_samples);
+    Ok(r)
 }
