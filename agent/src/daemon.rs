@@ -1,0 +1,258 @@
+//! The daemon: enrol once, then lease, run with heartbeats and state events,
+//! spool and upload; a background task drains the spool with backoff.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, Notify};
+
+use kbot_core::api::{
+    BootBackend, EnrollRequest, EventRequest, FailureKind, Hardware, JobState, LeasedJob,
+};
+
+use crate::build_cache::{read_json, write_json};
+use crate::client::ApiClient;
+use crate::error::{AgentError, Result};
+use crate::job_runner::JobRunner;
+use crate::outcome::{Failure, Outcome};
+use crate::process::Cancel;
+use crate::spool::{backoff, Pending, Spool};
+
+/// What enrolment gave the agent, kept across restarts.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Identity {
+    pub server: String,
+    pub agent_id: i64,
+    pub agent_token: String,
+}
+
+pub struct Daemon {
+    pub client: ApiClient,
+    pub runner: Arc<JobRunner>,
+    pub spool: Arc<Spool>,
+    pub lease_wait_secs: u32,
+}
+
+/// Everything enrolment needs.
+pub struct Enrolment {
+    pub identity_file: PathBuf,
+    pub server: String,
+    pub token: Option<String>,
+    pub name: String,
+    pub tbox_group: String,
+    pub backend: BootBackend,
+    pub hardware: Hardware,
+}
+
+/// The persisted identity, or a new one from the server (once).
+pub async fn enrol(e: &Enrolment) -> Result<Identity> {
+    if let Some(id) = read_json::<Identity>(&e.identity_file)? {
+        if id.server == e.server {
+            return Ok(id);
+        }
+        tracing::warn!(old = %id.server, new = %e.server, "server changed; enrolling again");
+    }
+    let token = e.token.clone().ok_or_else(|| {
+        AgentError::Config(
+            "not enrolled yet: give --enrollment-token (KBOT_ENROLLMENT_TOKEN)".into(),
+        )
+    })?;
+    let client = ApiClient::new(&e.server, None)?;
+    let req = EnrollRequest {
+        enrollment_token: token,
+        name: e.name.clone(),
+        tbox_group: e.tbox_group.clone(),
+        backend: e.backend,
+        hardware: e.hardware.clone(),
+    };
+    let mut attempt = 0;
+    let resp = loop {
+        match client.enroll(&req).await {
+            Ok(r) => break r,
+            Err(err) if err.is_retryable() => {
+                let wait = backoff(attempt, Duration::from_secs(1), Duration::from_secs(60));
+                tracing::warn!(error = %err, ?wait, "enrolment failed; retrying");
+                tokio::time::sleep(wait).await;
+                attempt += 1;
+            }
+            Err(err) => return Err(err),
+        }
+    };
+    let id = Identity {
+        server: e.server.clone(),
+        agent_id: resp.agent_id,
+        agent_token: resp.agent_token,
+    };
+    write_json(&e.identity_file, &id)?;
+    tracing::info!(agent_id = id.agent_id, "enrolled");
+    Ok(id)
+}
+
+impl Daemon {
+    /// Runs until the process is stopped; `max_jobs` bounds it for tests.
+    pub async fn run(&self, max_jobs: Option<usize>) -> Result<()> {
+        let wake = Arc::new(Notify::new());
+        let uploader = tokio::spawn(drain_forever(
+            self.spool.clone(),
+            self.client.clone(),
+            wake.clone(),
+        ));
+        self.resume_kexec(&wake).await?;
+        let mut done = 0usize;
+        let mut attempt = 0;
+        while max_jobs.is_none_or(|m| done < m) {
+            match self.client.lease(self.lease_wait_secs).await {
+                Ok(resp) => {
+                    attempt = 0;
+                    if let Some(job) = resp.job {
+                        self.run_job(job, &wake).await?;
+                        done += 1;
+                    }
+                }
+                Err(e) if e.is_retryable() => {
+                    let wait = backoff(attempt, Duration::from_secs(1), Duration::from_secs(120));
+                    tracing::warn!(error = %e, ?wait, "lease failed; retrying");
+                    tokio::time::sleep(wait).await;
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        // Give the uploader a last chance before returning (tests, shutdown).
+        wake.notify_one();
+        for _ in 0..600 {
+            if self.spool.pending()?.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        uploader.abort();
+        Ok(())
+    }
+
+    async fn resume_kexec(&self, wake: &Notify) -> Result<()> {
+        let runner = self.runner.clone();
+        let resumed =
+            tokio::task::spawn_blocking(move || runner.resume_after_kexec(&Cancel::new()))
+                .await
+                .map_err(|e| AgentError::Config(format!("kexec resume task: {e}")))??;
+        if let Some((job, outcome)) = resumed {
+            if let Some(p) = Pending::of(job.job_id, outcome) {
+                self.spool.put(&p)?;
+            }
+            self.runner.finish_kexec()?;
+            wake.notify_one();
+        }
+        Ok(())
+    }
+
+    /// Runs one leased job with heartbeats and events, and spools its outcome.
+    async fn run_job(&self, job: LeasedJob, wake: &Notify) -> Result<()> {
+        let job_id = job.job_id;
+        tracing::info!(job = job_id, commit = %job.commit, run = job.run_index, "leased");
+        let cancel = Cancel::new();
+        let (tx, rx) = mpsc::unbounded_channel::<EventRequest>();
+        let events = tokio::spawn(forward_events(self.client.clone(), job_id, rx));
+        let beats = tokio::spawn(heartbeat(
+            self.client.clone(),
+            job_id,
+            job.heartbeat_interval_secs,
+            cancel.clone(),
+        ));
+        let runner = self.runner.clone();
+        let c = cancel.clone();
+        let etx = tx.clone();
+        let result = tokio::task::spawn_blocking(move || {
+            let on_state = move |state: JobState, detail: &str| {
+                let _ = etx.send(EventRequest {
+                    state,
+                    failure: None,
+                    detail: detail.to_string(),
+                });
+            };
+            runner.run(&job, &c, &on_state)
+        })
+        .await
+        .map_err(|e| AgentError::Config(format!("job task: {e}")))?;
+        let outcome = match result {
+            Ok(o) => o,
+            Err(AgentError::Cancelled) => {
+                tracing::info!(job = job_id, "cancelled by the server");
+                beats.abort();
+                drop(tx);
+                let _ = events.await;
+                return Ok(());
+            }
+            Err(e) => Outcome::Failed(Failure::new(FailureKind::Infrastructure, e.to_string())),
+        };
+        if matches!(outcome, Outcome::Rebooting) {
+            tracing::info!(job = job_id, "leaving for the built kernel");
+            std::future::pending::<()>().await;
+        }
+        if matches!(outcome, Outcome::Success(_)) {
+            let _ = tx.send(EventRequest {
+                state: JobState::Uploading,
+                failure: None,
+                detail: String::new(),
+            });
+        }
+        drop(tx);
+        let _ = events.await;
+        beats.abort();
+        if let Some(p) = Pending::of(job_id, outcome) {
+            self.spool.put(&p)?;
+        }
+        wake.notify_one();
+        Ok(())
+    }
+}
+
+/// Posts state events in order; they are progress notes, so a lost one is logged, not retried.
+async fn forward_events(
+    client: ApiClient,
+    job_id: i64,
+    mut rx: mpsc::UnboundedReceiver<EventRequest>,
+) {
+    while let Some(ev) = rx.recv().await {
+        if let Err(e) = client.event(job_id, &ev).await {
+            tracing::warn!(job = job_id, state = ?ev.state, error = %e, "event not delivered");
+        }
+    }
+}
+
+async fn heartbeat(client: ApiClient, job_id: i64, interval_secs: u32, cancel: Cancel) {
+    let mut tick = tokio::time::interval(Duration::from_secs(u64::from(interval_secs.max(1))));
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        match client.heartbeat(job_id).await {
+            Ok(hb) if hb.cancelled => {
+                cancel.cancel();
+                return;
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(job = job_id, error = %e, "heartbeat failed"),
+        }
+    }
+}
+
+/// Sends spooled items whenever woken, and keeps retrying with backoff while the server is away.
+async fn drain_forever(spool: Arc<Spool>, client: ApiClient, wake: Arc<Notify>) {
+    let mut attempt = 0;
+    loop {
+        match spool.drain(&client).await {
+            Ok(_) => {
+                attempt = 0;
+                let _ = tokio::time::timeout(Duration::from_secs(30), wake.notified()).await;
+            }
+            Err(e) => {
+                let wait = backoff(attempt, Duration::from_secs(1), Duration::from_secs(300));
+                tracing::warn!(error = %e, ?wait, "upload failed; the spool keeps it");
+                attempt += 1;
+                tokio::time::sleep(wait).await;
+            }
+        }
+    }
+}

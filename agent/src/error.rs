@@ -1,0 +1,75 @@
+//! The one error type of kbot-agent.
+
+use std::path::PathBuf;
+
+/// Everything that can stop the agent or one of its jobs.
+///
+/// Kernel-side outcomes (a build that fails, a kernel that panics) are not
+/// errors: they are [`crate::outcome::Failure`]s reported to the server.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot parse {what}: {reason}")]
+    Parse { what: String, reason: String },
+    #[error("bad configuration: {0}")]
+    Config(String),
+    #[error("command `{command}` failed: {detail}")]
+    Command { command: String, detail: String },
+    #[error("HTTP request to {url} failed: {source}")]
+    Http {
+        url: String,
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The server answered with an error body; `retryable` is false for 4xx.
+    #[error("server refused {url}: HTTP {status} {code}: {message}")]
+    Server {
+        url: String,
+        status: u16,
+        code: String,
+        message: String,
+    },
+    #[error("job model: {0}")]
+    Job(#[from] kbot_core::Error),
+    #[error("JSON in {path}: {source}")]
+    Json {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("the job was cancelled")]
+    Cancelled,
+}
+
+impl AgentError {
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> AgentError {
+        AgentError::Io {
+            context: context.into(),
+            source,
+        }
+    }
+
+    pub fn parse(what: impl Into<String>, reason: impl Into<String>) -> AgentError {
+        AgentError::Parse {
+            what: what.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// Whether retrying the same request later can succeed (network trouble,
+    /// 5xx, 408/429) as opposed to a refusal that will never change.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            AgentError::Http { .. } => true,
+            AgentError::Server { status, .. } => *status >= 500 || *status == 408 || *status == 429,
+            _ => false,
+        }
+    }
+}
+
+pub type Result<T, E = AgentError> = std::result::Result<T, E>;

@@ -1,0 +1,197 @@
+//! The guest's initramfs: an uncompressed newc cpio archive holding a static
+//! busybox (shell, mount, reboot), the static kbot-bench and an /init script
+//! that runs the workload and sends everything back over the second serial
+//! port (ttyS1) in [`crate::console`] sections.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use kbot_core::programs::{Invocation, Repeat};
+
+use crate::console::{BEGIN, DONE_MARKER, END, INIT_MARKER};
+use crate::error::{AgentError, Result};
+
+/// Busybox applets /init uses, installed as symlinks in /bin.
+const APPLETS: &[&str] = &[
+    "sh", "mount", "cat", "uname", "reboot", "grep", "cut", "sleep", "mkdir", "poweroff",
+];
+
+/// The /init shell script for a workload.
+pub fn init_script(plan: &[Invocation]) -> String {
+    let mut s = String::from(
+        "#!/bin/sh\n\
+         export PATH=/bin\n\
+         mount -t proc proc /proc\n\
+         mount -t sysfs sysfs /sys\n\
+         mount -t devtmpfs devtmpfs /dev 2>/dev/null\n\
+         mount -t tmpfs tmpfs /tmp 2>/dev/null\n",
+    );
+    s.push_str(&format!("echo {INIT_MARKER}\n"));
+    s.push_str("R=/dev/ttyS1\n[ -c $R ] || R=/dev/console\n");
+    s.push_str(&format!(
+        "section() {{ name=$1; shift; echo \"{BEGIN}$name\"; \"$@\"; rc=$?; echo \"{END}$name rc=$rc\"; }}\n\
+         snap() {{ for f in uptime vmstat stat interrupts; do section $f.$1 cat /proc/$f; done; }}\n\
+         secs() {{ cut -d. -f1 /proc/uptime; }}\n"
+    ));
+    s.push_str(
+        "{\nsection uname uname -r\nsection nproc grep -c ^processor /proc/cpuinfo\nsnap before\n",
+    );
+    for (i, inv) in plan.iter().enumerate() {
+        s.push_str(&run_lines(i, inv));
+    }
+    s.push_str("snap after\n} > $R 2>&1\n");
+    s.push_str(&format!("echo {DONE_MARKER}\nreboot -f\n"));
+    s
+}
+
+/// The shell lines that run invocation `i` as its [`Repeat`] says, each
+/// execution in its own `output.<i>.<n>` section (stderr in `stderr.<i>.<n>`).
+fn run_lines(i: usize, inv: &Invocation) -> String {
+    let argv: Vec<String> = std::iter::once(inv.program.as_str())
+        .chain(inv.args.iter().map(String::as_str))
+        .map(quote)
+        .collect();
+    let once = format!(
+        "section output.{i}.$n {} 2>/tmp/err.{i}.$n\nsection stderr.{i}.$n cat /tmp/err.{i}.$n\nn=$((n+1))\n",
+        argv.join(" ")
+    );
+    match inv.repeat {
+        Repeat::Times(times) => format!("n=0\nwhile [ $n -lt {} ]; do\n{once}done\n", times.max(1)),
+        Repeat::ForSeconds(secs) => format!(
+            "n=0\nstart=$(secs)\nwhile :; do\n{once}[ $(( $(secs) - start )) -ge {secs} ] && break\ndone\n"
+        ),
+    }
+}
+
+/// Single-quotes a word for sh.
+fn quote(word: &str) -> String {
+    format!("'{}'", word.replace('\'', "'\\''"))
+}
+
+/// Writes the initramfs to `out`.
+pub fn write(out: &Path, busybox: &Path, kbot_bench: &Path, init: &str) -> Result<()> {
+    let read = |p: &Path| {
+        std::fs::read(p).map_err(|e| AgentError::io(format!("reading {}", p.display()), e))
+    };
+    let (busybox, bench) = (read(busybox)?, read(kbot_bench)?);
+    let file =
+        File::create(out).map_err(|e| AgentError::io(format!("creating {}", out.display()), e))?;
+    let mut cpio = Cpio {
+        out: BufWriter::new(file),
+        ino: 1,
+    };
+    for dir in ["bin", "dev", "proc", "sys", "tmp"] {
+        cpio.entry(dir, 0o040755, NO_DEV, &[])?;
+    }
+    // The kernel opens /dev/console for init before devtmpfs is mounted.
+    cpio.entry("dev/console", 0o020600, (5, 1), &[])?;
+    cpio.entry("init", 0o100755, NO_DEV, init.as_bytes())?;
+    cpio.entry("bin/busybox", 0o100755, NO_DEV, &busybox)?;
+    cpio.entry("bin/kbot-bench", 0o100755, NO_DEV, &bench)?;
+    for applet in APPLETS {
+        cpio.entry(&format!("bin/{applet}"), 0o120777, NO_DEV, b"busybox")?;
+    }
+    cpio.entry("TRAILER!!!", 0, NO_DEV, &[])?;
+    cpio.out
+        .flush()
+        .map_err(|e| AgentError::io("writing the initramfs", e))
+}
+
+/// (major, minor) of entries that are not device nodes.
+const NO_DEV: (u32, u32) = (0, 0);
+
+/// A newc ("070701") cpio writer.
+struct Cpio<W: Write> {
+    out: W,
+    ino: u32,
+}
+
+impl<W: Write> Cpio<W> {
+    fn entry(&mut self, name: &str, mode: u32, rdev: (u32, u32), data: &[u8]) -> Result<()> {
+        let size = u32::try_from(data.len())
+            .map_err(|_| AgentError::Config(format!("{name} is too large for cpio")))?;
+        let namesize = name.len() + 1;
+        let nlink = if mode & 0o170000 == 0o040000 { 2 } else { 1 };
+        let header = format!(
+            "070701{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}",
+            self.ino, mode, 0, 0, nlink, 0, size, 0, 0, rdev.0, rdev.1, namesize, 0
+        );
+        self.ino += 1;
+        let w = &mut self.out;
+        let io = |e| AgentError::io("writing the initramfs", e);
+        w.write_all(header.as_bytes()).map_err(io)?;
+        w.write_all(name.as_bytes()).map_err(io)?;
+        w.write_all(&[0]).map_err(io)?;
+        w.write_all(&[0; 3][..pad4(110 + namesize)]).map_err(io)?;
+        w.write_all(data).map_err(io)?;
+        w.write_all(&[0; 3][..pad4(data.len())]).map_err(io)
+    }
+}
+
+fn pad4(n: usize) -> usize {
+    (4 - n % 4) % 4
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kbot_core::parsers::Tool;
+    use std::process::Command;
+
+    fn inv(args: &[&str], repeat: Repeat) -> Invocation {
+        Invocation {
+            program: "kbot-bench".into(),
+            args: args.iter().map(|s| s.to_string()).collect(),
+            repeat,
+            parser: Tool::KbotBenchJson,
+            context: kbot_core::parsers::ParseContext::new("lmbench3"),
+        }
+    }
+
+    #[test]
+    fn the_script_quotes_arguments_and_repeats() {
+        let s = init_script(&[
+            inv(&["bw_pipe", "--sched", "CUSTOM 0,1"], Repeat::Times(2)),
+            inv(&["messaging", "it's"], Repeat::ForSeconds(30)),
+        ]);
+        assert!(s.contains(
+            "section output.0.$n 'kbot-bench' 'bw_pipe' '--sched' 'CUSTOM 0,1' 2>/tmp/err.0.$n"
+        ));
+        assert!(s.contains("while [ $n -lt 2 ]"));
+        assert!(s.contains("'it'\\''s'"));
+        assert!(s.contains("-ge 30 ] && break"));
+        assert!(s.ends_with("reboot -f\n"));
+    }
+
+    /// The archive is what GNU cpio reads back, with the right types.
+    #[test]
+    fn the_archive_lists_with_gnu_cpio() -> Result<()> {
+        if !crate::process::on_path("cpio") {
+            eprintln!("skipping: cpio is not installed (scripts/install-test-deps)");
+            return Ok(());
+        }
+        let dir = tempfile::tempdir().map_err(|e| AgentError::io("tempdir", e))?;
+        let bin = dir.path().join("tool");
+        std::fs::write(&bin, b"#!/bin/sh\necho hi\n").map_err(|e| AgentError::io("write", e))?;
+        let out = dir.path().join("initramfs.cpio");
+        write(&out, &bin, &bin, "#!/bin/sh\n")?;
+        let listing = crate::process::output(
+            Command::new("sh")
+                .arg("-c")
+                .arg(format!("cpio -itv < {}", out.display())),
+        )?;
+        assert!(
+            listing.contains("crw-------") && listing.contains("dev/console"),
+            "{listing}"
+        );
+        assert!(listing.contains("bin/sh -> busybox"), "{listing}");
+        assert!(
+            listing
+                .lines()
+                .any(|l| l.starts_with("-rwxr-xr-x") && l.ends_with(" init")),
+            "{listing}"
+        );
+        Ok(())
+    }
+}

@@ -1,0 +1,164 @@
+//! One job from lease to outcome: build (qemu, kexec), boot, run, measure.
+
+use std::path::{Path, PathBuf};
+
+use kbot_core::api::{FailureKind, JobState, LeasedJob};
+
+use crate::build_cache::{BuildKey, BuiltKernel};
+use crate::error::{AgentError, Result};
+use crate::host_backend::{self, HostConfig};
+use crate::kernel_build::{effective_kconfig, Builder};
+use crate::kexec::{BootStep, KexecMachine, RealSystem};
+use crate::outcome::{Failure, Outcome};
+use crate::process::Cancel;
+use crate::qemu::QemuBackend;
+use crate::workload;
+
+/// Reports a state change with a detail line.
+pub type OnState<'a> = &'a (dyn Fn(JobState, &str) + Sync);
+
+pub enum Backend {
+    Qemu(QemuBackend),
+    Kexec,
+    Host,
+}
+
+pub struct JobRunner {
+    pub backend: Backend,
+    pub builder: Builder,
+    pub host: HostConfig,
+    /// Per-job scratch directories (console, initramfs, perf data).
+    pub runs_dir: PathBuf,
+    pub state_dir: PathBuf,
+}
+
+impl JobRunner {
+    /// Runs `job` to its outcome. Errors are the agent's own trouble and
+    /// become `infrastructure` failures at the caller.
+    pub fn run(&self, job: &LeasedJob, cancel: &Cancel, on_state: OnState) -> Result<Outcome> {
+        let plan = match workload::plan(&job.job, &job.resolved) {
+            Ok(p) => p,
+            Err(e) => {
+                return Ok(Outcome::Failed(Failure::new(
+                    FailureKind::Infrastructure,
+                    format!("no workload for this job: {e}"),
+                )))
+            }
+        };
+        let dir = run_dir(&self.runs_dir, job);
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| AgentError::io(format!("creating {}", dir.display()), e))?;
+        let governor = job
+            .job
+            .params
+            .get("cpufreq_governor")
+            .map(String::as_str)
+            .unwrap_or("performance");
+        match &self.backend {
+            Backend::Host => {
+                on_state(JobState::Running, "host backend: running kernel as is");
+                host_backend::run(&self.host, &plan, governor, &dir, cancel)
+            }
+            Backend::Qemu(qemu) => {
+                let kernel = match self.kernel(job, cancel, on_state)? {
+                    Ok(k) => k,
+                    Err(f) => return Ok(Outcome::Failed(f)),
+                };
+                let out = qemu.run(&kernel.image(), &plan, &dir, cancel, on_state)?;
+                Ok(with_kconfig(out, &kernel))
+            }
+            Backend::Kexec => {
+                let kernel = match self.kernel(job, cancel, on_state)? {
+                    Ok(k) => k,
+                    Err(f) => return Ok(Outcome::Failed(f)),
+                };
+                on_state(JobState::Booting, &format!("kexec into {}", kernel.release));
+                match KexecMachine::new(&self.state_dir, RealSystem).boot_into(job, &kernel)? {
+                    BootStep::AlreadyRunning => {
+                        on_state(JobState::Running, "the built kernel is already running");
+                        let out = host_backend::run(&self.host, &plan, governor, &dir, cancel)?;
+                        Ok(with_kconfig(out, &kernel))
+                    }
+                    BootStep::Departed(_) => Ok(Outcome::Rebooting),
+                }
+            }
+        }
+    }
+
+    /// The built kernel for the job, or why there is none.
+    fn kernel(
+        &self,
+        job: &LeasedJob,
+        cancel: &Cancel,
+        on_state: OnState,
+    ) -> Result<std::result::Result<BuiltKernel, Failure>> {
+        let key = BuildKey {
+            commit: job.commit.clone(),
+            kconfig: effective_kconfig(&job.kconfig),
+            compiler: job.job.compiler.clone(),
+        };
+        on_state(
+            JobState::Building,
+            &format!(
+                "{} {} {}",
+                short(&key.commit),
+                key.kconfig.name,
+                key.compiler
+            ),
+        );
+        self.builder.kernel(&job.repo, &key, cancel)
+    }
+
+    /// After a kexec restart: runs the persisted job on the verified kernel.
+    pub fn resume_after_kexec(&self, cancel: &Cancel) -> Result<Option<(LeasedJob, Outcome)>> {
+        let machine = KexecMachine::new(&self.state_dir, RealSystem);
+        let Some(resumed) = machine.resume()? else {
+            return Ok(None);
+        };
+        let out = match resumed {
+            crate::kexec::Resumed::WrongKernel(p, f) => (p.job, Outcome::Failed(f)),
+            crate::kexec::Resumed::Verified(p) => {
+                let plan = workload::plan(&p.job.job, &p.job.resolved)?;
+                let dir = run_dir(&self.runs_dir, &p.job);
+                std::fs::create_dir_all(&dir)
+                    .map_err(|e| AgentError::io("creating the run directory", e))?;
+                let gov = p
+                    .job
+                    .job
+                    .params
+                    .get("cpufreq_governor")
+                    .cloned()
+                    .unwrap_or_else(|| "performance".into());
+                let out = host_backend::run(&self.host, &plan, &gov, &dir, cancel)?;
+                (p.job, out)
+            }
+        };
+        Ok(Some(out))
+    }
+
+    /// Forgets the kexec'd job once its outcome is spooled.
+    pub fn finish_kexec(&self) -> Result<()> {
+        KexecMachine::new(&self.state_dir, RealSystem).finish()
+    }
+}
+
+fn with_kconfig(out: Outcome, kernel: &BuiltKernel) -> Outcome {
+    match out {
+        Outcome::Success(mut r) => {
+            r.kconfig = std::fs::read_to_string(kernel.config()).ok();
+            r.tuning
+                .insert("build_secs".into(), format!("{:.1}", kernel.build_secs));
+            Outcome::Success(r)
+        }
+        other => other,
+    }
+}
+
+fn short(commit: &str) -> &str {
+    commit.get(..12).unwrap_or(commit)
+}
+
+/// The scratch directory of one run of one job.
+pub fn run_dir(root: &Path, job: &LeasedJob) -> PathBuf {
+    root.join(format!("job-{}-run-{}", job.job_id, job.run_index))
+}

@@ -1,0 +1,480 @@
+//! Building a kernel for a job: a git mirror per repository, a worktree at
+//! the commit, the kconfig (make target + fragment, or a full .config) with
+//! `olddefconfig`, the job's compiler through ccache, `make -j`, the log kept.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use kbot_core::api::{FailureKind, KconfigSpec, RepoSpec};
+
+use crate::build_cache::{BuildCache, BuildKey, BuiltKernel};
+use crate::elf_notes;
+use crate::error::{AgentError, Result};
+use crate::outcome::Failure;
+use crate::process::{self, output, run_logged, tail, Cancel, Finished};
+
+/// Build log lines kept in a `build_failed` report.
+const LOG_TAIL_LINES: usize = 60;
+
+/// Where and how kernels are built.
+#[derive(Debug, Clone)]
+pub struct BuildConfig {
+    /// Mirrors, worktrees and object directories live here.
+    pub work_dir: PathBuf,
+    /// `make -j` this many jobs.
+    pub jobs: u32,
+    /// The kernel's ARCH and the image make target and path.
+    pub arch: String,
+    pub image_target: String,
+    pub image_path: String,
+    pub timeout: Duration,
+    /// Use ccache (with its directory) when it is installed.
+    pub ccache_dir: Option<PathBuf>,
+}
+
+impl BuildConfig {
+    pub fn x86_64(work_dir: &Path, jobs: u32) -> BuildConfig {
+        BuildConfig {
+            work_dir: work_dir.to_path_buf(),
+            jobs,
+            arch: "x86_64".into(),
+            image_target: "bzImage".into(),
+            image_path: "arch/x86/boot/bzImage".into(),
+            timeout: Duration::from_secs(3 * 3600),
+            ccache_dir: Some(work_dir.join("ccache")),
+        }
+    }
+}
+
+pub struct Builder {
+    cfg: BuildConfig,
+    cache: BuildCache,
+}
+
+impl Builder {
+    pub fn new(cfg: BuildConfig, cache: BuildCache) -> Builder {
+        Builder { cfg, cache }
+    }
+
+    pub fn cache(&self) -> &BuildCache {
+        &self.cache
+    }
+
+    /// The kernel for `key`: from the cache, or built now. A commit that
+    /// failed before for this kconfig and compiler fails at once.
+    pub fn kernel(
+        &self,
+        repo: &RepoSpec,
+        key: &BuildKey,
+        cancel: &Cancel,
+    ) -> Result<std::result::Result<BuiltKernel, Failure>> {
+        if let Some(k) = self.cache.get(key)? {
+            tracing::info!(commit = %key.commit, "kernel found in the build cache");
+            return Ok(Ok(k));
+        }
+        if let Some(u) = self.cache.unbuildable(key)? {
+            return Ok(Err(Failure::new(
+                FailureKind::BuildFailed,
+                format!("known unbuildable:\n{}", u.log_tail),
+            )));
+        }
+        let compiler = match compiler_command(&key.compiler) {
+            Ok(c) => c,
+            Err(why) => return Ok(Err(Failure::new(FailureKind::Infrastructure, why))),
+        };
+        let mirror = match self.mirror(repo, &key.commit) {
+            Ok(m) => m,
+            Err(e) => {
+                return Ok(Err(Failure::new(
+                    FailureKind::Infrastructure,
+                    format!("fetching {}: {e}", repo.url),
+                )))
+            }
+        };
+        let src = self.worktree(repo, &mirror, &key.commit)?;
+        self.build(&src, key, &compiler, cancel)
+    }
+
+    fn repo_dir(&self, kind: &str, repo: &RepoSpec) -> PathBuf {
+        let safe: String = repo
+            .name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        self.cfg.work_dir.join(kind).join(safe)
+    }
+
+    /// A bare mirror of the repository that contains `commit`.
+    fn mirror(&self, repo: &RepoSpec, commit: &str) -> Result<PathBuf> {
+        let dir = self.repo_dir("mirrors", repo).with_extension("git");
+        if !dir.join("HEAD").is_file() {
+            fs::create_dir_all(self.cfg.work_dir.join("mirrors"))
+                .map_err(|e| AgentError::io("creating mirrors/", e))?;
+            output(
+                Command::new("git")
+                    .args(["clone", "--mirror", "--quiet", &repo.url])
+                    .arg(&dir),
+            )?;
+        } else if !has_commit(&dir, commit) {
+            output(
+                Command::new("git")
+                    .arg("--git-dir")
+                    .arg(&dir)
+                    .args(["remote", "update", "--prune"]),
+            )?;
+        }
+        if !has_commit(&dir, commit) {
+            return Err(AgentError::Command {
+                command: "git cat-file".into(),
+                detail: format!("{commit} is not in {}", repo.url),
+            });
+        }
+        Ok(dir)
+    }
+
+    /// One worktree per repository, moved to `commit`: files that did not
+    /// change keep their mtimes, so make rebuilds only what the commit touched.
+    fn worktree(&self, repo: &RepoSpec, mirror: &Path, commit: &str) -> Result<PathBuf> {
+        let dir = self.repo_dir("worktrees", repo);
+        if !dir.join(".git").exists() {
+            fs::create_dir_all(self.cfg.work_dir.join("worktrees"))
+                .map_err(|e| AgentError::io("creating worktrees/", e))?;
+            output(
+                Command::new("git")
+                    .arg("--git-dir")
+                    .arg(mirror)
+                    .args(["worktree", "prune"]),
+            )?;
+            output(
+                Command::new("git")
+                    .arg("--git-dir")
+                    .arg(mirror)
+                    .args(["worktree", "add", "--detach", "--force"])
+                    .arg(&dir)
+                    .arg(commit),
+            )?;
+        } else {
+            output(
+                Command::new("git")
+                    .arg("-C")
+                    .arg(&dir)
+                    .args(["checkout", "--quiet", "--detach", "--force", commit]),
+            )?;
+            output(
+                Command::new("git")
+                    .arg("-C")
+                    .arg(&dir)
+                    .args(["clean", "-fdq"]),
+            )?;
+        }
+        Ok(dir)
+    }
+
+    /// Configures and builds in an object directory shared by every commit
+    /// with this kconfig and compiler; the result goes into the cache.
+    fn build(
+        &self,
+        src: &Path,
+        key: &BuildKey,
+        compiler: &str,
+        cancel: &Cancel,
+    ) -> Result<std::result::Result<BuiltKernel, Failure>> {
+        let start = Instant::now();
+        let obj = self.cfg.work_dir.join("objs").join(object_dir_name(key));
+        let staged = self.cfg.work_dir.join("staging").join(key.id());
+        let _ = fs::remove_dir_all(&staged);
+        for d in [&obj, &staged] {
+            fs::create_dir_all(d)
+                .map_err(|e| AgentError::io(format!("creating {}", d.display()), e))?;
+        }
+        let log = staged.join("build.log");
+        let make = |args: &[&str]| self.make(src, &obj, compiler, args);
+        let mut steps: Vec<Command> = Vec::new();
+        match (&key.kconfig.full, &key.kconfig.base) {
+            (Some(full), _) => fs::write(obj.join(".config"), full)
+                .map_err(|e| AgentError::io("writing .config", e))?,
+            (None, Some(base)) => steps.push(make(&[base])),
+            (None, None) => steps.push(make(&["defconfig"])),
+        }
+        for mut step in steps {
+            if let Some(f) = self.step(&mut step, &log, cancel)? {
+                return self.failed(key, f);
+            }
+        }
+        merge_fragment(&obj.join(".config"), &key.kconfig.fragment)?;
+        if let Some(f) = self.step(&mut make(&["olddefconfig"]), &log, cancel)? {
+            return self.failed(key, f);
+        }
+        note_unmet_fragment(&obj.join(".config"), &key.kconfig.fragment, &log)?;
+        let jobs = format!("-j{}", self.cfg.jobs.max(1));
+        if let Some(f) = self.step(&mut make(&[&jobs, &self.cfg.image_target]), &log, cancel)? {
+            return self.failed(key, f);
+        }
+        let copy = |from: PathBuf, to: &str| {
+            fs::copy(&from, staged.join(to))
+                .map_err(|e| AgentError::io(format!("copying {}", from.display()), e))
+        };
+        copy(obj.join(&self.cfg.image_path), "bzImage")?;
+        copy(obj.join(".config"), "config")?;
+        let release = output(&mut make(&["-s", "kernelrelease"]))?
+            .trim()
+            .to_string();
+        let build_id = elf_notes::build_id_of_file(&obj.join("vmlinux"))
+            .ok()
+            .flatten();
+        let kernel = BuiltKernel {
+            key: key.clone(),
+            release,
+            build_id,
+            build_secs: start.elapsed().as_secs_f64(),
+            size_bytes: 0,
+            last_used_ms: 0,
+            dir: PathBuf::new(),
+        };
+        Ok(Ok(self.cache.insert(&staged, kernel)?))
+    }
+
+    fn make(&self, src: &Path, obj: &Path, compiler: &str, args: &[&str]) -> Command {
+        let mut cmd = Command::new("make");
+        cmd.arg("-C")
+            .arg(src)
+            .arg(format!("O={}", obj.display()))
+            .arg(format!("ARCH={}", self.cfg.arch));
+        let cc = match &self.cfg.ccache_dir {
+            Some(dir) if process::on_path("ccache") => {
+                cmd.env("CCACHE_DIR", dir);
+                format!("ccache {compiler}")
+            }
+            _ => compiler.to_string(),
+        };
+        cmd.arg(format!("CC={cc}")).arg(format!("HOSTCC={cc}"));
+        // Fixed build identity: rebuilding a commit gives the same image.
+        cmd.env("KBUILD_BUILD_USER", "kbot")
+            .env("KBUILD_BUILD_HOST", "kbot-agent");
+        cmd.args(args);
+        cmd
+    }
+
+    /// Runs one build step with its output in the log; `Some` on failure.
+    fn step(&self, cmd: &mut Command, log: &Path, cancel: &Cancel) -> Result<Option<String>> {
+        let line = format!("$ {}\n", process::describe(cmd));
+        append(log, &line)?;
+        match run_logged(cmd, log, self.cfg.timeout, cancel)? {
+            Finished::Exited(s) if s.success() => Ok(None),
+            Finished::Exited(s) => Ok(Some(format!("{} ended with {s}", process::describe(cmd)))),
+            Finished::TimedOut => Ok(Some(format!(
+                "{} ran past {:?}",
+                process::describe(cmd),
+                self.cfg.timeout
+            ))),
+        }
+    }
+
+    fn failed(
+        &self,
+        key: &BuildKey,
+        why: String,
+    ) -> Result<std::result::Result<BuiltKernel, Failure>> {
+        let log = self
+            .cfg
+            .work_dir
+            .join("staging")
+            .join(key.id())
+            .join("build.log");
+        let text = fs::read_to_string(&log).unwrap_or_default();
+        let detail = format!(
+            "{why}\n--- build log tail ---\n{}",
+            tail(&text, LOG_TAIL_LINES)
+        );
+        self.cache.mark_unbuildable(key, &detail)?;
+        let keep = self.cfg.work_dir.join("failed-builds").join(key.id());
+        let _ = fs::remove_dir_all(&keep);
+        if fs::create_dir_all(self.cfg.work_dir.join("failed-builds")).is_ok() {
+            let _ = fs::rename(log.parent().unwrap_or(&log), &keep);
+        }
+        Ok(Err(Failure::new(FailureKind::BuildFailed, detail)))
+    }
+}
+
+fn has_commit(git_dir: &Path, commit: &str) -> bool {
+    Command::new("git")
+        .arg("--git-dir")
+        .arg(git_dir)
+        .args(["cat-file", "-e", &format!("{commit}^{{commit}}")])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn object_dir_name(key: &BuildKey) -> String {
+    let id = BuildKey {
+        commit: String::new(),
+        kconfig: key.kconfig.clone(),
+        compiler: key.compiler.clone(),
+    }
+    .id();
+    format!("{}-{}", key.kconfig.name.replace('/', "_"), id)
+}
+
+/// The compiler binary for a job's `compiler:` (`gcc-12`, `gcc`, `clang-14`).
+pub fn compiler_command(name: &str) -> std::result::Result<String, String> {
+    let ok = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-._".contains(c));
+    if ok && process::on_path(name) {
+        Ok(name.to_string())
+    } else {
+        Err(format!("compiler {name:?} is not installed on this agent"))
+    }
+}
+
+/// Appends the fragment to .config: kconfig takes the last assignment of a
+/// symbol, and `olddefconfig` then resolves dependencies.
+pub fn merge_fragment(config: &Path, fragment: &str) -> Result<()> {
+    if fragment.trim().is_empty() {
+        return Ok(());
+    }
+    let mut text = fs::read_to_string(config).map_err(|e| AgentError::io("reading .config", e))?;
+    text.push_str("\n# kbot fragment\n");
+    text.push_str(fragment);
+    text.push('\n');
+    fs::write(config, text).map_err(|e| AgentError::io("writing .config", e))
+}
+
+/// Fragment lines that `olddefconfig` did not keep (unmet dependencies):
+/// written to the build log, as merge_config.sh warns.
+pub fn unmet_fragment_lines(config: &str, fragment: &str) -> Vec<String> {
+    let wanted = fragment
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("CONFIG_") || l.starts_with("# CONFIG_"));
+    wanted
+        .filter(|l| {
+            if let Some(sym) = l
+                .strip_prefix("# ")
+                .and_then(|r| r.strip_suffix(" is not set"))
+            {
+                config.lines().any(|c| c.starts_with(&format!("{sym}=")))
+            } else {
+                !config.lines().any(|c| c.trim() == *l)
+            }
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+fn note_unmet_fragment(config: &Path, fragment: &str, log: &Path) -> Result<()> {
+    let text = fs::read_to_string(config).map_err(|e| AgentError::io("reading .config", e))?;
+    let unmet = unmet_fragment_lines(&text, fragment);
+    if unmet.is_empty() {
+        return Ok(());
+    }
+    append(
+        log,
+        &format!(
+            "kbot: fragment values not in the final .config: {}\n",
+            unmet.join(", ")
+        ),
+    )
+}
+
+fn append(path: &Path, text: &str) -> Result<()> {
+    use std::io::Write;
+    fs::File::options()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .map_err(|e| AgentError::io(format!("writing {}", path.display()), e))
+}
+
+/// kconfig fragments shipped with the agent (agent/kconfigs/), by name.
+const BUILTIN_KCONFIGS: &[(&str, &str)] = &[
+    (
+        "qemu-x86_64-tiny",
+        include_str!("../kconfigs/qemu-x86_64-tiny.config"),
+    ),
+    (
+        "qemu-x86_64-ci",
+        include_str!("../kconfigs/qemu-x86_64-ci.config"),
+    ),
+];
+
+/// A built-in kconfig: `tinyconfig` plus the named fragment.
+pub fn builtin_kconfig(name: &str) -> Option<KconfigSpec> {
+    BUILTIN_KCONFIGS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(n, fragment)| KconfigSpec {
+            name: n.to_string(),
+            base: Some("tinyconfig".to_string()),
+            fragment: fragment.to_string(),
+            full: None,
+        })
+}
+
+/// The server sends a kconfig it has no record of as a bare make target of
+/// the same name; for the agent's built-in names that means the built-in.
+pub fn effective_kconfig(spec: &KconfigSpec) -> KconfigSpec {
+    let bare = spec.full.is_none()
+        && spec.fragment.trim().is_empty()
+        && spec.base.as_deref().is_none_or(|b| b == spec.name);
+    match builtin_kconfig(&spec.name) {
+        Some(builtin) if bare => builtin,
+        _ => spec.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unmet_fragment_values_are_found() {
+        let config = "CONFIG_SMP=y\n# CONFIG_NUMA is not set\nCONFIG_KASAN=y\n";
+        let frag = "CONFIG_SMP=y\nCONFIG_NUMA=y\n# CONFIG_KASAN is not set\n# comment\n";
+        assert_eq!(
+            unmet_fragment_lines(config, frag),
+            vec!["CONFIG_NUMA=y", "# CONFIG_KASAN is not set"]
+        );
+    }
+
+    #[test]
+    fn compilers_must_exist_and_be_plain_names() {
+        assert!(compiler_command("sh").is_ok());
+        assert!(compiler_command("gcc; rm -rf /").is_err());
+        assert!(compiler_command("no-such-compiler-42").is_err());
+    }
+
+    #[test]
+    fn the_builtin_kconfig_is_the_repository_fragment() {
+        let k = builtin_kconfig("qemu-x86_64-tiny");
+        assert!(k.is_some_and(
+            |k| k.fragment.contains("CONFIG_SMP=y") && k.base.as_deref() == Some("tinyconfig")
+        ));
+        assert!(builtin_kconfig("x86_64-rhel-9.4").is_none());
+        let bare = KconfigSpec {
+            name: "qemu-x86_64-ci".into(),
+            base: Some("qemu-x86_64-ci".into()),
+            fragment: String::new(),
+            full: None,
+        };
+        assert_eq!(effective_kconfig(&bare).base.as_deref(), Some("tinyconfig"));
+        let defconfig = KconfigSpec {
+            name: "defconfig".into(),
+            base: Some("defconfig".into()),
+            fragment: String::new(),
+            full: None,
+        };
+        assert_eq!(effective_kconfig(&defconfig), defconfig);
+    }
+}

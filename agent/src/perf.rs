@@ -1,0 +1,118 @@
+//! `perf stat` around each execution and one `perf record -g` profile of the
+//! workload, on backends that run on the measured kernel itself (host, kexec).
+
+use std::path::Path;
+use std::process::Command;
+
+use kbot_core::parsers::Metrics;
+
+use crate::process;
+
+/// Whether perf can be used here.
+pub fn available() -> bool {
+    process::on_path("perf")
+}
+
+/// The command prefix that runs a command under `perf stat` writing CSV to `out`.
+pub fn stat_prefix(out: &Path) -> Vec<String> {
+    vec![
+        "perf".into(),
+        "stat".into(),
+        "-x,".into(),
+        "-e".into(),
+        "task-clock,context-switches,cpu-migrations,page-faults,cycles,instructions,branches,branch-misses".into(),
+        "-o".into(),
+        out.display().to_string(),
+        "--".into(),
+    ]
+}
+
+/// `perf-stat.total.<event>` from `perf stat -x,` output; unsupported
+/// events (a VM without a PMU) are left out.
+pub fn parse_stat_csv(text: &str) -> Metrics {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            let value: f64 = f.first()?.trim().parse().ok()?;
+            let event = f.get(2)?.trim();
+            (!event.is_empty() && value.is_finite())
+                .then(|| (format!("perf-stat.total.{event}"), value))
+        })
+        .collect()
+}
+
+/// Records a system-wide call-graph profile of `argv` and returns
+/// `perf-profile.self.<event>.<symbol>` percentages (cycles:pp, or
+/// cpu-clock where the machine has no cycle counter).
+pub fn profile(argv: &[String], data: &Path) -> Option<Metrics> {
+    for (event, name) in [("cycles:pp", "cycles-pp"), ("cpu-clock", "cpu-clock")] {
+        let recorded = Command::new("perf")
+            .args(["record", "-q", "-a", "-g", "-e", event, "-o"])
+            .arg(data)
+            .arg("--")
+            .args(argv)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !recorded {
+            continue;
+        }
+        let report = process::output(
+            Command::new("perf")
+                .args([
+                    "report",
+                    "--stdio",
+                    "--no-children",
+                    "--sort",
+                    "sym",
+                    "-g",
+                    "none",
+                    "-i",
+                ])
+                .arg(data),
+        )
+        .ok()?;
+        return Some(parse_report(&report, name));
+    }
+    None
+}
+
+/// `perf report --stdio --sort sym -g none` lines (`  12.34%  [k] pipe_write`).
+pub fn parse_report(text: &str, event: &str) -> Metrics {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            let pct: f64 = w.next()?.strip_suffix('%')?.parse().ok()?;
+            let _space = w.next().filter(|s| s.starts_with('['))?;
+            let sym = w.next()?;
+            (pct >= 0.05).then(|| (format!("perf-profile.self.{event}.{sym}"), pct))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_csv_skips_unsupported_events() {
+        let m = parse_stat_csv("# started on\n\n1.49,msec,task-clock,1489540,100.00,0.162,CPUs utilized\n<not supported>,,cycles,0,100.00,,\n7,,context-switches,1,100.00,,\n");
+        assert_eq!(m.get("perf-stat.total.task-clock"), Some(&1.49));
+        assert_eq!(m.get("perf-stat.total.context-switches"), Some(&7.0));
+        assert!(!m.contains_key("perf-stat.total.cycles"));
+    }
+
+    #[test]
+    fn report_lines_become_profile_percentages() {
+        let m = parse_report("# Overhead  Symbol\n     2.15%  [k] finish_task_switch.isra.0\n     0.01%  [.] tiny\n    12.00%  [k] pipe_write\n", "cycles-pp");
+        assert_eq!(m.get("perf-profile.self.cycles-pp.pipe_write"), Some(&12.0));
+        assert_eq!(
+            m.get("perf-profile.self.cycles-pp.finish_task_switch.isra.0"),
+            Some(&2.15)
+        );
+        assert_eq!(m.len(), 2);
+    }
+}
