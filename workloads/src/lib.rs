@@ -4,18 +4,25 @@
 //! returns the report. Process-mode workloads fork while the process is still
 //! single-threaded and end every child with `_exit`.
 
+pub mod calendar;
 pub mod cli;
 pub mod error;
 pub mod lmbench;
 pub mod lmbench_pipe;
+pub mod messaging;
+pub mod pipebench;
 pub mod placement;
 pub mod report;
 pub mod sched_pipe;
 pub mod size;
 pub mod sys;
+pub mod unixbench;
 pub mod wis;
 
-use cli::{Cli, Command, LmbenchCommon, PairPinArgs, PipenArgs, TaskMode, WisArgs};
+use cli::{
+    Cli, Command, LmbenchCommon, MessagingStyle, PairPinArgs, PipebenchArgs, PipenArgs, TaskMode,
+    WisArgs,
+};
 use error::{BenchError, Result};
 use lmbench::Placer;
 use placement::LmbenchSched;
@@ -125,7 +132,41 @@ pub fn run(cli: &Cli) -> Result<(Report, Output)> {
             &prefix("will-it-scale"),
         )?,
         Command::Pipen(a) => run_pipen(a, &topo, &mut out, &prefix("pipen"))?,
-        _ => return Err(BenchError::usage("this subcommand is not built yet")),
+        Command::UnixbenchPipe(a) => {
+            let opts = unixbench::UnixbenchOpts {
+                duration: a.duration,
+                copies: a.copies as usize,
+                passes: a.iterations as usize,
+                settle_secs: a.settle,
+            };
+            let mut r = Report::new("unixbench-pipe", &prefix("unixbench"));
+            unixbench::run(&opts, &mut out, &mut r)?;
+            r
+        }
+        Command::Messaging(a) => {
+            let opts = messaging::MessagingOpts {
+                groups: a.groups as usize,
+                fds: a.fds as usize,
+                loops: a.loops as usize,
+                datasize: a.datasize as usize,
+                ipc: a.ipc,
+                mode: a.mode,
+                style: a.style,
+            };
+            let default_prefix = match a.style {
+                MessagingStyle::Hackbench => "hackbench",
+                MessagingStyle::Perf => "perf-bench-sched-messaging",
+            };
+            let mut r = Report::new("messaging", &prefix(default_prefix));
+            messaging::run(&opts, &mut out, &mut r)?;
+            r
+        }
+        Command::Pipebench(a) => {
+            let opts = pipebench_opts(a)?;
+            let mut r = Report::new("pipebench", &prefix("pipebench"));
+            pipebench::run(&opts, &mut out, &mut r)?;
+            r
+        }
     };
     clock.finish(&mut report);
     Ok((report, out))
@@ -246,4 +287,33 @@ fn run_pipen(a: &PipenArgs, topo: &Topology, out: &mut Output, prefix: &str) -> 
     r.param("mode", format!("{:?}", a.mode).to_lowercase());
     r.param("warmup_samples", a.warmup_samples);
     Ok(r)
+}
+
+fn pipebench_opts(a: &PipebenchArgs) -> Result<pipebench::PipebenchOpts> {
+    let feed = match a.feed {
+        Some(total) => {
+            let bs = usize::try_from(a.feed_bs)
+                .ok()
+                .filter(|&b| b > 0)
+                .ok_or_else(|| BenchError::usage("pipebench: --feed-bs must be at least 1 byte"))?;
+            Some((total, bs))
+        }
+        None => None,
+    };
+    let status_file = match (&a.status_file, &a.status_append) {
+        (Some(p), _) => Some((p.clone(), false)),
+        (None, Some(p)) => Some((p.clone(), true)),
+        (None, None) => None,
+    };
+    Ok(pipebench::PipebenchOpts {
+        bufsize: a.bufsize as usize,
+        quiet: a.quiet || a.very_quiet,
+        summary: !(a.very_quiet || a.no_summary || a.raw),
+        fancy: !a.raw,
+        errout: a.exit_on_error,
+        unit: if a.si { 1000 } else { 1024 },
+        dounit: !a.no_units,
+        status_file,
+        feed,
+    })
 }
