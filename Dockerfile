@@ -1,0 +1,18 @@
+# One image for kbot-server, kbot-agent and kbot-bench (see docker-compose.yml).
+FROM rust:1-bookworm AS build
+WORKDIR /src
+COPY . .
+RUN cargo build --release --locked -p kbot-server -p kbot-agent -p kbot-bench \
+    && mkdir /out \
+    && find target/release -maxdepth 1 -type f -executable -name 'kbot-*' -exec cp {} /out/ \;
+
+FROM debian:bookworm-slim
+# git for repo mirrors; the rest is what the agent needs to build and boot kernels.
+RUN apt-get update && apt-get install -y --no-install-recommends \
+        ca-certificates git qemu-system-x86 build-essential bc bison flex \
+        libelf-dev libssl-dev cpio busybox-static \
+    && rm -rf /var/lib/apt/lists/*
+COPY --from=build /out/ /usr/local/bin/
+COPY migrations /usr/share/kbot/migrations
+EXPOSE 8080
+CMD ["kbot-server", "serve"]
