@@ -8,7 +8,7 @@
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{FromRequest, Request};
 use axum::http::StatusCode;
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use kbot_core::api::{ErrorBody, ErrorDetail};
 use serde::de::DeserializeOwned;
@@ -196,31 +196,10 @@ impl From<Error> for HtmlError {
 impl IntoResponse for HtmlError {
     fn into_response(self) -> Response {
         self.0.log();
-        let status = self.0.status();
-        let page = format!(
-            "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{code} - kbot</title></head>\
-             <body><h1>{status}</h1><p>{message}</p><p><a href=\"/\">kbot</a></p></body></html>\n",
-            code = status.as_u16(),
-            status = escape_html(&status.to_string()),
-            message = escape_html(&self.0.public_message()),
-        );
-        (status, Html(page)).into_response()
+        // The dashboard's error template (it extends base.html, so the page
+        // keeps the navigation).
+        crate::dashboard::error_page(self.0.status(), &self.0.public_message())
     }
-}
-
-fn escape_html(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 /// `axum::Json`, but a bad body becomes an [`Error`] (JSON `invalid_json`,

@@ -99,6 +99,102 @@ pub const OPERATIONS: &[ApiOperation] = &[
         Some("UploadResponse"),
     ),
     op(
+        "post",
+        "/api/v1/repos",
+        "Register a git repository (URL or server path) and mirror it",
+        Auth::User,
+        Some("kbot_server::submissions::types::RepoCreate"),
+        Some("kbot_server::submissions::types::RepoView"),
+    ),
+    op(
+        "get",
+        "/api/v1/repos",
+        "List registered repositories",
+        Auth::None,
+        None,
+        Some("Vec<kbot_server::submissions::types::RepoView>"),
+    ),
+    op(
+        "get",
+        "/api/v1/repos/{name}",
+        "One registered repository",
+        Auth::None,
+        None,
+        Some("kbot_server::submissions::types::RepoView"),
+    ),
+    op(
+        "get",
+        "/api/v1/repos/{name}/commits/{rev}",
+        "Resolve a branch, tag or (short) sha to a stored commit",
+        Auth::None,
+        None,
+        Some("kbot_server::submissions::types::CommitView"),
+    ),
+    op(
+        "get",
+        "/api/v1/repos/{name}/revlist",
+        "Commits in base..head, oldest first (query: base, head, first_parent)",
+        Auth::None,
+        None,
+        Some("kbot_server::repos::routes::RevList"),
+    ),
+    op(
+        "post",
+        "/api/v1/submissions",
+        "Submit a job file for a base/head pair, or one commit against its parent",
+        Auth::User,
+        Some("kbot_server::submissions::types::SubmitRequest"),
+        Some("kbot_server::submissions::types::SubmissionView"),
+    ),
+    op(
+        "get",
+        "/api/v1/submissions",
+        "List submissions, newest first (query: limit, before)",
+        Auth::None,
+        None,
+        Some("Vec<kbot_server::submissions::types::SubmissionView>"),
+    ),
+    op(
+        "get",
+        "/api/v1/submissions/{id}",
+        "A submission with its job file, atomic jobs and jobs",
+        Auth::None,
+        None,
+        Some("kbot_server::submissions::types::SubmissionDetail"),
+    ),
+    op(
+        "get",
+        "/api/v1/submissions/{id}/events",
+        "Job events of a submission after an event id (query: after, limit)",
+        Auth::None,
+        None,
+        Some("Vec<kbot_server::submissions::types::EventView>"),
+    ),
+    op(
+        "post",
+        "/api/v1/submissions/{id}/cancel",
+        "Cancel a submission's unfinished jobs",
+        Auth::User,
+        None,
+        Some("kbot_server::submissions::types::SubmissionView"),
+    ),
+    op(
+        "get",
+        "/api/v1/submissions/{id}/results",
+        "Per-run metrics and per-metric comparisons of a submission",
+        Auth::None,
+        None,
+        Some("kbot_server::submissions::types::SubmissionResults"),
+    ),
+    op(
+        "get",
+        "/api/v1/submissions/{id}/comparisons",
+        "Per-metric comparisons (kbot verdict, means, change) of a submission",
+        Auth::None,
+        None,
+        Some("Vec<kbot_server::submissions::types::ComparisonView>"),
+    ),
+    op(
         "get",
         "/healthz",
         "Liveness and database reachability",
@@ -164,12 +260,18 @@ fn method(name: &str) -> HttpMethod {
 }
 
 fn named_body(type_name: &str) -> utoipa::openapi::Content {
+    // A bare name is a kbot_core::api type; the user API's types carry their path.
+    let rust_path = if type_name.contains("::") {
+        type_name.to_string()
+    } else {
+        format!("kbot_core::api::{type_name}")
+    };
     ContentBuilder::new()
         .schema(Some(
             ObjectBuilder::new()
                 .schema_type(Type::Object)
                 .title(Some(type_name))
-                .description(Some(format!("JSON of kbot_core::api::{type_name}")))
+                .description(Some(format!("JSON of {rust_path}")))
                 .build(),
         ))
         .build()

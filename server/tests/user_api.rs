@@ -347,6 +347,13 @@ async fn commits_resolve_and_bad_input_gets_stable_codes() {
             ))
             .await;
         assert_eq!(range["commits"], json!([f.shas[1], f.shas[2]]));
+        let doc: Value = f.get_json("/api/openapi.json").await;
+        let submissions = &doc["paths"]["/api/v1/submissions"];
+        assert!(
+            submissions["get"].is_object() && submissions["post"].is_object(),
+            "{submissions}"
+        );
+        assert!(doc["paths"]["/api/v1/repos/{name}/commits/{rev}"]["get"].is_object());
 
         let cases: Vec<(reqwest::Response, u16, &str)> = vec![
             (f.get("/api/v1/repos/linux/commits/nope").await, 404, "unknown_commit"),
