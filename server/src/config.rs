@@ -56,6 +56,9 @@ pub struct ServeArgs {
     /// Time in-flight requests get to finish after SIGINT/SIGTERM.
     #[arg(long, env = "KBOT_SHUTDOWN_TIMEOUT_SECS", default_value_t = 10)]
     pub shutdown_timeout_secs: u32,
+    /// Regression e-mails (`KBOT_MAIL_*`, `KBOT_SMTP_*`).
+    #[command(flatten)]
+    pub mail: crate::mail::MailArgs,
 }
 
 /// The settings the server runs with.
@@ -72,6 +75,7 @@ pub struct Config {
     pub max_lease_wait_secs: u32,
     pub reaper_interval_secs: u32,
     pub shutdown_timeout_secs: u32,
+    pub mail: crate::mail::MailConfig,
 }
 
 impl Config {
@@ -88,6 +92,7 @@ impl Config {
             max_lease_wait_secs: 30,
             reaper_interval_secs: 5,
             shutdown_timeout_secs: 10,
+            mail: crate::mail::MailConfig::disabled(),
         }
     }
 }
@@ -105,6 +110,7 @@ impl From<ServeArgs> for Config {
             max_lease_wait_secs: args.max_lease_wait_secs,
             reaper_interval_secs: args.reaper_interval_secs.max(1),
             shutdown_timeout_secs: args.shutdown_timeout_secs,
+            mail: args.mail.into(),
         }
     }
 }

@@ -30,6 +30,7 @@ pub mod db;
 pub mod error;
 pub mod jobs;
 pub mod loadgen;
+pub mod mail;
 pub mod openapi;
 pub mod repos;
 pub mod routes;

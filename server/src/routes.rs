@@ -30,6 +30,7 @@ pub fn router(state: AppState) -> Router {
         .merge(meta_routes())
         .merge(user_routes())
         .merge(dashboard_routes())
+        .merge(report_routes())
         .fallback(dashboard::not_found)
         .with_state(state)
         .layer(middleware::from_fn(json_payload_too_large))
@@ -78,6 +79,17 @@ fn dashboard_routes() -> Router<AppState> {
         .route("/", get(dashboard::index))
         .route("/submissions/{id}", get(dashboard::submission))
         .route("/agents", get(dashboard::agents))
+}
+
+/// Regression reports: pages, mbox download, JSON (read-only, open).
+fn report_routes() -> Router<AppState> {
+    use crate::mail::pages as p;
+    Router::new()
+        .route("/reports", get(p::list_page))
+        .route("/reports/{message_id}", get(p::show_page))
+        .route("/reports/{message_id}/mbox", get(p::mbox))
+        .route(&api("/reports"), get(p::list_json))
+        .route(&api("/reports/{message_id}"), get(p::show_json))
 }
 
 /// Unauthenticated: health and the API description.

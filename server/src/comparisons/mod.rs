@@ -147,6 +147,11 @@ pub async fn evaluate(state: &AppState, atomic_job_id: i64) -> Result<Evaluation
         jobs::enqueue_more_runs(&mut tx, atomic_job_id, extra, state.config.max_attempts).await?;
     } else {
         store::settle(&mut tx, info.submission_id, atomic_job_id).await?;
+        if let Some(pc) = &compared {
+            // Same transaction: the report is queued if and only if the verdict is recorded.
+            crate::mail::enqueue_pair_report(&mut tx, &state.config.mail, info.submission_id, pc)
+                .await?;
+        }
     }
     tx.commit().await?;
     if extra > 0 {

@@ -1,0 +1,255 @@
+//! From a settled comparison to a queued report: choose the KPI to report,
+//! gather repo, commits and machine, render with `kbot_core::report`, and
+//! write the outbox row in the caller's transaction.
+
+use kbot_core::api::Hardware;
+use kbot_core::metrics::Impact;
+use kbot_core::report::{self, mbox, ChangeKind, CommitInfo, ReportData};
+use kbot_core::stats::{MetricComparison, Outcome};
+use kbot_core::table::{self, CommitRef, RowFilter, TableInput};
+use sqlx::Row;
+
+use super::config::MailConfig;
+use super::outbox::{self, NewReport};
+use crate::comparisons::PairComparison;
+use crate::db::Tx;
+use crate::error::Result;
+use crate::repos::StoredCommit;
+use crate::time::now_ms;
+
+/// The KPI a report is about: the first KPI kbot calls `different` whose
+/// change is a regression, or an improvement when those are reported.
+pub fn reported_metric<'a>(
+    pc: &'a PairComparison,
+    config: &MailConfig,
+) -> Option<&'a MetricComparison> {
+    let different = |m: &&MetricComparison| m.kpi && m.kbot.outcome == Outcome::Different;
+    pc.comparison
+        .metrics
+        .iter()
+        .filter(different)
+        .find(|m| m.impact == Impact::Regression)
+        .or_else(|| {
+            pc.comparison
+                .metrics
+                .iter()
+                .filter(different)
+                .find(|m| config.report_improvements && m.impact == Impact::Improvement)
+        })
+}
+
+/// Queues the report of a settled pair, in the transaction that records its
+/// comparison. Returns the outbox id, or `None` when mail is off, nothing is
+/// reportable, or this report was queued before.
+///
+/// Until bisection exists the pair's head is the blamed commit, and the
+/// compare table covers `base..head`.
+pub async fn enqueue_pair_report(
+    tx: &mut Tx,
+    config: &MailConfig,
+    submission_id: i64,
+    pc: &PairComparison,
+) -> Result<Option<i64>> {
+    if !config.enabled {
+        return Ok(None);
+    }
+    let Some(kpi) = reported_metric(pc, config) else {
+        return Ok(None);
+    };
+    let ctx = load_context(tx, submission_id, pc.atomic_job_id).await?;
+    let data = report_data(pc, kpi, &ctx);
+    let rendered = report::render(&data, &config.report)?;
+    let addressing = addressing(config, &ctx.repo_name, &pc.head, now_ms());
+    let message = mbox::message(&rendered, &addressing)?;
+    let row = NewReport {
+        message_id: rendered.message_id.to_string(),
+        submission_id: Some(submission_id),
+        atomic_job_id: Some(pc.atomic_job_id),
+        kind: data.kind.as_str(),
+        subject: rendered.subject,
+        envelope_from: config.report.robot_address.clone(),
+        recipients: addressing.recipients(),
+        message,
+        created_at: addressing.date_ms,
+    };
+    let id = outbox::insert(tx, &row).await?;
+    if id.is_some() {
+        tracing::info!(message_id = %row.message_id, subject = %row.subject, "report queued");
+    }
+    Ok(id)
+}
+
+/// What the report needs beyond the comparison.
+struct Context {
+    repo_name: String,
+    repo_url: String,
+    branch: String,
+    submission_created_at: i64,
+    machine: Hardware,
+    tbox_group: String,
+}
+
+async fn load_context(tx: &mut Tx, submission_id: i64, atomic_job_id: i64) -> Result<Context> {
+    let repo = sqlx::query(
+        "SELECT r.name, r.url, r.default_branch, s.created_at \
+         FROM submissions s JOIN repos r ON r.id = s.repo_id WHERE s.id = $1",
+    )
+    .bind(submission_id)
+    .fetch_one(&mut **tx)
+    .await?;
+    // The machine of the head's runs: the one the regression was measured on.
+    let agent = sqlx::query(
+        "SELECT a.arch, a.cpu_model, a.sockets, a.cores, a.threads, a.numa_nodes, \
+         a.memory_bytes, a.page_size, a.microcode, a.kernel, a.tbox_group \
+         FROM jobs j JOIN results res ON res.job_id = j.id JOIN agents a ON a.id = res.agent_id \
+         WHERE j.atomic_job_id = $1 AND j.side = 'head' ORDER BY j.id LIMIT 1",
+    )
+    .bind(atomic_job_id)
+    .fetch_optional(&mut **tx)
+    .await?;
+    let (machine, tbox_group) = match agent {
+        Some(a) => (
+            Hardware {
+                arch: a.get(0),
+                cpu_model: a.get(1),
+                sockets: count(a.get(2)),
+                cores: count(a.get(3)),
+                threads: count(a.get(4)),
+                numa_nodes: count(a.get(5)),
+                memory_bytes: u64::try_from(a.get::<i64, _>(6)).unwrap_or(0),
+                page_size: u64::try_from(a.get::<i64, _>(7)).unwrap_or(0),
+                microcode: a.get(8),
+                kernel: a.get(9),
+            },
+            a.get(10),
+        ),
+        None => (unknown_machine(), String::new()),
+    };
+    Ok(Context {
+        repo_name: repo.get(0),
+        repo_url: repo.get(1),
+        branch: repo.get(2),
+        submission_created_at: repo.get(3),
+        machine,
+        tbox_group,
+    })
+}
+
+fn count(v: i64) -> u32 {
+    u32::try_from(v).unwrap_or(0)
+}
+
+fn unknown_machine() -> Hardware {
+    Hardware {
+        arch: String::new(),
+        cpu_model: "(machine unknown)".into(),
+        sockets: 0,
+        cores: 0,
+        threads: 0,
+        numa_nodes: 0,
+        memory_bytes: 0,
+        page_size: 0,
+        microcode: None,
+        kernel: String::new(),
+    }
+}
+
+fn report_data(pc: &PairComparison, kpi: &MetricComparison, ctx: &Context) -> ReportData {
+    let mut axes = pc.job.axes();
+    if !ctx.tbox_group.is_empty() {
+        axes.entry("tbox_group".into())
+            .or_insert_with(|| ctx.tbox_group.clone());
+    }
+    let table_input = TableInput::from_comparison(
+        axes.clone(),
+        commit_ref(&pc.base),
+        commit_ref(&pc.head),
+        &pc.comparison,
+        RowFilter::Changed,
+    );
+    let axes_key: Vec<String> = axes.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    ReportData {
+        tree: ctx.repo_name.clone(),
+        branch: ctx.branch.clone(),
+        repo_url: ctx.repo_url.clone(),
+        commit: commit_info(&pc.head),
+        base: commit_info(&pc.base),
+        metric: kpi.metric.clone(),
+        change_percent: kpi.change,
+        kind: if kpi.impact == Impact::Improvement {
+            ChangeKind::Improvement
+        } else {
+            ChangeKind::Regression
+        },
+        still_on: Vec::new(),
+        testcase: pc.job.testcase.clone(),
+        kconfig: pc.job.kconfig.clone(),
+        compiler: pc.job.compiler.clone(),
+        machine: ctx.machine.clone(),
+        parameters: report::job_parameters(&pc.job),
+        other_impacts: Vec::new(),
+        compare_table: table::render(&table_input),
+        recorded_at_ms: ctx.submission_created_at,
+        identity_key: format!(
+            "{}/{}..{}/{}/{}",
+            ctx.repo_name,
+            pc.base.sha,
+            pc.head.sha,
+            axes_key.join(","),
+            kpi.metric
+        ),
+        preface: None,
+    }
+}
+
+fn commit_ref(c: &StoredCommit) -> CommitRef {
+    CommitRef {
+        sha: c.sha.clone(),
+        subject: c.view.subject.clone(),
+    }
+}
+
+fn commit_info(c: &StoredCommit) -> CommitInfo {
+    CommitInfo {
+        sha: c.sha.clone(),
+        subject: c.view.subject.clone(),
+    }
+}
+
+/// To the commit's author; Cc the repo's lists and, if configured, the committer.
+fn addressing(
+    config: &MailConfig,
+    repo: &str,
+    commit: &StoredCommit,
+    date_ms: i64,
+) -> mbox::Addressing {
+    let v = &commit.view;
+    let mut cc: Vec<mbox::Mailbox> = config
+        .repo_lists
+        .get(repo)
+        .into_iter()
+        .flatten()
+        .map(|a| mbox::Mailbox::new("", a.clone()))
+        .collect();
+    if config.cc_committer
+        && !v.committer_email.is_empty()
+        && !v.committer_email.eq_ignore_ascii_case(&v.author_email)
+    {
+        cc.push(mbox::Mailbox::new(
+            v.committer_name.clone(),
+            v.committer_email.clone(),
+        ));
+    }
+    mbox::Addressing {
+        from: mbox::Mailbox::new(
+            config.report.robot_name.clone(),
+            config.report.robot_address.clone(),
+        ),
+        to: vec![mbox::Mailbox::new(
+            v.author_name.clone(),
+            v.author_email.clone(),
+        )],
+        cc,
+        date_ms,
+    }
+}

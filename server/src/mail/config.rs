@@ -1,0 +1,263 @@
+//! Mail settings: SMTP relay, the robot's identity and texts, recipients.
+//! Loaded once from flags and `KBOT_MAIL_*` / `KBOT_SMTP_*` variables.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use kbot_core::report::{ReportConfig, DEFAULT_DISCLAIMER, DEFAULT_SIGNATURE};
+
+/// Flags of `kbot-server serve` for reports and their delivery.
+#[derive(Debug, Clone, clap::Args)]
+pub struct MailArgs {
+    /// Queue and send reports at all. Off: nothing is queued.
+    #[arg(
+        long = "mail-enabled",
+        env = "KBOT_MAIL_ENABLED",
+        default_value_t = false
+    )]
+    pub enabled: bool,
+    /// SMTP relay host.
+    #[arg(
+        long = "smtp-host",
+        env = "KBOT_SMTP_HOST",
+        default_value = "127.0.0.1"
+    )]
+    pub smtp_host: String,
+    #[arg(long = "smtp-port", env = "KBOT_SMTP_PORT", default_value_t = 25)]
+    pub smtp_port: u16,
+    /// Require STARTTLS before authenticating and sending.
+    #[arg(
+        long = "smtp-starttls",
+        env = "KBOT_SMTP_STARTTLS",
+        default_value_t = false
+    )]
+    pub smtp_starttls: bool,
+    #[arg(long = "smtp-user", env = "KBOT_SMTP_USER", requires = "smtp_password")]
+    pub smtp_user: Option<String>,
+    #[arg(
+        long = "smtp-password",
+        env = "KBOT_SMTP_PASSWORD",
+        hide_env_values = true,
+        requires = "smtp_user"
+    )]
+    pub smtp_password: Option<String>,
+    /// Display name of the robot (`From:`, `Reported-by:`, the opening line).
+    #[arg(
+        long = "mail-from-name",
+        env = "KBOT_MAIL_FROM_NAME",
+        default_value = "kernel test robot"
+    )]
+    pub from_name: String,
+    #[arg(
+        long = "mail-from",
+        env = "KBOT_MAIL_FROM",
+        default_value = "kbot@localhost"
+    )]
+    pub from_address: String,
+    /// Prefix of the `Closes:` link (a list archive); the Message-ID is appended.
+    #[arg(
+        long = "mail-archive-url",
+        env = "KBOT_MAIL_ARCHIVE_URL",
+        default_value = "http://127.0.0.1:8080/reports"
+    )]
+    pub archive_url: String,
+    /// This server's public URL; the reproduction link points into it.
+    #[arg(
+        long = "public-url",
+        env = "KBOT_PUBLIC_URL",
+        default_value = "http://127.0.0.1:8080"
+    )]
+    pub public_url: String,
+    /// Replaces kbot's default disclaimer.
+    #[arg(long = "mail-disclaimer", env = "KBOT_MAIL_DISCLAIMER")]
+    pub disclaimer: Option<String>,
+    /// Replaces kbot's default signature.
+    #[arg(long = "mail-signature", env = "KBOT_MAIL_SIGNATURE")]
+    pub signature: Option<String>,
+    /// Per-repo recipient lists: `repo=addr,addr;repo2=addr`.
+    #[arg(long = "mail-repo-lists", env = "KBOT_MAIL_REPO_LISTS", default_value = "", value_parser = parse_repo_lists)]
+    pub repo_lists: RepoLists,
+    /// Copy the committer of the reported commit.
+    #[arg(long = "mail-cc-committer", env = "KBOT_MAIL_CC_COMMITTER", default_value_t = true, action = clap::ArgAction::Set)]
+    pub cc_committer: bool,
+    /// Also report improvements (many developers find them noise).
+    #[arg(
+        long = "mail-report-improvements",
+        env = "KBOT_MAIL_REPORT_IMPROVEMENTS",
+        default_value_t = false
+    )]
+    pub report_improvements: bool,
+    /// First retry delay; doubles per attempt up to the maximum.
+    #[arg(
+        long = "mail-retry-base-secs",
+        env = "KBOT_MAIL_RETRY_BASE_SECS",
+        default_value_t = 30
+    )]
+    pub retry_base_secs: u64,
+    #[arg(
+        long = "mail-retry-max-secs",
+        env = "KBOT_MAIL_RETRY_MAX_SECS",
+        default_value_t = 3600
+    )]
+    pub retry_max_secs: u64,
+}
+
+/// The SMTP relay and how to talk to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SmtpSettings {
+    pub host: String,
+    pub port: u16,
+    pub starttls: bool,
+    /// User and password, when the relay wants AUTH.
+    pub credentials: Option<(String, String)>,
+    /// Per SMTP command; a hung relay costs one attempt, not the sender task.
+    pub timeout: Duration,
+}
+
+/// Everything about reports and their delivery.
+#[derive(Debug, Clone)]
+pub struct MailConfig {
+    pub enabled: bool,
+    pub smtp: SmtpSettings,
+    pub report: ReportConfig,
+    /// Repo name → addresses copied on every report of that repo.
+    pub repo_lists: BTreeMap<String, Vec<String>>,
+    pub cc_committer: bool,
+    pub report_improvements: bool,
+    pub retry_base: Duration,
+    pub retry_max: Duration,
+    /// How often an idle sender looks for due reports.
+    pub poll_interval: Duration,
+    /// How long a claimed report stays claimed; a sender that died loses it after this.
+    pub claim_ttl: Duration,
+}
+
+impl MailConfig {
+    /// Mail off; every other setting at its default.
+    pub fn disabled() -> MailConfig {
+        MailConfig {
+            enabled: false,
+            smtp: SmtpSettings {
+                host: "127.0.0.1".into(),
+                port: 25,
+                starttls: false,
+                credentials: None,
+                timeout: Duration::from_secs(60),
+            },
+            report: report_config(
+                "kernel test robot",
+                "kbot@localhost",
+                "http://127.0.0.1:8080/reports",
+                "http://127.0.0.1:8080",
+            ),
+            repo_lists: BTreeMap::new(),
+            cc_committer: true,
+            report_improvements: false,
+            retry_base: Duration::from_secs(30),
+            retry_max: Duration::from_secs(3600),
+            poll_interval: Duration::from_secs(5),
+            claim_ttl: Duration::from_secs(300),
+        }
+    }
+
+    /// Delay before attempt `attempts + 1`: base·2^(attempts−1), capped.
+    pub fn backoff(&self, attempts: u32) -> Duration {
+        let factor = 1u32 << attempts.saturating_sub(1).min(20);
+        self.retry_base.saturating_mul(factor).min(self.retry_max)
+    }
+}
+
+fn report_config(name: &str, address: &str, archive_url: &str, public_url: &str) -> ReportConfig {
+    ReportConfig {
+        robot_name: name.into(),
+        robot_address: address.into(),
+        message_id_domain: address.into(),
+        archive_url: archive_url.into(),
+        materials_url: format!("{}/archive", public_url.trim_end_matches('/')),
+        disclaimer: DEFAULT_DISCLAIMER.into(),
+        signature: DEFAULT_SIGNATURE.into(),
+    }
+}
+
+/// Repo name → addresses, as parsed from `KBOT_MAIL_REPO_LISTS`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RepoLists(pub BTreeMap<String, Vec<String>>);
+
+/// `repo=a@x,b@y;repo2=c@z` → map; blank entries are ignored.
+pub fn parse_repo_lists(spec: &str) -> Result<RepoLists, String> {
+    let mut out = BTreeMap::new();
+    for entry in spec.split(';').map(str::trim).filter(|e| !e.is_empty()) {
+        let (repo, addrs) = entry
+            .split_once('=')
+            .ok_or_else(|| format!("repo list {entry:?} is not repo=addr,addr"))?;
+        let addrs: Vec<String> = addrs
+            .split(',')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(str::to_owned)
+            .collect();
+        if let Some(bad) = addrs.iter().find(|a| !a.contains('@')) {
+            return Err(format!("{bad:?} in the list of {repo} is not an address"));
+        }
+        out.insert(repo.trim().to_owned(), addrs);
+    }
+    Ok(RepoLists(out))
+}
+
+impl From<MailArgs> for MailConfig {
+    fn from(a: MailArgs) -> MailConfig {
+        let mut report =
+            report_config(&a.from_name, &a.from_address, &a.archive_url, &a.public_url);
+        if let Some(d) = a.disclaimer {
+            report.disclaimer = d;
+        }
+        if let Some(s) = a.signature {
+            report.signature = s;
+        }
+        // clap makes user and password come together.
+        let credentials = a.smtp_user.zip(a.smtp_password);
+        let defaults = MailConfig::disabled();
+        MailConfig {
+            enabled: a.enabled,
+            smtp: SmtpSettings {
+                host: a.smtp_host,
+                port: a.smtp_port,
+                starttls: a.smtp_starttls,
+                credentials,
+                timeout: defaults.smtp.timeout,
+            },
+            report,
+            repo_lists: a.repo_lists.0,
+            cc_committer: a.cc_committer,
+            report_improvements: a.report_improvements,
+            retry_base: Duration::from_secs(a.retry_base_secs.max(1)),
+            retry_max: Duration::from_secs(a.retry_max_secs.max(a.retry_base_secs).max(1)),
+            ..defaults
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repo_lists_parse() {
+        let m = parse_repo_lists("linux = a@x, b@y ; next=c@z;")
+            .expect("valid")
+            .0;
+        assert_eq!(m["linux"], vec!["a@x", "b@y"]);
+        assert_eq!(m["next"], vec!["c@z"]);
+        assert!(parse_repo_lists("linux").is_err());
+        assert!(parse_repo_lists("linux=nobody").is_err());
+    }
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        let c = MailConfig::disabled();
+        assert_eq!(c.backoff(1), Duration::from_secs(30));
+        assert_eq!(c.backoff(2), Duration::from_secs(60));
+        assert_eq!(c.backoff(3), Duration::from_secs(120));
+        assert_eq!(c.backoff(40), Duration::from_secs(3600));
+    }
+}

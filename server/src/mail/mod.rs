@@ -1,0 +1,21 @@
+//! Regression reports by e-mail: configuration ([`config`]), composing and
+//! queueing a report in the transaction that records the regression
+//! ([`compose`]), the outbox table ([`outbox`]), SMTP delivery ([`smtp`]),
+//! the sender task with retries and backoff ([`sender`]), and the dashboard
+//! pages and mbox download ([`pages`]).
+//!
+//! An SMTP outage delays mail but loses none: the outbox row stays until the
+//! relay accepts it. A report is never queued twice (its Message-ID derives
+//! from the regression and is UNIQUE) nor sent twice by concurrent senders
+//! (claims; see [`outbox`]).
+
+pub mod compose;
+pub mod config;
+pub mod outbox;
+pub mod pages;
+pub mod sender;
+pub mod smtp;
+
+pub use compose::enqueue_pair_report;
+pub use config::{MailArgs, MailConfig, SmtpSettings};
+pub use sender::Sender;

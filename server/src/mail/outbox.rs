@@ -1,0 +1,256 @@
+//! The outbox table: queued reports, their claims by senders, every attempt.
+//!
+//! Delivery is at most once per claim: a sender claims a due row (state
+//! `sending`, its name, an expiry) in one statement that other senders on any
+//! replica skip, sends, and records the outcome only while it still holds the
+//! claim. A sender that dies mid-send leaves the row to be reclaimed after the
+//! claim expires; only then, if the relay had already accepted the message,
+//! can a second copy go out, and it carries the same Message-ID.
+
+use sqlx::Row;
+
+use crate::db::{Db, Tx};
+use crate::error::Result;
+
+/// A report to queue.
+#[derive(Debug, Clone)]
+pub struct NewReport {
+    pub message_id: String,
+    pub submission_id: Option<i64>,
+    pub atomic_job_id: Option<i64>,
+    /// `regression` or `improvement`.
+    pub kind: &'static str,
+    pub subject: String,
+    pub envelope_from: String,
+    pub recipients: Vec<String>,
+    /// RFC 5322 with `\n` line ends.
+    pub message: String,
+    pub created_at: i64,
+}
+
+/// A row claimed for one delivery attempt.
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    pub id: i64,
+    pub message_id: String,
+    pub envelope_from: String,
+    pub recipients: Vec<String>,
+    pub message: String,
+    /// This attempt's number, from 1.
+    pub attempt: i64,
+}
+
+/// A stored report as the dashboard and the API show it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StoredReport {
+    pub id: i64,
+    pub message_id: String,
+    pub submission_id: Option<i64>,
+    pub kind: String,
+    pub subject: String,
+    pub recipients: Vec<String>,
+    pub message: String,
+    pub state: String,
+    pub attempts: i64,
+    pub next_attempt_at: i64,
+    pub last_error: Option<String>,
+    pub created_at: i64,
+    pub sent_at: Option<i64>,
+}
+
+/// One recorded attempt.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Attempt {
+    pub attempt: i64,
+    pub sender: String,
+    pub started_at: i64,
+    pub finished_at: i64,
+    pub outcome: String,
+    pub detail: String,
+}
+
+/// The outcome to record for an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Sent,
+    /// Back to `pending` until `next_attempt_at`.
+    Transient {
+        next_attempt_at: i64,
+    },
+    Permanent,
+}
+
+/// Queues a report inside the caller's transaction. `None` when a report with
+/// this Message-ID is already queued (the regression was recorded before).
+pub async fn insert(tx: &mut Tx, r: &NewReport) -> Result<Option<i64>> {
+    let row = sqlx::query(
+        "INSERT INTO report_outbox (message_id, submission_id, atomic_job_id, kind, subject, \
+         envelope_from, recipients, message, next_attempt_at, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+         ON CONFLICT (message_id) DO NOTHING RETURNING id",
+    )
+    .bind(&r.message_id)
+    .bind(r.submission_id)
+    .bind(r.atomic_job_id)
+    .bind(r.kind)
+    .bind(&r.subject)
+    .bind(&r.envelope_from)
+    .bind(r.recipients.join("\n"))
+    .bind(&r.message)
+    .bind(r.created_at)
+    .bind(r.created_at)
+    .fetch_optional(&mut **tx)
+    .await?;
+    Ok(row.map(|r| r.get::<i64, _>(0)))
+}
+
+/// Claims the most overdue report that is pending, or whose claim expired.
+pub async fn claim(db: &Db, sender: &str, now: i64, claim_ttl_ms: i64) -> Result<Option<Claimed>> {
+    let sql = format!(
+        "UPDATE report_outbox SET state = 'sending', claimed_by = $1, claim_expires_at = $2, \
+         attempts = attempts + 1 \
+         WHERE id = (SELECT id FROM report_outbox \
+                     WHERE (state = 'pending' AND next_attempt_at <= $3) \
+                        OR (state = 'sending' AND claim_expires_at <= $4) \
+                     ORDER BY next_attempt_at, id LIMIT 1{}) \
+           AND (state = 'pending' OR (state = 'sending' AND claim_expires_at <= $5)) \
+         RETURNING id, message_id, envelope_from, recipients, message, attempts",
+        db.skip_locked("report_outbox")
+    );
+    let row = sqlx::query(&sql)
+        .bind(sender)
+        .bind(now + claim_ttl_ms)
+        .bind(now)
+        .bind(now)
+        .bind(now)
+        .fetch_optional(db.write())
+        .await?;
+    Ok(row.map(|r| Claimed {
+        id: r.get(0),
+        message_id: r.get(1),
+        envelope_from: r.get(2),
+        recipients: split_recipients(&r.get::<String, _>(3)),
+        message: r.get(4),
+        attempt: r.get(5),
+    }))
+}
+
+/// Records an attempt and moves the row on, if `sender` still holds its claim.
+/// Returns false when the claim had been lost (expired and taken by another).
+pub async fn finish(
+    db: &Db,
+    claimed: &Claimed,
+    sender: &str,
+    started_at: i64,
+    finished_at: i64,
+    outcome: Outcome,
+    detail: &str,
+) -> Result<bool> {
+    let mut tx = db.begin().await?;
+    let (state, next, sent_at, label) = match outcome {
+        Outcome::Sent => ("sent", finished_at, Some(finished_at), "sent"),
+        Outcome::Transient { next_attempt_at } => ("pending", next_attempt_at, None, "transient"),
+        Outcome::Permanent => ("failed", finished_at, None, "permanent"),
+    };
+    let last_error = (outcome != Outcome::Sent).then_some(detail);
+    let updated = sqlx::query(
+        "UPDATE report_outbox SET state = $1, next_attempt_at = $2, sent_at = $3, last_error = $4, \
+         claimed_by = NULL, claim_expires_at = NULL \
+         WHERE id = $5 AND state = 'sending' AND claimed_by = $6 AND attempts = $7",
+    )
+    .bind(state)
+    .bind(next)
+    .bind(sent_at)
+    .bind(last_error)
+    .bind(claimed.id)
+    .bind(sender)
+    .bind(claimed.attempt)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    sqlx::query(
+        "INSERT INTO report_attempts (outbox_id, attempt, sender, started_at, finished_at, outcome, detail) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(claimed.id)
+    .bind(claimed.attempt)
+    .bind(sender)
+    .bind(started_at)
+    .bind(finished_at)
+    .bind(label)
+    .bind(detail)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(updated == 1)
+}
+
+const REPORT_COLUMNS: &str = "id, message_id, submission_id, kind, subject, recipients, message, \
+     state, attempts, next_attempt_at, last_error, created_at, sent_at";
+
+fn report_from_row(r: &sqlx::any::AnyRow) -> StoredReport {
+    StoredReport {
+        id: r.get(0),
+        message_id: r.get(1),
+        submission_id: r.get(2),
+        kind: r.get(3),
+        subject: r.get(4),
+        recipients: split_recipients(&r.get::<String, _>(5)),
+        message: r.get(6),
+        state: r.get(7),
+        attempts: r.get(8),
+        next_attempt_at: r.get(9),
+        last_error: r.get(10),
+        created_at: r.get(11),
+        sent_at: r.get(12),
+    }
+}
+
+/// The newest reports first.
+pub async fn list(db: &Db, limit: i64) -> Result<Vec<StoredReport>> {
+    let rows = sqlx::query(&format!(
+        "SELECT {REPORT_COLUMNS} FROM report_outbox ORDER BY created_at DESC, id DESC LIMIT $1"
+    ))
+    .bind(limit)
+    .fetch_all(db.read())
+    .await?;
+    Ok(rows.iter().map(report_from_row).collect())
+}
+
+pub async fn by_message_id(db: &Db, message_id: &str) -> Result<Option<StoredReport>> {
+    let row = sqlx::query(&format!(
+        "SELECT {REPORT_COLUMNS} FROM report_outbox WHERE message_id = $1"
+    ))
+    .bind(message_id)
+    .fetch_optional(db.read())
+    .await?;
+    Ok(row.as_ref().map(report_from_row))
+}
+
+pub async fn attempts(db: &Db, outbox_id: i64) -> Result<Vec<Attempt>> {
+    let rows = sqlx::query(
+        "SELECT attempt, sender, started_at, finished_at, outcome, detail \
+         FROM report_attempts WHERE outbox_id = $1 ORDER BY id",
+    )
+    .bind(outbox_id)
+    .fetch_all(db.read())
+    .await?;
+    Ok(rows
+        .iter()
+        .map(|r| Attempt {
+            attempt: r.get(0),
+            sender: r.get(1),
+            started_at: r.get(2),
+            finished_at: r.get(3),
+            outcome: r.get(4),
+            detail: r.get(5),
+        })
+        .collect())
+}
+
+fn split_recipients(s: &str) -> Vec<String> {
+    s.lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect()
+}

@@ -1,0 +1,168 @@
+//! Reports on the dashboard and the API: the list, one report's text with its
+//! delivery attempts, and the mbox download.
+
+use askama::Template;
+use axum::extract::{Path, State};
+use axum::http::header;
+use axum::response::{Html, IntoResponse, Response};
+use axum::Json;
+
+use super::outbox::{self, Attempt, StoredReport};
+use crate::dashboard::format_time;
+use crate::error::{Error, HtmlError};
+use crate::state::AppState;
+
+/// Most reports listed at once.
+const LIST_LIMIT: i64 = 200;
+
+#[derive(Template)]
+#[template(path = "reports/list.html")]
+struct ListPage {
+    reports: Vec<ReportRow>,
+}
+
+#[derive(Template)]
+#[template(path = "reports/show.html")]
+struct ShowPage {
+    r: ReportRow,
+    message: String,
+    attempts: Vec<AttemptRow>,
+}
+
+struct ReportRow {
+    message_id: String,
+    subject: String,
+    kind: String,
+    state: String,
+    attempts: i64,
+    recipients: String,
+    created: String,
+    sent: String,
+    last_error: String,
+}
+
+struct AttemptRow {
+    attempt: i64,
+    sender: String,
+    at: String,
+    outcome: String,
+    detail: String,
+}
+
+impl From<&StoredReport> for ReportRow {
+    fn from(r: &StoredReport) -> ReportRow {
+        ReportRow {
+            message_id: r.message_id.clone(),
+            subject: r.subject.clone(),
+            kind: r.kind.clone(),
+            state: r.state.clone(),
+            attempts: r.attempts,
+            recipients: r.recipients.join(", "),
+            created: format_time(r.created_at),
+            sent: r.sent_at.map(format_time).unwrap_or_default(),
+            last_error: r.last_error.clone().unwrap_or_default(),
+        }
+    }
+}
+
+impl From<Attempt> for AttemptRow {
+    fn from(a: Attempt) -> AttemptRow {
+        AttemptRow {
+            attempt: a.attempt,
+            sender: a.sender,
+            at: format_time(a.started_at),
+            outcome: a.outcome,
+            detail: a.detail,
+        }
+    }
+}
+
+fn page(p: &impl Template) -> Result<Html<String>, HtmlError> {
+    p.render()
+        .map(Html)
+        .map_err(|e| HtmlError(Error::Other(anyhow::anyhow!("template failed: {e}"))))
+}
+
+async fn find(state: &AppState, message_id: &str) -> Result<StoredReport, Error> {
+    let id = message_id.trim_matches(['<', '>']);
+    outbox::by_message_id(&state.db, id)
+        .await?
+        .ok_or_else(|| Error::NotFound {
+            what: "report",
+            key: id.to_owned(),
+        })
+}
+
+/// `GET /reports`
+pub async fn list_page(State(state): State<AppState>) -> Result<Html<String>, HtmlError> {
+    let reports = outbox::list(&state.db, LIST_LIMIT)
+        .await
+        .map_err(HtmlError)?;
+    page(&ListPage {
+        reports: reports.iter().map(ReportRow::from).collect(),
+    })
+}
+
+/// `GET /reports/{message_id}`
+pub async fn show_page(
+    State(state): State<AppState>,
+    Path(message_id): Path<String>,
+) -> Result<Html<String>, HtmlError> {
+    let r = find(&state, &message_id).await.map_err(HtmlError)?;
+    let attempts = outbox::attempts(&state.db, r.id).await.map_err(HtmlError)?;
+    page(&ShowPage {
+        r: ReportRow::from(&r),
+        message: r.message.clone(),
+        attempts: attempts.into_iter().map(AttemptRow::from).collect(),
+    })
+}
+
+/// `GET /reports/{message_id}/mbox`: the stored message as a one-entry mbox.
+pub async fn mbox(
+    State(state): State<AppState>,
+    Path(message_id): Path<String>,
+) -> Result<Response, Error> {
+    let r = find(&state, &message_id).await?;
+    let from = state.config.mail.report.robot_address.clone();
+    let body = kbot_core::report::mbox::mbox_entry(&r.message, &from, r.created_at)?;
+    let disposition = format!("attachment; filename=\"{}.mbox\"", file_name(&r.message_id));
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/mbox".to_owned()),
+            (header::CONTENT_DISPOSITION, disposition),
+        ],
+        body,
+    )
+        .into_response())
+}
+
+/// `GET /api/v1/reports`
+pub async fn list_json(State(state): State<AppState>) -> Result<Json<Vec<StoredReport>>, Error> {
+    Ok(Json(outbox::list(&state.db, LIST_LIMIT).await?))
+}
+
+/// `GET /api/v1/reports/{message_id}`: the report with its attempts.
+pub async fn show_json(
+    State(state): State<AppState>,
+    Path(message_id): Path<String>,
+) -> Result<Json<serde_json::Value>, Error> {
+    let r = find(&state, &message_id).await?;
+    let attempts = outbox::attempts(&state.db, r.id).await?;
+    Ok(Json(
+        serde_json::json!({ "report": r, "attempts": attempts }),
+    ))
+}
+
+/// A Message-ID made safe for a file name.
+fn file_name(message_id: &str) -> String {
+    message_id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || ".-_@".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,138 @@
+//! The sender task: delivers due outbox rows, with retries and backoff.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{watch, Notify};
+
+use super::config::MailConfig;
+use super::outbox::{self, Outcome};
+use super::smtp::{self, Delivery};
+use crate::db::Db;
+use crate::error::Result;
+use crate::time::now_ms;
+
+/// A sender: its name marks its claims, so replicas never finish each other's.
+#[derive(Clone)]
+pub struct Sender {
+    pub db: Db,
+    pub config: Arc<MailConfig>,
+    pub name: String,
+    /// Wakes the task early (a report was just queued on this replica).
+    pub wake: Arc<Notify>,
+}
+
+impl Sender {
+    pub fn new(db: Db, config: Arc<MailConfig>) -> Sender {
+        let name = format!(
+            "sender-{}-{:08x}",
+            std::process::id(),
+            rand::random::<u32>()
+        );
+        Sender {
+            db,
+            config,
+            name,
+            wake: Arc::new(Notify::new()),
+        }
+    }
+
+    /// Starts the task; it stops after the delivery in progress once
+    /// `shutdown` turns true.
+    pub fn spawn(self, shutdown: watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move { self.run(shutdown).await })
+    }
+
+    async fn run(self, mut shutdown: watch::Receiver<bool>) {
+        tracing::info!(sender = %self.name, "report sender started");
+        loop {
+            if let Err(e) = self.drain(&shutdown).await {
+                tracing::error!(error = %crate::error::error_chain(&e), "report sender pass failed");
+            }
+            if *shutdown.borrow() {
+                break;
+            }
+            tokio::select! {
+                _ = shutdown.changed() => {}
+                _ = self.wake.notified() => {}
+                _ = tokio::time::sleep(self.config.poll_interval) => {}
+            }
+            if *shutdown.borrow() {
+                break;
+            }
+        }
+        tracing::info!(sender = %self.name, "report sender stopped");
+    }
+
+    /// Delivers every report due now; returns how many attempts it made.
+    pub async fn drain(&self, shutdown: &watch::Receiver<bool>) -> Result<usize> {
+        let mut made = 0;
+        while !*shutdown.borrow() {
+            if !self.attempt_one().await? {
+                break;
+            }
+            made += 1;
+        }
+        Ok(made)
+    }
+
+    /// Claims one due report and makes one delivery attempt; false when none was due.
+    pub async fn attempt_one(&self) -> Result<bool> {
+        let ttl = duration_ms(self.config.claim_ttl);
+        let Some(claimed) = outbox::claim(&self.db, &self.name, now_ms(), ttl).await? else {
+            return Ok(false);
+        };
+        let started = now_ms();
+        let delivery = smtp::deliver(
+            &self.config.smtp,
+            &claimed.envelope_from,
+            &claimed.recipients,
+            &claimed.message,
+        )
+        .await;
+        let finished = now_ms();
+        let attempts = u32::try_from(claimed.attempt).unwrap_or(u32::MAX);
+        let (outcome, detail) = match &delivery {
+            Delivery::Sent => (Outcome::Sent, "accepted by the relay".to_owned()),
+            Delivery::Transient(why) => (
+                Outcome::Transient {
+                    next_attempt_at: finished + duration_ms(self.config.backoff(attempts)),
+                },
+                why.clone(),
+            ),
+            Delivery::Permanent(why) => (Outcome::Permanent, why.clone()),
+        };
+        let kept = outbox::finish(
+            &self.db, &claimed, &self.name, started, finished, outcome, &detail,
+        )
+        .await?;
+        match (&delivery, kept) {
+            (_, false) => {
+                tracing::warn!(message_id = %claimed.message_id, "claim lost during delivery")
+            }
+            (Delivery::Sent, _) => {
+                tracing::info!(message_id = %claimed.message_id, attempt = claimed.attempt, "report sent")
+            }
+            (Delivery::Transient(why), _) => {
+                tracing::warn!(message_id = %claimed.message_id, attempt = claimed.attempt, error = %why, "report delivery deferred")
+            }
+            (Delivery::Permanent(why), _) => {
+                tracing::error!(message_id = %claimed.message_id, attempt = claimed.attempt, error = %why, "report refused for good")
+            }
+        }
+        Ok(true)
+    }
+}
+
+fn duration_ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Starts the sender of a server when mail is enabled.
+pub fn spawn_for(state: &crate::state::AppState) -> Option<tokio::task::JoinHandle<()>> {
+    if !state.config.mail.enabled {
+        return None;
+    }
+    let sender = Sender::new(state.db.clone(), Arc::new(state.config.mail.clone()));
+    Some(sender.spawn(state.shutdown.clone()))
+}
