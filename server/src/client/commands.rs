@@ -187,7 +187,13 @@ async fn follow(api: &ApiClient, id: i64, interval: Duration) -> Result<(), Clie
             .get(&format!("/submissions/{id}/events?after={after}"))
             .await?;
         for e in &events {
-            println!("{}\tjob {}\t{}\t{}", e.at, e.job_id, e.state, e.detail);
+            println!(
+                "{}\tjob {}\t{}\t{}",
+                crate::dashboard::format_time(e.at),
+                e.job_id,
+                e.state,
+                e.detail
+            );
             after = after.max(e.id);
         }
         let detail: SubmissionDetail = api.get(&format!("/submissions/{id}")).await?;
