@@ -24,7 +24,7 @@ pub struct BwPipeOpts {
 pub fn round_bytes(xfer: u64, bytes: u64) -> u64 {
     if bytes < xfer {
         xfer
-    } else if bytes % xfer != 0 {
+    } else if !bytes.is_multiple_of(xfer) {
         bytes + (bytes - bytes % xfer)
     } else {
         bytes

@@ -92,7 +92,7 @@ fn testcase(test: &Testcase, counter: &AtomicU64, nr: usize, prep: &Prepared, mo
         Testcase::ContextSwitch1 => context_switch1(counter, mode),
         Testcase::Pipen { size } => {
             let (r, w) = prep.pairs[nr / 2];
-            if nr % 2 == 0 {
+            if nr.is_multiple_of(2) {
                 pipen_writer(counter, w, *size)
             } else {
                 pipen_reader(counter, r, *size)
