@@ -27,7 +27,8 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the HTTP server (migrates the database first).
-    Serve(ServeArgs),
+    /// Boxed: with the mail settings it dwarfs the other variants.
+    Serve(Box<ServeArgs>),
     /// Apply pending database migrations and exit.
     Migrate(DbArgs),
     /// Create a one-time enrolment token for a new agent and print it.
@@ -60,7 +61,7 @@ pub async fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::User(cmd) => Ok(crate::client::run(cmd).await.map_err(anyhow::Error::from)?),
         Command::Serve(args) => {
-            let server = Server::build(Config::from(args)).await?;
+            let server = Server::build(Config::from(*args)).await?;
             tracing::info!(addr = %server.local_addr()?, backend = server.state().db.backend().name(), "kbot-server listening");
             server.run_until(shutdown_signal()).await
         }
