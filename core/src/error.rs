@@ -40,6 +40,9 @@ pub enum Error {
     /// A report that cannot be rendered or mailed as asked (bad address, timestamp, line).
     #[error("invalid report: {reason}")]
     InvalidReport { reason: String },
+    /// A statistics or change-point config that would make verdicts meaningless.
+    #[error("invalid statistics config: {0}")]
+    InvalidStatsConfig(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -6,8 +6,11 @@
 pub mod api;
 pub mod error;
 pub mod job;
+pub mod metrics;
 pub mod parsers;
 pub mod programs;
 pub mod report;
+pub mod stats;
+pub mod table;
 
 pub use error::{Error, Result};

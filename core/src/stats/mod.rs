@@ -101,7 +101,7 @@ impl StatsConfig {
         if !(self.ci_level > 0.0 && self.ci_level < 1.0) {
             return bad("ci_level must be in (0, 1)");
         }
-        if !(self.same_magnitude_iqr > 0.0) {
+        if self.same_magnitude_iqr.is_nan() || self.same_magnitude_iqr <= 0.0 {
             return bad("same_magnitude_iqr must be positive");
         }
         if self.batch_runs == 0 || self.max_runs < self.min_runs || self.min_runs < 2 {
