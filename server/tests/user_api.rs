@@ -295,6 +295,76 @@ async fn run_cap_settles_an_undecided_pair() {
 }
 
 #[tokio::test]
+async fn a_head_that_never_builds_settles_without_a_comparison() {
+    for backend in backends() {
+        let f = fixture(backend).await;
+        let agent = f.server.enroll("box1", "lkp-test").await;
+        let s = f
+            .submit(json!({"repo": "linux", "job_file": JOB, "head": "main"}))
+            .await;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let settled = loop {
+            assert!(Instant::now() < deadline, "did not settle");
+            let lease: LeaseResponse = f
+                .server
+                .http
+                .post(f.server.url("/api/v1/agents/lease"))
+                .bearer_auth(&agent.agent_token)
+                .json(&json!({"wait_secs": 1}))
+                .send()
+                .await
+                .expect("lease")
+                .json()
+                .await
+                .expect("lease json");
+            let Some(job) = lease.job else {
+                let d: SubmissionDetail =
+                    f.get_json(&format!("/api/v1/submissions/{}", s.id)).await;
+                if d.submission.state != "running" {
+                    break d.submission;
+                }
+                continue;
+            };
+            let http = &f.server.http;
+            let resp = if job.commit == f.shas[2] {
+                let url = f.server.url(&format!("/api/v1/jobs/{}/events", job.job_id));
+                let body = json!({"state": "failed", "failure": "build_failed", "detail": "error: pipe.c"});
+                http.post(url)
+                    .bearer_auth(&agent.agent_token)
+                    .json(&body)
+                    .send()
+                    .await
+            } else {
+                let url = f.server.url(&format!("/api/v1/jobs/{}/result", job.job_id));
+                let upload = json!({"metrics": {KPI: 1000.0}, "raw_output": "", "console": null,
+                    "kconfig": null, "kernel_release": "6.1", "tuning": {}, "started_at": 1, "finished_at": 2});
+                http.put(url)
+                    .bearer_auth(&agent.agent_token)
+                    .json(&upload)
+                    .send()
+                    .await
+            };
+            assert!(resp.expect("request").status().is_success());
+        };
+        // No extra runs for a side that cannot produce any: 3 + 3 jobs only.
+        assert_eq!(settled.state, "done", "{backend:?}");
+        assert_eq!(
+            (
+                settled.jobs.finished,
+                settled.jobs.failed,
+                settled.jobs.total
+            ),
+            (3, 3, 6)
+        );
+        let results: SubmissionResults = f
+            .get_json(&format!("/api/v1/submissions/{}/results", s.id))
+            .await;
+        assert!(results.comparisons.is_empty());
+        f.server.stop().await;
+    }
+}
+
+#[tokio::test]
 async fn cancel_and_follow_events() {
     for backend in backends() {
         let f = fixture(backend).await;
