@@ -108,6 +108,9 @@ pub enum LmbenchSched {
     UniqueSpread,
     Custom(Vec<usize>),
     CustomUnique(Vec<usize>),
+    /// Named in kbot's job model but absent from lib_sched.c, which leaves any
+    /// mode it does not know unpinned; so does kbot-bench.
+    UniqueLocal,
 }
 
 impl LmbenchSched {
@@ -139,6 +142,7 @@ impl LmbenchSched {
             "BALANCED_SPREAD" => LmbenchSched::BalancedSpread,
             "UNIQUE" => LmbenchSched::Unique,
             "UNIQUE_SPREAD" => LmbenchSched::UniqueSpread,
+            "UNIQUE_LOCAL" => LmbenchSched::UniqueLocal,
             _ if upper.starts_with("CUSTOM_UNIQUE") => {
                 LmbenchSched::CustomUnique(ids(&t["CUSTOM_UNIQUE".len()..])?)
             }
@@ -162,6 +166,7 @@ impl LmbenchSched {
             LmbenchSched::UniqueSpread => "UNIQUE_SPREAD".into(),
             LmbenchSched::Custom(v) => format!("CUSTOM {}", format_cpu_list(v)),
             LmbenchSched::CustomUnique(v) => format!("CUSTOM_UNIQUE {}", format_cpu_list(v)),
+            LmbenchSched::UniqueLocal => "UNIQUE_LOCAL (unknown to lib_sched.c: unpinned)".into(),
         }
     }
 
@@ -176,7 +181,7 @@ impl LmbenchSched {
     ) -> Option<usize> {
         let unique = childno * (nbenchprocs + 1) + benchproc;
         let cpu = match self {
-            LmbenchSched::Default => return None,
+            LmbenchSched::Default | LmbenchSched::UniqueLocal => return None,
             LmbenchSched::Single => 0,
             LmbenchSched::Balanced => childno,
             LmbenchSched::BalancedSpread => reverse_bits(childno, ncpus),
@@ -265,6 +270,11 @@ mod tests {
         assert_eq!(u.logical_cpu(1, 1, 1, 8), Some(3));
         assert_eq!(LmbenchSched::Balanced.logical_cpu(3, 1, 1, 8), Some(3));
         assert_eq!(LmbenchSched::Default.logical_cpu(3, 1, 1, 8), None);
+        assert_eq!(
+            LmbenchSched::parse("UNIQUE_LOCAL").ok(),
+            Some(LmbenchSched::UniqueLocal)
+        );
+        assert_eq!(LmbenchSched::UniqueLocal.logical_cpu(1, 1, 1, 8), None);
         let custom = LmbenchSched::parse("CUSTOM_UNIQUE 1 0").ok();
         assert_eq!(custom, Some(LmbenchSched::CustomUnique(vec![1, 0])));
         assert_eq!(
