@@ -36,7 +36,10 @@ pub async fn deliver(
         Err(why) => return Delivery::Transient(why),
     };
     let wire = kbot_core::report::mbox::to_wire(message);
-    match transport.send_raw(&envelope, &wire).await {
+    // lettre ends DATA with CRLF "." CRLF itself; a final CRLF of ours would
+    // arrive as an extra empty line.
+    let wire = wire.strip_suffix(b"\r\n").unwrap_or(&wire);
+    match transport.send_raw(&envelope, wire).await {
         Ok(_) => Delivery::Sent,
         Err(e) if e.is_permanent() => Delivery::Permanent(error_text(&e)),
         Err(e) => Delivery::Transient(error_text(&e)),

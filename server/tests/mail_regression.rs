@@ -1,0 +1,194 @@
+//! End to end: a submission whose head is 20% slower settles with a
+//! `different` KPI, the comparison transaction queues the report, and the
+//! server's sender delivers it to a real SMTP server on loopback: to the
+//! author, Cc the repo's list and the committer, in the 0-day layout.
+
+mod common;
+mod gitrepo;
+mod smtp_sink;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use common::{backends, Backend, TestServer};
+use kbot_core::api::{LeaseResponse, ResultUpload};
+use kbot_server::mail::{outbox, MailConfig, SmtpSettings};
+use serde_json::json;
+
+const KPI: &str = "bw_pipe.bandwidth.MB/sec";
+const JOB: &str = "testcase: bw_pipe\nnr_threads: 1\nruns: 3\nbw_pipe:\n  size: 64k\n";
+
+fn mail_config(port: u16) -> MailConfig {
+    let mut c = MailConfig {
+        enabled: true,
+        smtp: SmtpSettings {
+            host: "127.0.0.1".into(),
+            port,
+            starttls: false,
+            credentials: None,
+            timeout: Duration::from_secs(10),
+        },
+        retry_base: Duration::from_millis(50),
+        retry_max: Duration::from_millis(200),
+        poll_interval: Duration::from_millis(50),
+        ..MailConfig::disabled()
+    };
+    c.report.robot_address = "kbot@kbot.test".into();
+    c.report.message_id_domain = "kbot@kbot.test".into();
+    c.repo_lists
+        .insert("linux".into(), vec!["pipe-list@example.org".into()]);
+    c
+}
+
+/// Plays an agent until nothing is left to lease: head runs are 20% slower.
+async fn run_agent(server: &TestServer, token: &str, head_sha: &str) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut run = 0.0;
+    let mut idle = 0;
+    while idle < 3 {
+        assert!(Instant::now() < deadline, "runs did not finish in time");
+        let lease: LeaseResponse = server
+            .http
+            .post(server.url("/api/v1/agents/lease"))
+            .bearer_auth(token)
+            .json(&json!({"wait_secs": 1}))
+            .send()
+            .await
+            .expect("lease")
+            .json()
+            .await
+            .expect("lease json");
+        let Some(job) = lease.job else {
+            idle += 1;
+            continue;
+        };
+        idle = 0;
+        run += 1.0;
+        let level = if job.commit == head_sha {
+            800.0
+        } else {
+            1000.0
+        };
+        let metrics = BTreeMap::from([
+            (KPI.to_owned(), level + (run % 5.0)),
+            (
+                "bw_pipe.time.elapsed_time".to_owned(),
+                10.0 + (run % 3.0) / 10.0,
+            ),
+        ]);
+        let upload = ResultUpload {
+            metrics,
+            raw_output: "64k pipe bandwidth".into(),
+            console: None,
+            kconfig: None,
+            kernel_release: "6.1.0-test".into(),
+            tuning: BTreeMap::new(),
+            started_at: 1,
+            finished_at: 2,
+        };
+        let resp = server
+            .http
+            .put(server.url(&format!("/api/v1/jobs/{}/result", job.job_id)))
+            .bearer_auth(token)
+            .json(&upload)
+            .send()
+            .await
+            .expect("upload");
+        assert_eq!(resp.status(), 200);
+    }
+}
+
+async fn case(backend: Backend) {
+    // The relay is down at first: the report must still arrive, once.
+    let sink = smtp_sink::Sink::start(smtp_sink::Plan {
+        refuse_connections: 2,
+        ..Default::default()
+    })
+    .await;
+    let port = sink.addr.port();
+    let server = TestServer::start_with(backend, |c| c.mail = mail_config(port)).await;
+    let (_, user_token) = kbot_server::auth::create_user_token(server.db(), "alice", None)
+        .await
+        .expect("user token");
+    let repo_dir = tempfile::tempdir().expect("tempdir");
+    let shas = gitrepo::linear_repo(
+        repo_dir.path(),
+        &["pipe: baseline", "pipe: slow down writes"],
+    );
+    let resp = server
+        .http
+        .post(server.url("/api/v1/repos"))
+        .bearer_auth(&user_token)
+        .json(&json!({"name": "linux", "url": repo_dir.path().to_str()}))
+        .send()
+        .await
+        .expect("repo");
+    assert_eq!(resp.status(), 201);
+    let agent = server.enroll("box1", "lkp-test").await;
+    let resp = server
+        .http
+        .post(server.url("/api/v1/submissions"))
+        .bearer_auth(&user_token)
+        .json(&json!({"repo": "linux", "job_file": JOB, "head": &shas[1]}))
+        .send()
+        .await
+        .expect("submit");
+    assert_eq!(resp.status(), 201);
+
+    run_agent(&server, &agent.agent_token, &shas[1]).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while sink.received().is_empty() {
+        assert!(Instant::now() < deadline, "{backend:?}: no report arrived");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let got = sink.received();
+    assert_eq!(got.len(), 1, "{backend:?}: one report");
+    let mail = &got[0];
+    let mut rcpt = mail.rcpt_to.clone();
+    rcpt.sort();
+    assert_eq!(
+        rcpt,
+        [
+            "<ann@example.org>",
+            "<cid@example.org>",
+            "<pipe-list@example.org>"
+        ]
+    );
+    let data = mail.data.replace("\r\n", "\n");
+    let sha10 = &shas[1][..10];
+    let subject_start = format!("Subject: [linux:main] [pipe] {sha10}: {KPI} ");
+    assert!(data.contains(&subject_start), "{data}");
+    assert!(data.contains("% regression\n"), "{data}");
+    assert!(
+        data.contains("To: Ann Author <ann@example.org>\n"),
+        "{data}"
+    );
+    assert!(data.contains("Cid Committer <cid@example.org>"), "{data}");
+    assert!(data.contains(&format!(
+        "commit: {} (\"pipe: slow down writes\") ",
+        shas[1]
+    )));
+    assert!(data.contains(
+        "test machine: 16 threads 2 sockets Intel(R) Xeon(R) Platinum 8321HC CPU @ 1.40GHz with 64G memory\n"
+    ), "{data}");
+    assert!(data.contains("| Reported-by: kernel test robot <kbot@kbot.test>\n"));
+    assert!(data.contains(&format!("  {sha10} (\"pipe: slow down writes\")\n")));
+    assert!(
+        data.contains(&format!("  {KPI}\n")),
+        "KPI row in the compare table: {data}"
+    );
+
+    let reports = outbox::list(server.db(), 10).await.expect("list");
+    assert_eq!(reports.len(), 1);
+    assert_eq!(reports[0].state, "sent");
+    assert!(reports[0].submission_id.is_some());
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn regression_is_mailed_once_after_the_relay_recovers() {
+    for backend in backends() {
+        case(backend).await;
+    }
+}
