@@ -9,7 +9,7 @@
 //! - [`error`]: the one error enum and its JSON/HTML responses.
 //! - [`db`]: pools for both backends and the embedded migrations.
 //! - [`auth`]: tokens (stored hashed) and the agent/user extractors.
-//! - [`agents`]: enrolment.
+//! - [`agents`]: enrolment of test machines.
 //! - [`jobs`]: enqueueing, job state changes, result upload, the lease reaper.
 //! - [`scheduler`]: which queued job an agent gets, and the bounded long-poll.
 //! - [`routes`]: the single route table; [`server`]: bind, serve, shut down.
