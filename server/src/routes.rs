@@ -33,9 +33,10 @@ pub fn router(state: AppState) -> Router {
         .merge(report_routes())
         .fallback(dashboard::not_found)
         .with_state(state)
-        .layer(middleware::from_fn(json_payload_too_large))
         .layer(DefaultBodyLimit::max(limit))
         .layer(RequestBodyLimitLayer::new(limit))
+        // Outside the limit layer, whose own 413 it rewrites.
+        .layer(middleware::from_fn(json_payload_too_large))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             request_timeout,
@@ -88,6 +89,7 @@ fn report_routes() -> Router<AppState> {
         .route("/reports", get(p::list_page))
         .route("/reports/{message_id}", get(p::show_page))
         .route("/reports/{message_id}/mbox", get(p::mbox))
+        .route("/archive/{day}/{message_id}", get(crate::mail::materials::materials))
         .route(&api("/reports"), get(p::list_json))
         .route(&api("/reports/{message_id}"), get(p::show_json))
 }

@@ -179,6 +179,25 @@ async fn case(backend: Backend) {
         "KPI row in the compare table: {data}"
     );
 
+    // The reproduction link in the body is served.
+    let link = data
+        .lines()
+        .skip_while(|l| !l.starts_with("The kernel config and materials"))
+        .nth(1)
+        .expect("reproduction link")
+        .to_owned();
+    let path = link.split_once("/archive/").expect("archive path").1;
+    let materials = server
+        .http
+        .get(server.url(&format!("/archive/{path}")))
+        .send()
+        .await
+        .expect("materials");
+    assert_eq!(materials.status(), 200, "{link}");
+    let text = materials.text().await.expect("materials text");
+    assert!(text.contains("bw_pipe:"), "{text}");
+    assert!(text.contains(&format!("--head {}", shas[1])), "{text}");
+
     let reports = outbox::list(server.db(), 10).await.expect("list");
     assert_eq!(reports.len(), 1);
     assert_eq!(reports[0].state, "sent");

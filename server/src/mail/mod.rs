@@ -1,8 +1,9 @@
 //! Regression reports by e-mail: configuration ([`config`]), composing and
 //! queueing a report in the transaction that records the regression
 //! ([`compose`]), the outbox table ([`outbox`]), SMTP delivery ([`smtp`]),
-//! the sender task with retries and backoff ([`sender`]), and the dashboard
-//! pages and mbox download ([`pages`]).
+//! the sender task with retries and backoff ([`sender`]), the dashboard
+//! pages and mbox download ([`pages`]), and the reproduction materials
+//! ([`materials`]).
 //!
 //! An SMTP outage delays mail but loses none: the outbox row stays until the
 //! relay accepts it. A report is never queued twice (its Message-ID derives
@@ -11,6 +12,7 @@
 
 pub mod compose;
 pub mod config;
+pub mod materials;
 pub mod outbox;
 pub mod pages;
 pub mod sender;

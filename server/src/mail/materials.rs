@@ -1,0 +1,82 @@
+//! The reproduction link of a report (`/archive/<YYYYMMDD>/<message-id>`):
+//! the job file, the atomic job, the kernel config, the command that reruns
+//! the comparison, and where the raw results are, as one plain-text page.
+
+use axum::extract::{Path, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use sqlx::Row;
+
+use crate::error::Error;
+use crate::state::AppState;
+
+/// `GET /archive/{day}/{message_id}`
+pub async fn materials(
+    State(state): State<AppState>,
+    Path((_day, message_id)): Path<(String, String)>,
+) -> Result<Response, Error> {
+    let row = sqlx::query(
+        "SELECT s.id, s.job_file, r.name, r.url, bc.sha, hc.sha, aj.spec, aj.kconfig \
+         FROM report_outbox o JOIN submissions s ON s.id = o.submission_id \
+         JOIN repos r ON r.id = s.repo_id \
+         JOIN commits bc ON bc.id = s.base_commit_id JOIN commits hc ON hc.id = s.head_commit_id \
+         LEFT JOIN atomic_jobs aj ON aj.id = o.atomic_job_id WHERE o.message_id = $1",
+    )
+    .bind(message_id.trim_matches(['<', '>']))
+    .fetch_optional(state.db.read())
+    .await?
+    .ok_or_else(|| Error::NotFound {
+        what: "report materials",
+        key: message_id.clone(),
+    })?;
+    let submission_id: i64 = row.get(0);
+    let kconfig_name: Option<String> = row.get(7);
+    let kconfig = match &kconfig_name {
+        Some(name) => kconfig_text(&state, name).await?,
+        None => "(unknown)".to_owned(),
+    };
+    let public = state
+        .config
+        .mail
+        .report
+        .materials_url
+        .trim_end_matches("/archive")
+        .to_owned();
+    let text = format!(
+        "Materials to reproduce report <{message_id}>\n\n\
+         == Repository\n{repo} {url}\nbase {base}\nhead {head}\n\n\
+         == Job file (job.yaml)\n{job_file}\n\n\
+         == Atomic job compared\n{spec}\n\n\
+         == Kernel config {kname}\n{kconfig}\n\n\
+         == Rerun the comparison on a kbot server\n\
+         kbot-server submit --repo {repo} --job job.yaml --base {base} --head {head}\n\n\
+         == Raw results (per run: metrics, kernel release, tuning; raw output and console as artifacts)\n\
+         {public}/api/v1/submissions/{submission_id}/results\n{public}/submissions/{submission_id}\n",
+        repo = row.get::<String, _>(2),
+        url = row.get::<String, _>(3),
+        base = row.get::<String, _>(4),
+        head = row.get::<String, _>(5),
+        job_file = row.get::<String, _>(1).trim_end(),
+        spec = row.get::<Option<String>, _>(6).unwrap_or_default().trim_end(),
+        kname = kconfig_name.as_deref().unwrap_or(""),
+    );
+    Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response())
+}
+
+/// A stored kernel config as text: the make target and fragment, or a note
+/// that it is a plain make target.
+async fn kconfig_text(state: &AppState, name: &str) -> Result<String, Error> {
+    let row = sqlx::query("SELECT base, fragment FROM kconfigs WHERE name = $1")
+        .bind(name)
+        .fetch_optional(state.db.read())
+        .await?;
+    Ok(match row {
+        Some(r) => format!(
+            "make {}\nthen merged on top:\n{}",
+            r.get::<Option<String>, _>(0)
+                .unwrap_or_else(|| "(full .config)".into()),
+            r.get::<String, _>(1)
+        ),
+        None => format!("make {name}"),
+    })
+}
