@@ -128,6 +128,9 @@ pub struct AgentArgs {
         global = true
     )]
     pub cache_size_mib: u64,
+    /// ccache's directory (default: <work dir>/ccache).
+    #[arg(long, env = "KBOT_CCACHE_DIR", global = true)]
+    pub ccache_dir: Option<PathBuf>,
     /// ccache size bound, as ccache's CCACHE_MAXSIZE.
     #[arg(long, env = "KBOT_CCACHE_SIZE", default_value = "5G", global = true)]
     pub ccache_size: String,

@@ -42,7 +42,7 @@ use crate::config::{AgentArgs, Cli, CommandKind};
 use crate::host_backend::HostConfig;
 use crate::job_runner::{Backend, JobRunner};
 use crate::kernel_build::{BuildConfig, Builder};
-use crate::qemu::{QemuBackend, QemuConfig, Topology};
+use crate::qemu::{QemuBackend, QemuConfig};
 
 /// Runs the command the CLI names.
 pub async fn run_cli(cli: Cli) -> Result<()> {
@@ -126,14 +126,18 @@ pub fn job_runner(args: &AgentArgs) -> Result<JobRunner> {
     });
     std::env::set_var("CCACHE_MAXSIZE", &args.ccache_size);
     let cache = BuildCache::open(&work.join("build-cache"), args.cache_size_mib << 20)?;
-    let builder = Builder::new(BuildConfig::x86_64(work, jobs), cache);
+    let mut build = BuildConfig::x86_64(work, jobs);
+    if let Some(dir) = &args.ccache_dir {
+        build.ccache_dir = Some(dir.clone());
+    }
+    let builder = Builder::new(build, cache);
     let kbot_bench = find_binary(&args.kbot_bench);
     let backend = match args.backend {
         config::BackendArg::Host => Backend::Host,
         config::BackendArg::Kexec => Backend::Kexec,
         config::BackendArg::Qemu => Backend::Qemu(QemuBackend::new(QemuConfig {
             qemu: args.qemu.clone(),
-            topology: Topology { ..args.topology() },
+            topology: args.topology(),
             busybox: args.busybox.clone(),
             kbot_bench: kbot_bench.clone(),
             force_accel: args.force_accel(),

@@ -629,7 +629,7 @@ mod tests {
                 assert_eq!(f.kind, FailureKind::BootFailed);
                 assert!(f.detail.contains("No working init found"));
             }
-            Outcome::Success(_) => panic!("a panic before init must fail the run"),
+            other => panic!("a panic before init must fail the run, got {other:?}"),
         }
     }
 
