@@ -215,13 +215,13 @@ impl JobOwner {
 }
 
 pub(crate) trait ActiveState {
-    fn is_active(self) -> bool;
+    fn is_active(&self) -> bool;
 }
 
 impl ActiveState for JobState {
-    fn is_active(self) -> bool {
+    fn is_active(&self) -> bool {
         matches!(
-            self,
+            *self,
             JobState::Leased
                 | JobState::Building
                 | JobState::Booting
