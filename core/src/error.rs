@@ -7,8 +7,9 @@ pub enum Error {
     /// A metric value that is NaN or infinite can never enter the statistics.
     #[error("metric {name:?} has a non-finite value")]
     NonFiniteMetric { name: String },
-    /// A job file that is not valid YAML; line and column are 1-based when known.
-    #[error("job file is not valid YAML{}: {message}", match (line, column) { (Some(l), Some(c)) => format!(" at line {l} column {c}"), _ => String::new() })]
+    /// A job file that is not valid YAML; line and column are 1-based when
+    /// known (the message, from serde_yaml, names them too).
+    #[error("job file is not valid YAML: {message}")]
     JobYaml {
         message: String,
         line: Option<usize>,

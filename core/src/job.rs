@@ -698,3 +698,33 @@ fn to_seconds(v: &str) -> Option<u64> {
     let secs = n * unit;
     (secs < u64::MAX as f64).then_some(secs as u64)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lkp_unit_conversions() {
+        assert_eq!(to_bytes("64k"), Some(65536));
+        assert_eq!(to_bytes("1.5m"), Some(1_572_864));
+        assert_eq!(to_bytes("2G"), Some(2 << 30));
+        assert_eq!(to_bytes("512"), Some(512));
+        assert_eq!(to_bytes("5x"), None);
+        assert_eq!(to_bytes("k"), None);
+        assert_eq!(to_bytes("-1k"), None);
+        assert_eq!(to_seconds("300s"), Some(300));
+        assert_eq!(to_seconds("5m"), Some(300));
+        assert_eq!(to_seconds("2h"), Some(7200));
+        assert_eq!(to_seconds("1d"), Some(86400));
+        assert_eq!(to_seconds("90"), Some(90));
+        assert_eq!(to_seconds("1w"), None);
+        assert_eq!(leading_integer("10000000ops"), Some(10_000_000));
+        assert_eq!(leading_integer("ops"), None);
+        assert_eq!(leading_integer("1.5"), None);
+        assert!(parse_percent("20%").is_some_and(|p| p == 20.0));
+        assert!(parse_percent("nan%").is_none());
+        assert!(parse_percent("-5%").is_none());
+        assert!(parse_count("inf%").is_none());
+        assert!(to_bytes("1e400").is_none());
+    }
+}

@@ -512,6 +512,18 @@ fn wis_modes(mode: &str) -> Vec<&'static str> {
     }
 }
 
+/// will-it-scale's `-n` (no pinning) and `-m` (pin to SMT threads).
+fn wis_pinning_flags(p: &Params) -> Result<Vec<String>> {
+    let mut flags = Vec::new();
+    if p.get("no_affinity")? == "1" {
+        flags.push("-n".to_string());
+    }
+    if p.get("smt")? == "1" {
+        flags.push("-m".to_string());
+    }
+    Ok(flags)
+}
+
 /// LKP runs will-it-scale for `runtime - 5` seconds (5 = warm-up samples).
 fn wis_duration(p: &Params) -> Result<u64> {
     let runtime = p.int("runtime")?;
@@ -581,9 +593,7 @@ pub fn kbot_bench_invocations(
                 .into_iter()
                 .map(|mode| {
                     let mut args = strings(["-t", &tasks, "-s", &secs, "--mode", mode]);
-                    if p.get("no_affinity")? == "1" {
-                        args.push("-n".to_string());
-                    }
+                    args.extend(wis_pinning_flags(&p)?);
                     Ok(bench(job, p.get("test")?, args))
                 })
                 .collect::<Result<_>>()?
@@ -619,7 +629,7 @@ pub fn kbot_bench_invocations(
             "messaging",
             strings([
                 "-g", &n("groups")?, "-f", "20", "-l", &n("loops")?, "-s", "100",
-                "--ipc", p.get("ipc")?, "--mode", p.get("mode")?,
+                "--ipc", p.get("ipc")?, "--mode", p.get("mode")?, "--style", "perf",
             ]),
         )],
         "perf-bench-sched-pipe" => {
@@ -629,7 +639,12 @@ pub fn kbot_bench_invocations(
             }
             vec![bench(job, "sched-pipe", args)]
         }
-        "pipebench" => vec![bench(job, "pipebench", strings(["-b", &n("bufsize")?]))],
+        // --feed replaces upstream's `dd if=/dev/zero bs=80k | pipebench > /dev/null`.
+        "pipebench" => vec![bench(
+            job,
+            "pipebench",
+            strings(["-q", "-b", &n("bufsize")?, "--feed", &n("size")?, "--feed-bs", "80k"]),
+        )],
         "stress-ng" => {
             return Err(Error::JobInvalid(
                 "stress-ng has no kbot-bench workload; run the upstream tool (programs::upstream_invocations)".to_string(),
@@ -687,12 +702,7 @@ pub fn upstream_invocations(
                 .into_iter()
                 .map(|mode| {
                     let mut args = strings(["-t", &tasks, "-s", &secs]);
-                    if p.get("no_affinity")? == "1" {
-                        args.push("-n".to_string());
-                    }
-                    if p.get("smt")? == "1" {
-                        args.push("-m".to_string());
-                    }
+                    args.extend(wis_pinning_flags(&p)?);
                     let bin = format!(
                         "{test}_{}",
                         if mode == "process" {

@@ -167,7 +167,7 @@ fn pipebench_summary() {
     let m = run(Tool::Pipebench, "pipebench", "pipebench-q.txt");
     assert_metric(&m, "pipebench.MB/sec", 2.91 * 1024.0);
     assert_metric(&m, "pipebench.bytes", 480.0 * 1024.0 * 1024.0);
-    assert_metric(&m, "pipebench.elapsed_time", 0.16);
+    assert_metric(&m, "pipebench.elapsed_sec", 0.16);
     let m = run(Tool::Pipebench, "pipebench", "pipebench-progress.txt");
     assert_metric(&m, "pipebench.MB/sec", 887.53);
 }

@@ -5,7 +5,7 @@
 //! which its output does not reveal; kbot never passes `-I`), so the rate
 //! is converted back to bytes with powers of 1024 and reported as
 //! `<p>.MB/sec` in pipebench's own MB (2^20 bytes), with `<p>.bytes` and
-//! `<p>.elapsed_time` (seconds). Progress lines before the summary are
+//! `<p>.elapsed_sec` (the names kbot-bench uses). Progress lines before the summary are
 //! ignored. Several summaries (runs concatenated) are averaged.
 
 use super::{fail, number, put, Metrics};
@@ -33,7 +33,7 @@ pub fn parse(output: &str, prefix: &str) -> Result<Metrics> {
     let mut m = Metrics::new();
     put(&mut m, prefix, "MB/sec", mean(|r| r.2) / MIB)?;
     put(&mut m, prefix, "bytes", mean(|r| r.0))?;
-    put(&mut m, prefix, "elapsed_time", mean(|r| r.1))?;
+    put(&mut m, prefix, "elapsed_sec", mean(|r| r.1))?;
     Ok(m)
 }
 
