@@ -151,6 +151,9 @@ pub struct PipenArgs {
     /// Measured seconds (will-it-scale -s).
     #[arg(short = 's', long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=86400))]
     pub duration: u32,
+    /// Packet-mode pipes (pipe2 O_DIRECT), as stress-ng --pipe uses.
+    #[arg(long)]
+    pub packet: bool,
     /// Writer/reader pairs; task 2i writes, task 2i+1 reads (will-it-scale -t = 2 x pairs).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub pairs: u32,

@@ -276,13 +276,18 @@ fn run_pipen(a: &PipenArgs, topo: &Topology, out: &mut Output, prefix: &str) -> 
     r.placement = wis::placement(&mode_name, &opts, |i| {
         format!("{} {}", if i % 2 == 0 { "writer" } else { "reader" }, i / 2)
     });
-    let res = wis::run(&wis::Testcase::Pipen { size }, &opts, out)?;
+    let test = wis::Testcase::Pipen {
+        size,
+        packet: a.packet,
+    };
+    let res = wis::run(&test, &opts, out)?;
     let writes: u64 = res.task_totals.iter().step_by(2).sum();
     let secs = a.duration as f64;
     r.metric("MB/sec", writes as f64 * size as f64 / secs / 1e6);
     r.metric("ops_per_sec", writes as f64 / secs);
     r.param("--size", size);
     r.param("--pairs", a.pairs);
+    r.param("--packet", a.packet);
     r.param("--duration", a.duration);
     r.param("mode", format!("{:?}", a.mode).to_lowercase());
     r.param("warmup_samples", a.warmup_samples);

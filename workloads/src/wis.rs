@@ -29,7 +29,7 @@ pub enum Testcase {
     ContextSwitch1,
     /// Task 2i writes `size` bytes per write into pipe i, task 2i+1 reads it;
     /// both count one op per `size` bytes moved.
-    Pipen { size: usize },
+    Pipen { size: usize, packet: bool },
 }
 
 impl Testcase {
@@ -76,9 +76,14 @@ struct Prepared {
 
 fn prepare(test: &Testcase, tasks: usize) -> Result<Prepared> {
     let mut pairs = Vec::new();
-    if let Testcase::Pipen { .. } = test {
+    if let Testcase::Pipen { packet, .. } = test {
         for _ in 0..tasks.div_ceil(2) {
-            pairs.push(sys::pipe()?);
+            // Packet mode is what stress-ng --pipe uses (pipe2 with O_DIRECT).
+            pairs.push(if *packet {
+                sys::pipe2(libc::O_DIRECT)?
+            } else {
+                sys::pipe()?
+            });
         }
     }
     Ok(Prepared { pairs })
@@ -90,7 +95,7 @@ fn testcase(test: &Testcase, counter: &AtomicU64, nr: usize, prep: &Prepared, mo
     match test {
         Testcase::Pipe1 => pipe1(counter),
         Testcase::ContextSwitch1 => context_switch1(counter, mode),
-        Testcase::Pipen { size } => {
+        Testcase::Pipen { size, .. } => {
             let (r, w) = prep.pairs[nr / 2];
             if nr.is_multiple_of(2) {
                 pipen_writer(counter, w, *size)
