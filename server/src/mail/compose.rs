@@ -58,9 +58,20 @@ pub async fn enqueue_pair_report(
     };
     let ctx = load_context(tx, submission_id, pc.atomic_job_id).await?;
     let data = report_data(pc, kpi, &ctx);
-    let rendered = report::render(&data, &config.report)?;
     let addressing = addressing(config, &ctx.repo_name, &pc.head, now_ms());
-    let message = mbox::message(&rendered, &addressing)?;
+    // A report that cannot be built (an author address git accepted but SMTP
+    // cannot carry, no recipient at all) must not keep the verdict from being
+    // recorded: log it and queue nothing. Database errors still roll back.
+    let built = report::render(&data, &config.report).and_then(|rendered| {
+        mbox::message(&rendered, &addressing).map(|message| (rendered, message))
+    });
+    let (rendered, message) = match built {
+        Ok(built) => built,
+        Err(e) => {
+            tracing::error!(atomic_job_id = pc.atomic_job_id, error = %e, "report not queued");
+            return Ok(None);
+        }
+    };
     let row = NewReport {
         message_id: rendered.message_id.to_string(),
         submission_id: Some(submission_id),
@@ -240,16 +251,40 @@ fn addressing(
             v.committer_email.clone(),
         ));
     }
+    cc.retain(|m| usable(&m.address));
+    let author = mbox::Mailbox::new(v.author_name.clone(), v.author_email.clone());
+    let to: Vec<mbox::Mailbox> = Some(author)
+        .filter(|m| usable(&m.address))
+        .into_iter()
+        .collect();
     mbox::Addressing {
         from: mbox::Mailbox::new(
             config.report.robot_name.clone(),
             config.report.robot_address.clone(),
         ),
-        to: vec![mbox::Mailbox::new(
-            v.author_name.clone(),
-            v.author_email.clone(),
-        )],
+        to,
         cc,
         date_ms,
+    }
+}
+
+/// An address SMTP can carry: one `@` inside, no spaces, brackets or line breaks.
+fn usable(address: &str) -> bool {
+    address.matches('@').count() == 1
+        && !address.starts_with('@')
+        && !address.ends_with('@')
+        && !address.contains(['<', '>', ' ', ',', '"', '\r', '\n'])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::usable;
+
+    #[test]
+    fn unusable_addresses_are_dropped() {
+        assert!(usable("ann@example.org"));
+        for bad in ["", "ann", "@x", "a@", "a@b@c", "a b@x", "a@x\r\nBcc: e@x"] {
+            assert!(!usable(bad), "{bad:?}");
+        }
     }
 }
