@@ -209,6 +209,10 @@ pub fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>>
 
 /// Writes JSON atomically (temp file + rename), so a crash never leaves half a file.
 pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir)
+            .map_err(|e| AgentError::io(format!("creating {}", dir.display()), e))?;
+    }
     let tmp = path.with_extension("tmp");
     let bytes = serde_json::to_vec_pretty(value).map_err(|source| AgentError::Json {
         path: path.to_path_buf(),

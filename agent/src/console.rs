@@ -50,7 +50,7 @@ pub struct Section {
 pub fn sections(channel: &str) -> BTreeMap<String, Section> {
     let mut out = BTreeMap::new();
     let mut open: Option<(String, String)> = None;
-    for raw in channel.split('\n') {
+    for raw in channel.lines() {
         let line = raw.trim_end_matches('\r');
         if let Some(name) = line.strip_prefix(BEGIN) {
             if let Some((prev, body)) = open.take() {
