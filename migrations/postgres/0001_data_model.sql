@@ -129,6 +129,7 @@ CREATE TABLE atomic_jobs (
     preferred_agent_id  BIGINT  REFERENCES agents(id) ON DELETE SET NULL,
     UNIQUE (submission_id, position)
 );
+CREATE INDEX atomic_jobs_preferred_agent ON atomic_jobs (preferred_agent_id);
 
 -- One atomic job x one commit x one run index: the unit an agent leases.
 -- `seq` orders a pair's runs base, head, base, head (2*run_index + side).
@@ -159,7 +160,9 @@ CREATE TABLE jobs (
     finished_at       BIGINT,
     UNIQUE (atomic_job_id, commit_id, run_index)
 );
-CREATE INDEX jobs_queue ON jobs (state, priority, seq);
+-- The claim's window scans this in order (see server/src/scheduler).
+CREATE INDEX jobs_queue ON jobs (state, priority DESC, seq, id);
+CREATE INDEX jobs_pair ON jobs (atomic_job_id, state, seq);
 CREATE INDEX jobs_lease_expiry ON jobs (lease_expires_at);
 CREATE INDEX jobs_submission ON jobs (submission_id, state);
 
@@ -198,7 +201,6 @@ CREATE TABLE metric_samples (
     value      DOUBLE PRECISION  NOT NULL,
     PRIMARY KEY (result_id, metric)
 );
-CREATE INDEX metric_samples_metric ON metric_samples (metric);
 
 -- The verdict per atomic job and metric, from the statistics issue.
 CREATE TABLE comparisons (

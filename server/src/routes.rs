@@ -89,7 +89,10 @@ fn report_routes() -> Router<AppState> {
         .route("/reports", get(p::list_page))
         .route("/reports/{message_id}", get(p::show_page))
         .route("/reports/{message_id}/mbox", get(p::mbox))
-        .route("/archive/{day}/{message_id}", get(crate::mail::materials::materials))
+        .route(
+            "/archive/{day}/{message_id}",
+            get(crate::mail::materials::materials),
+        )
         .route(&api("/reports"), get(p::list_json))
         .route(&api("/reports/{message_id}"), get(p::show_json))
 }

@@ -123,9 +123,16 @@ impl Db {
         &self.write
     }
 
-    /// Starts a write transaction.
+    /// Starts a write transaction. On SQLite it takes the write lock at once
+    /// (`BEGIN IMMEDIATE`): a deferred transaction that reads first and then
+    /// writes fails with `SQLITE_BUSY` instead of waiting when another
+    /// process (a second replica, an admin command) wrote in between.
     pub async fn begin(&self) -> Result<Tx> {
-        Ok(self.write.begin().await?)
+        let tx = match self.backend {
+            Backend::Sqlite => self.write.begin_with("BEGIN IMMEDIATE").await?,
+            Backend::Postgres => self.write.begin().await?,
+        };
+        Ok(tx)
     }
 
     /// ` FOR UPDATE OF <table> SKIP LOCKED` where the backend has row locks

@@ -1,3 +1,388 @@
-//! The load tool behind `kbot-load`: simulated agents against a running server.
+//! The load tool behind `kbot-load`: N simulated agents drive a running
+//! server through the whole agent protocol (enrol, then lease, heartbeat,
+//! a `running` event and a result upload of M metrics, over and over) and
+//! the tool reports cycles per second and lease latency percentiles.
+//!
+//! It seeds queued jobs straight into the server's database (same URL), so
+//! it needs no other part of the user API.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kbot_core::api::{
+    BootBackend, EnrollRequest, EnrollResponse, EventRequest, Hardware, JobState, LeaseRequest,
+    LeaseResponse, ResultUpload,
+};
+use tokio::sync::Mutex;
+
+use crate::auth;
+use crate::db::Db;
+use crate::error::{Error, Result};
 
 pub mod seed;
+
+/// What to run.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LoadArgs {
+    /// Base URL of the running server.
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    pub server: String,
+    #[command(flatten)]
+    pub db: crate::config::DbArgs,
+    /// Simulated agents, each one connection-reusing HTTP client task.
+    #[arg(long, default_value_t = 100)]
+    pub agents: usize,
+    /// Measured time, after enrolment and seeding.
+    #[arg(long, default_value_t = 30)]
+    pub duration_secs: u64,
+    /// Metrics per uploaded result.
+    #[arg(long, default_value_t = 200)]
+    pub metrics: usize,
+    /// Jobs to queue before starting (0: enough for 1,500 cycles/s).
+    #[arg(long, default_value_t = 0)]
+    pub jobs: u64,
+}
+
+/// Per-agent tallies, merged at the end.
+#[derive(Debug, Default)]
+struct Tally {
+    cycles: u64,
+    empty_leases: u64,
+    errors: u64,
+    lease_ms: Vec<f64>,
+    upload_ms: Vec<f64>,
+    cycle_ms: Vec<f64>,
+}
+
+/// The measured outcome.
+#[derive(Debug)]
+pub struct Report {
+    pub agents: usize,
+    pub seconds: f64,
+    pub cycles: u64,
+    pub empty_leases: u64,
+    pub errors: u64,
+    pub lease_p50_ms: f64,
+    pub lease_p99_ms: f64,
+    pub lease_max_ms: f64,
+    pub upload_p50_ms: f64,
+    pub upload_p99_ms: f64,
+    pub cycle_p50_ms: f64,
+}
+
+impl Report {
+    pub fn cycles_per_sec(&self) -> f64 {
+        self.cycles as f64 / self.seconds
+    }
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "agents:             {}", self.agents)?;
+        writeln!(f, "measured:           {:.1} s", self.seconds)?;
+        writeln!(
+            f,
+            "cycles:             {} ({:.0}/s)",
+            self.cycles,
+            self.cycles_per_sec()
+        )?;
+        writeln!(f, "empty leases:       {}", self.empty_leases)?;
+        writeln!(f, "errors:             {}", self.errors)?;
+        writeln!(
+            f,
+            "lease latency:      p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+            self.lease_p50_ms, self.lease_p99_ms, self.lease_max_ms
+        )?;
+        writeln!(
+            f,
+            "upload latency:     p50 {:.1} ms, p99 {:.1} ms",
+            self.upload_p50_ms, self.upload_p99_ms
+        )?;
+        write!(f, "whole cycle:        p50 {:.1} ms", self.cycle_p50_ms)
+    }
+}
+
+/// Seeds, enrols, drives the agents for the measured time, reports.
+pub async fn run(args: &LoadArgs) -> Result<Report> {
+    let db = Db::connect(&args.db.resolve()).await?;
+    db.migrate().await?;
+    let wanted = if args.jobs > 0 {
+        args.jobs
+    } else {
+        1_500 * args.duration_secs
+    };
+    let queued = seed_jobs(&db, wanted).await?;
+    eprintln!("queued {queued} jobs");
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(args.agents)
+        .timeout(Duration::from_secs(60))
+        .build()
+        .map_err(|e| anyhow::anyhow!("http client: {e}"))?;
+    let mut agents = Vec::with_capacity(args.agents);
+    for i in 0..args.agents {
+        let token = auth::create_enrollment_token(&db, "kbot-load").await?;
+        agents.push(enroll(&http, &args.server, &token, i).await?);
+    }
+    db.close().await;
+    eprintln!(
+        "enrolled {} agents; measuring {} s",
+        agents.len(),
+        args.duration_secs
+    );
+    let tally = Arc::new(Mutex::new(Tally::default()));
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(args.duration_secs);
+    let mut tasks = Vec::new();
+    for agent in agents {
+        let driver = Driver {
+            http: http.clone(),
+            server: args.server.clone(),
+            token: agent.agent_token,
+            metrics: args.metrics,
+        };
+        let tally = tally.clone();
+        tasks.push(tokio::spawn(async move {
+            let mine = driver.drive(deadline).await;
+            tally.lock().await.merge(mine);
+        }));
+    }
+    for task in tasks {
+        task.await
+            .map_err(|e| anyhow::anyhow!("agent task failed: {e}"))?;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let mut tally = std::mem::take(&mut *tally.lock().await);
+    Ok(tally.report(args.agents, seconds))
+}
+
+async fn seed_jobs(db: &Db, wanted: u64) -> Result<u64> {
+    // 2 atomic jobs x 2 sides x 200 runs per submission.
+    let per_submission = 2 * 2 * 200;
+    let mut queued = 0;
+    let mut n = 0;
+    while queued < wanted {
+        seed::submission(
+            db,
+            "load-linux",
+            &format!("load-{}", n % 8),
+            seed::LOAD_JOB_FILE,
+            200,
+            0,
+        )
+        .await?;
+        queued += per_submission;
+        n += 1;
+    }
+    Ok(queued)
+}
+
+async fn enroll(
+    http: &reqwest::Client,
+    server: &str,
+    token: &str,
+    index: usize,
+) -> Result<EnrollResponse> {
+    let request = EnrollRequest {
+        enrollment_token: token.to_string(),
+        name: format!("load-agent-{index}"),
+        tbox_group: "load-vm".into(),
+        backend: BootBackend::Host,
+        hardware: Hardware {
+            arch: std::env::consts::ARCH.into(),
+            cpu_model: "simulated".into(),
+            sockets: 1,
+            cores: 2,
+            threads: 2,
+            numa_nodes: 1,
+            memory_bytes: 4 << 30,
+            page_size: 4096,
+            microcode: None,
+            kernel: "simulated".into(),
+        },
+    };
+    let response = http
+        .post(format!("{server}/api/v1/agents/enroll"))
+        .json(&request)
+        .send()
+        .await
+        .map_err(|e| anyhow::anyhow!("enrol: {e}"))?;
+    if !response.status().is_success() {
+        return Err(Error::Other(anyhow::anyhow!(
+            "enrol failed with {}",
+            response.status()
+        )));
+    }
+    Ok(response
+        .json()
+        .await
+        .map_err(|e| anyhow::anyhow!("enrol response: {e}"))?)
+}
+
+struct Driver {
+    http: reqwest::Client,
+    server: String,
+    token: String,
+    metrics: usize,
+}
+
+impl Driver {
+    async fn drive(&self, deadline: Instant) -> Tally {
+        let mut tally = Tally::default();
+        while Instant::now() < deadline {
+            let cycle = Instant::now();
+            match self.cycle(&mut tally).await {
+                Ok(true) => {
+                    tally.cycles += 1;
+                    tally.cycle_ms.push(ms(cycle.elapsed()));
+                }
+                Ok(false) => tally.empty_leases += 1,
+                Err(err) => {
+                    tally.errors += 1;
+                    if tally.errors <= 3 {
+                        eprintln!("agent error: {err:#}");
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+        tally
+    }
+
+    /// One lease + heartbeat + event + upload; false when no job came.
+    async fn cycle(&self, tally: &mut Tally) -> anyhow::Result<bool> {
+        let start = Instant::now();
+        let lease: LeaseResponse = self
+            .post("/api/v1/agents/lease", Some(&LeaseRequest { wait_secs: 1 }))
+            .await?
+            .json()
+            .await?;
+        tally.lease_ms.push(ms(start.elapsed()));
+        let Some(job) = lease.job else {
+            return Ok(false);
+        };
+        let id = job.job_id;
+        self.post::<()>(&format!("/api/v1/jobs/{id}/heartbeat"), None)
+            .await?;
+        let event = EventRequest {
+            state: JobState::Running,
+            failure: None,
+            detail: "simulated run".into(),
+        };
+        self.post(&format!("/api/v1/jobs/{id}/events"), Some(&event))
+            .await?;
+        let upload = self.result(id);
+        let start = Instant::now();
+        let response = self
+            .http
+            .put(format!("{}/api/v1/jobs/{id}/result", self.server))
+            .bearer_auth(&self.token)
+            .json(&upload)
+            .send()
+            .await?;
+        anyhow::ensure!(
+            response.status().is_success(),
+            "upload: {}",
+            response.status()
+        );
+        tally.upload_ms.push(ms(start.elapsed()));
+        Ok(true)
+    }
+
+    async fn post<T: serde::Serialize>(
+        &self,
+        path: &str,
+        body: Option<&T>,
+    ) -> anyhow::Result<reqwest::Response> {
+        let mut request = self
+            .http
+            .post(format!("{}{path}", self.server))
+            .bearer_auth(&self.token);
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let response = request.send().await?;
+        anyhow::ensure!(
+            response.status().is_success(),
+            "{path}: {}",
+            response.status()
+        );
+        Ok(response)
+    }
+
+    fn result(&self, job_id: i64) -> ResultUpload {
+        let metrics: BTreeMap<String, f64> = (0..self.metrics)
+            .map(|i| {
+                (
+                    format!("load.metric{i:03}"),
+                    (job_id as f64) * 0.5 + i as f64,
+                )
+            })
+            .collect();
+        ResultUpload {
+            metrics,
+            raw_output: format!("simulated output of job {job_id}\n"),
+            console: None,
+            kconfig: None,
+            kernel_release: "simulated".into(),
+            tuning: BTreeMap::new(),
+            started_at: 0,
+            finished_at: 1,
+        }
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+impl Tally {
+    fn merge(&mut self, other: Tally) {
+        self.cycles += other.cycles;
+        self.empty_leases += other.empty_leases;
+        self.errors += other.errors;
+        self.lease_ms.extend(other.lease_ms);
+        self.upload_ms.extend(other.upload_ms);
+        self.cycle_ms.extend(other.cycle_ms);
+    }
+
+    fn report(&mut self, agents: usize, seconds: f64) -> Report {
+        Report {
+            agents,
+            seconds,
+            cycles: self.cycles,
+            empty_leases: self.empty_leases,
+            errors: self.errors,
+            lease_p50_ms: percentile(&mut self.lease_ms, 0.50),
+            lease_p99_ms: percentile(&mut self.lease_ms, 0.99),
+            lease_max_ms: percentile(&mut self.lease_ms, 1.0),
+            upload_p50_ms: percentile(&mut self.upload_ms, 0.50),
+            upload_p99_ms: percentile(&mut self.upload_ms, 0.99),
+            cycle_p50_ms: percentile(&mut self.cycle_ms, 0.50),
+        }
+    }
+}
+
+/// Nearest-rank percentile; NaN for no samples.
+pub fn percentile(samples: &mut [f64], p: f64) -> f64 {
+    if samples.is_empty() {
+        return f64::NAN;
+    }
+    samples.sort_by(f64::total_cmp);
+    let rank = (p * samples.len() as f64).ceil() as usize;
+    samples[rank.clamp(1, samples.len()) - 1]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::percentile;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let mut v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&mut v, 0.5), 50.0);
+        assert_eq!(percentile(&mut v, 0.99), 99.0);
+        assert_eq!(percentile(&mut v, 1.0), 100.0);
+        assert!(percentile(&mut [], 0.5).is_nan());
+    }
+}

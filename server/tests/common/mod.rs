@@ -7,6 +7,8 @@
 
 #![allow(dead_code)] // each test binary uses a different part of the harness
 
+pub mod agent;
+
 use std::time::Duration;
 
 use kbot_core::api::{BootBackend, EnrollRequest, EnrollResponse, Hardware};
@@ -144,6 +146,8 @@ impl TestServer {
 
     /// Starts with a config adjusted by `tweak` (shorter leases, ...).
     pub async fn start_with(backend: Backend, tweak: impl FnOnce(&mut Config)) -> TestServer {
+        // Server-side errors (500s) show up in the test output.
+        kbot_server::telemetry::init(false);
         let store = TestStore::new(backend).await;
         let mut config = store.config();
         tweak(&mut config);

@@ -1,0 +1,108 @@
+//! A minimal agent client for tests: the protocol calls with status checks.
+
+use std::collections::BTreeMap;
+
+use kbot_core::api::{HeartbeatResponse, LeaseRequest, LeaseResponse, LeasedJob, ResultUpload};
+
+use super::TestServer;
+
+pub struct TestAgent<'a> {
+    pub t: &'a TestServer,
+    pub token: String,
+    pub id: i64,
+}
+
+impl<'a> TestAgent<'a> {
+    pub async fn enroll(t: &'a TestServer, name: &str, tbox_group: &str) -> TestAgent<'a> {
+        let enrolled = t.enroll(name, tbox_group).await;
+        TestAgent {
+            t,
+            token: enrolled.agent_token,
+            id: enrolled.agent_id,
+        }
+    }
+
+    pub async fn lease(&self) -> Option<LeasedJob> {
+        let response = self
+            .t
+            .http
+            .post(self.t.url("/api/v1/agents/lease"))
+            .bearer_auth(&self.token)
+            .json(&LeaseRequest { wait_secs: 0 })
+            .send()
+            .await
+            .expect("lease");
+        assert_eq!(response.status(), 200, "lease");
+        let body: LeaseResponse = response.json().await.expect("lease body");
+        body.job
+    }
+
+    pub async fn heartbeat(&self, job_id: i64) -> reqwest::Response {
+        self.t
+            .http
+            .post(self.t.url(&format!("/api/v1/jobs/{job_id}/heartbeat")))
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .expect("heartbeat")
+    }
+
+    pub async fn heartbeat_ok(&self, job_id: i64) -> HeartbeatResponse {
+        let response = self.heartbeat(job_id).await;
+        assert_eq!(response.status(), 200, "heartbeat");
+        response.json().await.expect("heartbeat body")
+    }
+
+    pub async fn event(&self, job_id: i64, body: serde_json::Value) -> reqwest::Response {
+        self.t
+            .http
+            .post(self.t.url(&format!("/api/v1/jobs/{job_id}/events")))
+            .bearer_auth(&self.token)
+            .json(&body)
+            .send()
+            .await
+            .expect("event")
+    }
+
+    pub async fn upload(&self, job_id: i64, value: f64) -> reqwest::Response {
+        let upload = ResultUpload {
+            metrics: BTreeMap::from([("bw_pipe.bandwidth.MB/sec".to_string(), value)]),
+            raw_output: "ok\n".into(),
+            console: None,
+            kconfig: None,
+            kernel_release: "6.1.0".into(),
+            tuning: BTreeMap::new(),
+            started_at: 1,
+            finished_at: 2,
+        };
+        self.t
+            .http
+            .put(self.t.url(&format!("/api/v1/jobs/{job_id}/result")))
+            .bearer_auth(&self.token)
+            .json(&upload)
+            .send()
+            .await
+            .expect("upload")
+    }
+
+    /// Leases one job and uploads its result; returns the job.
+    pub async fn run_one(&self) -> Option<LeasedJob> {
+        let job = self.lease().await?;
+        let response = self.upload(job.job_id, 100.0).await;
+        assert_eq!(response.status(), 200, "upload");
+        Some(job)
+    }
+}
+
+/// `(status, error code)` of an error response.
+pub async fn error_code(response: reqwest::Response) -> (u16, String) {
+    let status = response.status().as_u16();
+    let body: serde_json::Value = response.json().await.expect("JSON error body");
+    (
+        status,
+        body["error"]["code"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+    )
+}
