@@ -94,12 +94,10 @@ pub fn sections(channel: &str) -> BTreeMap<String, Section> {
 /// (`[    1.234567] ...`), as a boot-time figure.
 pub fn printk_seconds_before(console: &str, marker: &str) -> Option<f64> {
     let upto = &console[..console.find(marker)?];
-    upto.lines()
-        .filter_map(|l| {
-            let inner = l.trim_start().strip_prefix('[')?;
-            inner.split_once(']')?.0.trim().parse::<f64>().ok()
-        })
-        .last()
+    upto.lines().rev().find_map(|l| {
+        let inner = l.trim_start().strip_prefix('[')?;
+        inner.split_once(']')?.0.trim().parse::<f64>().ok()
+    })
 }
 
 #[cfg(test)]

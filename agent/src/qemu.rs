@@ -43,7 +43,7 @@ impl Topology {
     /// (and memory) evenly; a node count that does not divide the sockets
     /// is a configuration error.
     pub fn qemu_args(&self) -> Result<Vec<String>> {
-        if self.cpus() == 0 || self.numa_nodes == 0 || self.sockets % self.numa_nodes != 0 {
+        if self.cpus() == 0 || self.sockets.checked_rem(self.numa_nodes) != Some(0) {
             return Err(AgentError::Config(format!(
                 "guest topology {self:?}: need at least one CPU and NUMA nodes that divide the sockets"
             )));
@@ -488,7 +488,7 @@ fn executions(sections: &BTreeMap<String, Section>) -> std::result::Result<Vec<E
     if runs.is_empty() {
         return Err("the guest produced no workload output".to_string());
     }
-    runs.sort_by(|a, b| (a.0, run_number(&a.1)).cmp(&(b.0, run_number(&b.1))));
+    runs.sort_by_key(|r| (r.0, run_number(&r.1)));
     Ok(runs.into_iter().map(|(_, _, e)| e).collect())
 }
 
