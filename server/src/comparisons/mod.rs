@@ -200,7 +200,7 @@ async fn worker(
         tokio::select! {
             _ = shutdown.changed() => return,
             msg = done.recv() => match msg {
-                Ok(job) => log_failure(evaluate(&state, job.atomic_job_id).await, job.atomic_job_id),
+                Ok(job) => evaluate_batch(&state, &mut done, job.atomic_job_id).await,
                 // Missed some uploads: the re-scan covers them.
                 Err(RecvError::Lagged(_)) => rescan(&state).await,
                 Err(RecvError::Closed) => return,
@@ -210,6 +210,33 @@ async fn worker(
         if *shutdown.borrow() {
             return;
         }
+    }
+}
+
+/// Evaluates `first` and every other atomic job whose upload is already
+/// waiting in the channel, each once: under load many runs of the same pair
+/// finish together, and one look after the last of them is enough.
+async fn evaluate_batch(
+    state: &AppState,
+    done: &mut tokio::sync::broadcast::Receiver<crate::state::JobDone>,
+    first: i64,
+) {
+    let mut ids = std::collections::BTreeSet::from([first]);
+    let mut lagged = false;
+    loop {
+        match done.try_recv() {
+            Ok(job) => {
+                ids.insert(job.atomic_job_id);
+            }
+            Err(tokio::sync::broadcast::error::TryRecvError::Lagged(_)) => lagged = true,
+            Err(_) => break,
+        }
+    }
+    for id in ids {
+        log_failure(evaluate(state, id).await, id);
+    }
+    if lagged {
+        rescan(state).await;
     }
 }
 

@@ -171,7 +171,8 @@ async fn try_claim(db: &Db, agent: &AgentRecord, lease_ms: i64) -> Result<ClaimO
     // second claim of the same row a no-op on both backends. (One UPDATE with
     // the pick as a subquery made SQLite's planner scan the queue.)
     let pick = format!(
-        "SELECT j.id FROM ({candidates}) AS c \
+        "SELECT j.id, a.tbox_group AS pinned_group, a.preferred_agent_id AS pinned_agent \
+         FROM ({candidates}) AS c \
          CROSS JOIN jobs j CROSS JOIN submissions s CROSS JOIN atomic_jobs a \
          WHERE j.id = c.id AND s.id = j.submission_id AND a.id = j.atomic_job_id \
            AND j.state = 'queued' AND s.state = 'active' \
@@ -207,6 +208,13 @@ async fn try_claim(db: &Db, agent: &AgentRecord, lease_ms: i64) -> Result<ClaimO
         return Ok(ClaimOutcome::Empty);
     };
     let job_id: i64 = picked.try_get("id")?;
+    // Pins are never undone: a pair already pinned to this group (and to a
+    // preferred agent) needs no write to its atomic_jobs row, which would
+    // otherwise be a hot row every claim of the pair waits for.
+    let pinned_group: Option<String> = picked.try_get("pinned_group")?;
+    let pinned_agent: Option<i64> = picked.try_get("pinned_agent")?;
+    let needs_pin =
+        pinned_group.as_deref() != Some(agent.tbox_group.as_str()) || pinned_agent.is_none();
     let row = sqlx::query(
         "UPDATE jobs SET state = 'leased', lease_owner = $1, lease_expires_at = $2, \
              attempts = attempts + 1, updated_at = $3 \
@@ -232,7 +240,7 @@ async fn try_claim(db: &Db, agent: &AgentRecord, lease_ms: i64) -> Result<ClaimO
         attempts: row.try_get("attempts")?,
         lease_expires_at: row.try_get("lease_expires_at")?,
     };
-    if !record_claim(&mut tx, agent, &claim, now).await? {
+    if !record_claim(&mut tx, agent, &claim, needs_pin, now).await? {
         tx.rollback().await?;
         return Ok(ClaimOutcome::Retry);
     }
@@ -245,11 +253,34 @@ async fn try_claim(db: &Db, agent: &AgentRecord, lease_ms: i64) -> Result<ClaimO
 /// Locks rows in the order jobs, submissions, atomic_jobs, agents, as every
 /// other writer does, so concurrent claims cannot deadlock. Returns false
 /// when the pair got pinned to another tbox group meanwhile.
-async fn record_claim(tx: &mut Tx, agent: &AgentRecord, claim: &Claim, now: i64) -> Result<bool> {
+async fn record_claim(
+    tx: &mut Tx,
+    agent: &AgentRecord,
+    claim: &Claim,
+    needs_pin: bool,
+    now: i64,
+) -> Result<bool> {
     sqlx::query("UPDATE submissions SET in_flight = in_flight + 1 WHERE id = $1")
         .bind(claim.submission_id)
         .execute(&mut **tx)
         .await?;
+    if needs_pin && !pin_pair(tx, agent, claim).await? {
+        return Ok(false);
+    }
+    sqlx::query("UPDATE agents SET state = 'busy', last_seen_at = $1 WHERE id = $2")
+        .bind(now)
+        .bind(agent.id)
+        .execute(&mut **tx)
+        .await?;
+    let detail = format!("leased by {} (attempt {})", agent.name, claim.attempts);
+    jobs::record_event(tx, claim.job_id, Some(agent.id), "leased", None, &detail).await?;
+    Ok(true)
+}
+
+/// Pins the claimed job's pair to the agent's tbox group and to the agent
+/// as its preferred runner, where not yet pinned. False when the pair is
+/// pinned to another group.
+async fn pin_pair(tx: &mut Tx, agent: &AgentRecord, claim: &Claim) -> Result<bool> {
     let pinned = sqlx::query(
         "UPDATE atomic_jobs SET \
              tbox_group = COALESCE(tbox_group, $1), \
@@ -262,17 +293,7 @@ async fn record_claim(tx: &mut Tx, agent: &AgentRecord, claim: &Claim, now: i64)
     .fetch_one(&mut **tx)
     .await?;
     let group: String = pinned.try_get("tbox_group")?;
-    if group != agent.tbox_group {
-        return Ok(false);
-    }
-    sqlx::query("UPDATE agents SET state = 'busy', last_seen_at = $1 WHERE id = $2")
-        .bind(now)
-        .bind(agent.id)
-        .execute(&mut **tx)
-        .await?;
-    let detail = format!("leased by {} (attempt {})", agent.name, claim.attempts);
-    jobs::record_event(tx, claim.job_id, Some(agent.id), "leased", None, &detail).await?;
-    Ok(true)
+    Ok(group == agent.tbox_group)
 }
 
 async fn mark_agent_seen(db: &Db, agent_id: i64) -> Result<()> {
