@@ -88,7 +88,10 @@ pub fn parse_report(text: &str, event: &str) -> Metrics {
             let pct: f64 = w.next()?.strip_suffix('%')?.parse().ok()?;
             let _space = w.next().filter(|s| s.starts_with('['))?;
             let sym = w.next()?;
-            (pct >= 0.05).then(|| (format!("perf-profile.self.{event}.{sym}"), pct))
+            let name = format!("perf-profile.self.{event}.{sym}");
+            // A system-wide profile can hold huge C++/Rust symbols of other
+            // processes; the server refuses names it cannot store.
+            (pct >= 0.05 && kbot_core::metrics::is_storable_name(&name)).then_some((name, pct))
         })
         .collect()
 }

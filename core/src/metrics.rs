@@ -12,6 +12,15 @@ use std::sync::OnceLock;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 
+/// Longest metric name the server stores, in bytes. Monitors that name
+/// metrics after arbitrary symbols (perf-profile) must drop longer ones.
+pub const MAX_METRIC_NAME_LEN: usize = 256;
+
+/// Whether `name` can be stored as a metric name.
+pub fn is_storable_name(name: &str) -> bool {
+    !name.is_empty() && name.len() <= MAX_METRIC_NAME_LEN
+}
+
 /// Which way a metric is better.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
