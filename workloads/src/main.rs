@@ -1,3 +1,5 @@
+use std::io::Write;
+
 use clap::Parser;
 
 use kbot_bench::cli::Cli;
@@ -10,8 +12,9 @@ fn main() {
     };
     match kbot_bench::run(&cli) {
         Ok((report, out)) => {
+            // A closed stdout (`kbot-bench ... | head`) is not a failure of the run.
             if cli.json {
-                println!("{}", report.to_json(&out));
+                let _ = writeln!(std::io::stdout(), "{}", report.to_json(&out));
             }
         }
         Err(e) => {

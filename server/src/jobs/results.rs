@@ -19,8 +19,7 @@ use crate::jobs::{self, ACTIVE_STATES_SQL};
 use crate::state::{AppState, JobDone};
 use crate::time::now_ms;
 
-/// Longest metric name accepted (LKP names are well under 100 characters).
-const MAX_METRIC_NAME: usize = 256;
+use kbot_core::metrics::MAX_METRIC_NAME_LEN as MAX_METRIC_NAME;
 
 /// Rows per multi-row `INSERT INTO metric_samples`: 3 parameters each, far
 /// under both backends' parameter limits.
@@ -80,7 +79,7 @@ pub async fn upload(
 /// infinity, but a float literal like `1e999` parses to infinity.
 pub fn validate(upload: &ResultUpload) -> Result<()> {
     for (name, value) in &upload.metrics {
-        if name.is_empty() || name.len() > MAX_METRIC_NAME {
+        if !kbot_core::metrics::is_storable_name(name) {
             return Err(Error::BadRequest(format!(
                 "metric name {name:?} must be 1-{MAX_METRIC_NAME} bytes"
             )));
