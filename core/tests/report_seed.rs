@@ -2,8 +2,9 @@
 //! kbot's identity, must match the original byte for byte where the identity
 //! and texts are not kbot's own.
 
-use std::collections::BTreeMap;
+mod common;
 
+use common::seed::{axes, runs};
 use kbot_core::api::Hardware;
 use kbot_core::report::{
     self, mbox, ChangeKind, CommitInfo, ReportConfig, ReportData, DEFAULT_DISCLAIMER,
@@ -33,64 +34,8 @@ fn config() -> ReportConfig {
     }
 }
 
-/// (metric, base mean, base %σ, head mean, head %σ): the seed's figures, with
-/// spreads a little above the printed, rounded `± s%` (as in `seed_report.rs`).
-const ROWS: &[(&str, f64, f64, f64, f64)] = &[
-    ("lmbench3.PIPE.bandwidth.MB/sec", 29142.0, 2.3, 23737.0, 1.5),
-    ("lmbench3.time.elapsed_time", 191.80, 8.2, 295.65, 5.2),
-    ("lmbench3.time.elapsed_time.max", 191.80, 8.2, 295.65, 5.2),
-    (
-        "lmbench3.time.involuntary_context_switches",
-        23261.0,
-        16.2,
-        27743.0,
-        5.2,
-    ),
-    ("lmbench3.time.system_time", 9853.0, 16.2, 12605.0, 5.2),
-    ("lmbench3.time.user_time", 51.80, 2.3, 57.80, 3.2),
-    (
-        "lmbench3.time.voluntary_context_switches",
-        2.928e8,
-        3.2,
-        3.706e8,
-        4.2,
-    ),
-];
-
-type Row = (&'static str, f64, f64, f64, f64);
-
-/// Five runs with exactly the given mean and population %σ.
-fn runs(side: impl Fn(&Row) -> (f64, f64)) -> Vec<BTreeMap<String, f64>> {
-    let z = [-1.0, -1.0, 0.0, 1.0, 1.0].map(|v: f64| v / 0.8f64.sqrt());
-    (0..5)
-        .map(|i| {
-            ROWS.iter()
-                .map(|r| {
-                    let (mean, pct) = side(r);
-                    (r.0.to_string(), mean * (1.0 + pct / 100.0 * z[i]))
-                })
-                .collect()
-        })
-        .collect()
-}
-
-fn axes() -> BTreeMap<String, String> {
-    [
-        ("compiler", "gcc-14"),
-        ("cpufreq_governor", "performance"),
-        ("kconfig", "x86_64-rhel-9.4"),
-        ("mode", "development"),
-        ("nr_threads", "20%"),
-        ("rootfs", "debian-13-x86_64-20250902.cgz"),
-        ("tbox_group", "lkp-spr-2sp2"),
-        ("test", "PIPE"),
-        ("test_memory_size", "50%"),
-        ("testcase", "lmbench3"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect()
-}
+/// Offsets of five runs: mean 0, symmetric.
+const FIVE_RUNS: [f64; 5] = [-1.0, -1.0, 0.0, 1.0, 1.0];
 
 const BASE_SHA: &str = "c610d2d0787961cd5b1e4a0d3c9f2e1a7b6c5d4e";
 const HEAD_SHA: &str = "f7f4665dc520fd8bbc1db20e59945773e03744a0";
@@ -99,8 +44,8 @@ const HEAD_SHA: &str = "f7f4665dc520fd8bbc1db20e59945773e03744a0";
 /// the KPI's change and the rendered compare block.
 fn compare_from_samples() -> (f64, String) {
     let cmp = compare_runs(
-        &runs(|r| (r.1, r.2)),
-        &runs(|r| (r.3, r.4)),
+        &runs(&FIVE_RUNS, |r| (r.1, r.2)),
+        &runs(&FIVE_RUNS, |r| (r.3, r.4)),
         &StatsConfig::default(),
     )
     .expect("valid samples");
