@@ -9,6 +9,7 @@ mod gitrepo;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use common::agent::error_code;
 use common::{backends, Backend, TestServer};
 use kbot_core::api::{LeaseResponse, ResultUpload, UploadResponse};
 use kbot_server::submissions::types::{
@@ -92,16 +93,6 @@ impl Fixture {
         assert_eq!(resp.status(), 201, "{:?}", resp.text().await);
         resp.json().await.expect("submission json")
     }
-}
-
-/// The stable error code of a failed response.
-async fn error_code(resp: reqwest::Response) -> (u16, String) {
-    let status = resp.status().as_u16();
-    let body: Value = resp.json().await.expect("error body is JSON");
-    (
-        status,
-        body["error"]["code"].as_str().unwrap_or("").to_owned(),
-    )
 }
 
 /// Plays an agent until the submission settles: head runs are 20% slower.
