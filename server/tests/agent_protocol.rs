@@ -133,9 +133,9 @@ async fn enrol_lease_heartbeat_event_upload() {
         assert_eq!(second.result_id, first.result_id);
         assert!(!second.stored);
 
-        let counts: (i64, i64, String) = sqlx::query_as(
+        let counts: (i64, String, String) = sqlx::query_as(
             "SELECT (SELECT COUNT(*) FROM results WHERE job_id = $1), \
-                    (SELECT COUNT(*) FROM metric_samples WHERE result_id = $2), \
+                    (SELECT metrics FROM results WHERE id = $2), \
                     (SELECT state FROM jobs WHERE id = $3)",
         )
         .bind(job.job_id)
@@ -144,7 +144,17 @@ async fn enrol_lease_heartbeat_event_upload() {
         .fetch_one(t.db().read())
         .await
         .expect("counts");
-        assert_eq!(counts, (1, 1, "finished".to_string()), "{backend:?}");
+        let stored: serde_json::Value = serde_json::from_str(&counts.1).expect("metrics JSON");
+        assert_eq!(
+            stored,
+            serde_json::to_value(&body.metrics).expect("json"),
+            "{backend:?}"
+        );
+        assert_eq!(
+            (counts.0, counts.2.as_str()),
+            (1, "finished"),
+            "{backend:?}"
+        );
         let events: Vec<(String,)> =
             sqlx::query_as("SELECT state FROM job_events WHERE job_id = $1 ORDER BY id")
                 .bind(job.job_id)

@@ -9,6 +9,7 @@ use sqlx::{AnyConnection, Row};
 
 use crate::db::{Backend, Db, Tx};
 use crate::error::{Error, Result};
+use crate::jobs::results::parse_metrics;
 use crate::jobs::ACTIVE_STATES_SQL;
 use crate::time::now_ms;
 
@@ -114,30 +115,24 @@ pub async fn atomic_job_info(db: &Db, atomic_job_id: i64) -> Result<AtomicJobInf
 
 pub async fn finished_runs(db: &Db, atomic_job_id: i64) -> Result<SideRuns> {
     let rows = sqlx::query(
-        "SELECT j.side, r.id AS result_id, m.metric, m.value \
+        "SELECT j.side, r.id AS result_id, r.metrics \
          FROM jobs j JOIN results r ON r.job_id = j.id \
-         JOIN metric_samples m ON m.result_id = r.id \
          WHERE j.atomic_job_id = $1 AND j.state = 'finished' \
          ORDER BY r.id",
     )
     .bind(atomic_job_id)
     .fetch_all(db.read())
     .await?;
-    let mut by_result: BTreeMap<(bool, i64), BTreeMap<String, f64>> = BTreeMap::new();
-    for row in &rows {
-        let side: String = row.try_get("side")?;
-        let result_id: i64 = row.try_get("result_id")?;
-        by_result
-            .entry((side == "base", result_id))
-            .or_default()
-            .insert(row.try_get("metric")?, row.try_get("value")?);
-    }
     let mut runs = SideRuns {
         base: Vec::new(),
         head: Vec::new(),
     };
-    for ((is_base, _), metrics) in by_result {
-        if is_base {
+    for row in &rows {
+        let side: String = row.try_get("side")?;
+        let result_id: i64 = row.try_get("result_id")?;
+        let metrics: String = row.try_get("metrics")?;
+        let metrics = parse_metrics(result_id, &metrics)?;
+        if side == "base" {
             runs.base.push(metrics);
         } else {
             runs.head.push(metrics);

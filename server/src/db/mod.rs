@@ -3,8 +3,9 @@
 //!
 //! SQL here and in the other modules is portable: `$1, $2, ...` placeholders
 //! used once each and in order, `RETURNING`, `ON CONFLICT`, 64-bit integers,
-//! Unix-millisecond times, no booleans. The only dialect switch is
-//! [`Db::skip_locked`].
+//! Unix-millisecond times, no booleans. The dialect switches are
+//! [`Db::skip_locked`] and [`join_writes`]; the claim's pick (scheduler) runs
+//! at a different place per backend.
 //!
 //! SQLite has a single writer. Rather than let connections fight over the
 //! write lock (a deferred transaction that reads and then writes gets
@@ -12,6 +13,8 @@
 //! reads through a separate pool. On PostgreSQL both are the same pool.
 //! So: **write inside [`Db::begin`] or on [`Db::write`], read on
 //! [`Db::read`]**, and never open a second write transaction while holding one.
+//! The writer connection lives on a pinned thread of its own ([`writer`]);
+//! hot paths run their whole transaction there with [`Db::on_writer`].
 
 use std::path::Path;
 use std::str::FromStr;
@@ -24,6 +27,9 @@ use sqlx::{Any, AnyPool, Executor, Transaction};
 use crate::error::{Error, Result};
 
 pub mod sqlite;
+mod writer;
+
+use writer::Writer;
 
 static SQLITE_MIGRATOR: Migrator = sqlx::migrate!("../migrations/sqlite");
 static POSTGRES_MIGRATOR: Migrator = sqlx::migrate!("../migrations/postgres");
@@ -50,6 +56,14 @@ impl Backend {
         }
     }
 
+    /// The backend a connection talks to.
+    pub fn of(conn: &sqlx::AnyConnection) -> Backend {
+        match conn.backend_name() {
+            "SQLite" => Backend::Sqlite,
+            _ => Backend::Postgres,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Backend::Sqlite => "sqlite",
@@ -64,6 +78,9 @@ pub struct Db {
     backend: Backend,
     write: AnyPool,
     read: AnyPool,
+    relaxed: AnyPool,
+    /// SQLite's writer thread; `None` on PostgreSQL.
+    writer: Option<Writer>,
 }
 
 impl Db {
@@ -75,25 +92,27 @@ impl Db {
         match backend {
             Backend::Sqlite => {
                 let url = sqlite::prepare_url(url)?;
-                let write = sqlite_pool(&url, 1).await?;
+                let writer_url = url.clone();
+                let writer =
+                    Writer::start(move || async move { sqlite_pool(&writer_url, 1).await }).await?;
                 let read = sqlite_pool(&url, 8).await?;
                 Ok(Db {
                     backend,
-                    write,
+                    write: writer.pool().clone(),
+                    relaxed: writer.pool().clone(),
                     read,
+                    writer: Some(writer),
                 })
             }
             Backend::Postgres => {
-                let options = AnyConnectOptions::from_str(url)?;
-                let pool = AnyPoolOptions::new()
-                    .max_connections(24)
-                    .acquire_timeout(Duration::from_secs(30))
-                    .connect_with(options)
-                    .await?;
+                let pool = postgres_pool(url, 24, &[]).await?;
+                let relaxed = postgres_pool(url, 16, &["SET synchronous_commit = off"]).await?;
                 Ok(Db {
                     backend,
                     write: pool.clone(),
                     read: pool,
+                    relaxed,
+                    writer: None,
                 })
             }
         }
@@ -135,6 +154,44 @@ impl Db {
         Ok(tx)
     }
 
+    /// Runs `work`, which writes, where writing is cheapest: on SQLite on
+    /// the writer thread (see [`writer`]), on PostgreSQL right here. Hot
+    /// paths (claims, heartbeats, events, results) put their whole
+    /// transaction in `work`.
+    pub async fn on_writer<T, Fut>(&self, work: Fut) -> Result<T>
+    where
+        Fut: std::future::Future<Output = Result<T>> + Send + 'static,
+        T: Send + 'static,
+    {
+        match &self.writer {
+            Some(writer) => writer.run(work).await,
+            None => work.await,
+        }
+    }
+
+    /// The pool for single-statement writes whose commit need not wait for
+    /// the disk; see [`Db::begin_relaxed`].
+    pub fn relaxed(&self) -> &AnyPool {
+        &self.relaxed
+    }
+
+    /// A write transaction whose commit does not wait for PostgreSQL's WAL
+    /// flush (its connections run with `synchronous_commit = off`): for the
+    /// agent protocol's frequent, replaceable writes (claims, heartbeats,
+    /// progress events), where a flush per commit was most of the
+    /// database's time. A database crash may lose the last fraction of a
+    /// second of them, never corrupt anything: a lost claim puts the job
+    /// back in the queue and its agent is told it lost the lease; a lost
+    /// heartbeat or event is sent again. Results, failures, enrolments and
+    /// submissions use [`Db::begin`]. On SQLite (WAL, `synchronous =
+    /// NORMAL`) no commit waits for a flush, so this is [`Db::begin`].
+    pub async fn begin_relaxed(&self) -> Result<Tx> {
+        match self.backend {
+            Backend::Sqlite => self.begin().await,
+            Backend::Postgres => Ok(self.relaxed.begin().await?),
+        }
+    }
+
     /// ` FOR UPDATE OF <table> SKIP LOCKED` where the backend has row locks
     /// (only `table`'s rows are locked, not those of joined tables); empty on
     /// SQLite, whose single writer already serialises claims.
@@ -148,6 +205,7 @@ impl Db {
     pub async fn close(&self) {
         self.write.close().await;
         self.read.close().await;
+        self.relaxed.close().await;
     }
 }
 
@@ -156,11 +214,103 @@ async fn sqlite_pool(url: &str, max_connections: u32) -> Result<AnyPool> {
     let pool = AnyPoolOptions::new()
         .max_connections(max_connections)
         .min_connections(1)
+        // The writer's connection must stay the one opened on the pinned
+        // writer thread (see `writer`), so connections are never retired.
+        .idle_timeout(None)
+        .max_lifetime(None)
+        // A SQLite connection is a local file handle that cannot drop out
+        // like a socket; pinging it before every use only adds a round trip
+        // to its worker thread inside the single writer's hold.
+        .test_before_acquire(false)
         .acquire_timeout(Duration::from_secs(30))
         .after_connect(|conn, _meta| {
             Box::pin(async move {
                 for pragma in sqlite::CONNECTION_PRAGMAS {
                     conn.execute(*pragma).await?;
+                }
+                Ok(())
+            })
+        })
+        .connect_with(options)
+        .await?;
+    Ok(pool)
+}
+
+/// Joins independent write statements (each numbering its own placeholders
+/// from `$1`) into one statement whose placeholders run on across them, so
+/// a transaction pays one round trip for the lot: on SQLite a
+/// multi-statement string (sqlx runs each part, binding the arguments in
+/// order), on PostgreSQL data-modifying CTEs. Every round trip inside a
+/// write transaction is time the single SQLite writer (or a PostgreSQL row
+/// lock) is held. The statements run against one snapshot on PostgreSQL, so
+/// none may depend on another's effect, and they must not contain `$` other
+/// than in placeholders. Only the last statement may return rows; read them
+/// with `fetch_all` (sqlx's SQLite driver stops a `fetch_optional` at the
+/// first statement's result, before the later statements run).
+pub fn join_writes(conn: &sqlx::AnyConnection, statements: &[&str]) -> String {
+    let mut offset = 0;
+    let renumbered: Vec<String> = statements
+        .iter()
+        .map(|sql| {
+            let (out, used) = shift_placeholders(sql, offset);
+            offset += used;
+            out
+        })
+        .collect();
+    match Backend::of(conn) {
+        Backend::Sqlite => renumbered.join(";\n"),
+        Backend::Postgres => match renumbered.split_last() {
+            Some((last, [])) => last.clone(),
+            Some((last, firsts)) => {
+                let ctes: Vec<String> = firsts
+                    .iter()
+                    .enumerate()
+                    .map(|(i, sql)| format!("w{i} AS ({sql})"))
+                    .collect();
+                format!("WITH {} {last}", ctes.join(", "))
+            }
+            None => String::new(),
+        },
+    }
+}
+
+/// `sql` with every `$N` replaced by `$(N + offset)`, and the highest `N`.
+fn shift_placeholders(sql: &str, offset: usize) -> (String, usize) {
+    let mut out = String::with_capacity(sql.len() + 8);
+    let mut highest = 0;
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        out.push(c);
+        if c != '$' {
+            continue;
+        }
+        let mut digits = String::new();
+        while let Some(d) = chars.peek().filter(|d| d.is_ascii_digit()) {
+            digits.push(*d);
+            chars.next();
+        }
+        if let Ok(n) = digits.parse::<usize>() {
+            highest = highest.max(n);
+            out.push_str(&(n + offset).to_string());
+        }
+    }
+    (out, highest)
+}
+
+/// A PostgreSQL pool whose connections run `settings` when they open.
+async fn postgres_pool(
+    url: &str,
+    max_connections: u32,
+    settings: &'static [&'static str],
+) -> Result<AnyPool> {
+    let options = AnyConnectOptions::from_str(url)?;
+    let pool = AnyPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(Duration::from_secs(30))
+        .after_connect(move |conn, _meta| {
+            Box::pin(async move {
+                for setting in settings {
+                    conn.execute(*setting).await?;
                 }
                 Ok(())
             })
@@ -181,4 +331,24 @@ pub(crate) fn ensure_parent_dir(path: &Path) -> Result<()> {
         std::fs::create_dir_all(parent)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shift_placeholders;
+
+    #[test]
+    fn placeholders_shift_by_the_statements_before() {
+        assert_eq!(
+            shift_placeholders("UPDATE t SET a = $1 WHERE id = $2 AND b = $10", 3),
+            (
+                "UPDATE t SET a = $4 WHERE id = $5 AND b = $13".to_string(),
+                10
+            )
+        );
+        assert_eq!(
+            shift_placeholders("SELECT 1", 5),
+            ("SELECT 1".to_string(), 0)
+        );
+    }
 }

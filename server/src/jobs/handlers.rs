@@ -12,9 +12,9 @@ use kbot_core::api::{
 use sqlx::{AnyConnection, Row};
 
 use crate::auth::AgentAuth;
-use crate::db::Tx;
+use crate::db::{join_writes, Db, Tx};
 use crate::error::{ApiJson, Error, Result};
-use crate::jobs::{self, ACTIVE_STATES_SQL};
+use crate::jobs::{self, Event, ACTIVE_STATES_SQL};
 use crate::scheduler;
 use crate::state::AppState;
 use crate::time::now_ms;
@@ -44,26 +44,46 @@ pub async fn heartbeat(
 ) -> Result<Json<HeartbeatResponse>> {
     let now = now_ms();
     let expires = now + i64::from(state.config.lease_secs) * 1000;
-    let mut tx = state.db.begin().await?;
-    let row = sqlx::query(&format!(
-        "UPDATE jobs SET lease_expires_at = $1, updated_at = $2 \
-         WHERE id = $3 AND lease_owner = $4 AND state IN {ACTIVE_STATES_SQL} \
-         RETURNING lease_expires_at"
-    ))
-    .bind(expires)
-    .bind(now)
-    .bind(job_id)
-    .bind(agent.agent_id)
-    .fetch_optional(&mut *tx)
-    .await?;
-    let response = match row {
+    // The agent's last-seen time and the lease: one statement, one round
+    // trip, committing on its own.
+    let db = state.db.clone();
+    let agent_id = agent.agent_id;
+    let rows = state
+        .db
+        .on_writer(async move {
+            let mut conn = db.relaxed().acquire().await?;
+            let sql = join_writes(
+                &conn,
+                &[
+                    "UPDATE agents SET last_seen_at = $1 WHERE id = $2",
+                    &format!(
+                        "UPDATE jobs SET lease_expires_at = $1, updated_at = $2 \
+                         WHERE id = $3 AND lease_owner = $4 AND state IN {ACTIVE_STATES_SQL} \
+                         RETURNING lease_expires_at"
+                    ),
+                ],
+            );
+            let rows = sqlx::query(&sql)
+                .bind(now)
+                .bind(agent_id)
+                .bind(expires)
+                .bind(now)
+                .bind(job_id)
+                .bind(agent_id)
+                .fetch_all(&mut *conn)
+                .await?;
+            Ok(rows)
+        })
+        .await?;
+    let response = match rows.first() {
         Some(row) => HeartbeatResponse {
             lease_expires_at: row.try_get("lease_expires_at")?,
             cancelled: false,
         },
         None => {
-            let job = load_job_owner(&mut tx, job_id).await?;
-            job.check_owner(&mut tx, job_id, agent.agent_id).await?;
+            let mut conn = state.db.read().acquire().await?;
+            let job = load_job_owner(&mut conn, job_id).await?;
+            job.check_owner(&mut conn, job_id, agent.agent_id).await?;
             if job.state != JobState::Cancelled {
                 return Err(Error::LeaseLost(job_id));
             }
@@ -73,12 +93,6 @@ pub async fn heartbeat(
             }
         }
     };
-    sqlx::query("UPDATE agents SET last_seen_at = $1 WHERE id = $2")
-        .bind(now)
-        .bind(agent.agent_id)
-        .execute(&mut *tx)
-        .await?;
-    tx.commit().await?;
     Ok(Json(response))
 }
 
@@ -89,17 +103,12 @@ pub async fn event(
     Path(job_id): Path<i64>,
     ApiJson(req): ApiJson<EventRequest>,
 ) -> Result<StatusCode> {
-    let mut tx = state.db.begin().await?;
     match req.state {
-        JobState::Building | JobState::Booting | JobState::Running | JobState::Uploading => {
-            progress(&mut tx, job_id, agent.agent_id, &req).await?;
-        }
-        JobState::Failed => {
-            let failure = req
-                .failure
-                .ok_or_else(|| Error::BadRequest("a failed event needs a failure kind".into()))?;
-            fail(&mut tx, job_id, agent.agent_id, failure, &req.detail).await?;
-        }
+        JobState::Building
+        | JobState::Booting
+        | JobState::Running
+        | JobState::Uploading
+        | JobState::Failed => {}
         JobState::Finished => {
             return Err(Error::BadRequest(
                 "finished is implied by the result upload (PUT /api/v1/jobs/{id}/result)".into(),
@@ -112,8 +121,32 @@ pub async fn event(
             )))
         }
     }
-    tx.commit().await?;
+    let db = state.db.clone();
+    let agent_id = agent.agent_id;
+    state
+        .db
+        .on_writer(async move { record_agent_event(&db, job_id, agent_id, &req).await })
+        .await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// A progress or failure event, in its own transaction. Progress is
+/// replaceable (the next event or the result supersedes it); a failure is a
+/// verdict on the kernel and is flushed like a result.
+async fn record_agent_event(db: &Db, job_id: i64, agent_id: i64, req: &EventRequest) -> Result<()> {
+    if req.state == JobState::Failed {
+        let failure = req
+            .failure
+            .ok_or_else(|| Error::BadRequest("a failed event needs a failure kind".into()))?;
+        let mut tx = db.begin().await?;
+        fail(&mut tx, job_id, agent_id, failure, &req.detail).await?;
+        tx.commit().await?;
+    } else {
+        let mut tx = db.begin_relaxed().await?;
+        progress(&mut tx, job_id, agent_id, req).await?;
+        tx.commit().await?;
+    }
+    Ok(())
 }
 
 async fn progress(tx: &mut Tx, job_id: i64, agent_id: i64, req: &EventRequest) -> Result<()> {
@@ -132,15 +165,14 @@ async fn progress(tx: &mut Tx, job_id: i64, agent_id: i64, req: &EventRequest) -
         job.check_owner(&mut *tx, job_id, agent_id).await?;
         return Err(Error::LeaseLost(job_id));
     }
-    jobs::record_event(
-        tx,
+    let event = Event {
         job_id,
-        Some(agent_id),
-        req.state.as_str(),
-        None,
-        &req.detail,
-    )
-    .await
+        agent_id: Some(agent_id),
+        state: req.state.as_str(),
+        failure: None,
+        detail: &req.detail,
+    };
+    jobs::record_event(tx, event).await
 }
 
 /// A failure the agent reports. Machine trouble (`infrastructure`) is not the
@@ -176,8 +208,14 @@ async fn fail(
     .bind(agent_id)
     .execute(&mut **tx)
     .await?;
-    jobs::release_slot(tx, job.submission_id, Some(agent_id)).await?;
-    jobs::record_event(tx, job_id, Some(agent_id), "failed", Some(failure), detail).await
+    let event = Event {
+        job_id,
+        agent_id: Some(agent_id),
+        state: "failed",
+        failure: Some(failure),
+        detail,
+    };
+    jobs::release_slot(tx, job.submission_id, event).await
 }
 
 /// Who holds a job, for telling apart "not yours" from "no longer yours".

@@ -14,7 +14,7 @@ use kbot_core::api::FailureKind;
 use kbot_core::job::AtomicJob;
 use sqlx::Row;
 
-use crate::db::Tx;
+use crate::db::{join_writes, Tx};
 use crate::error::{Error, Result};
 use crate::time::now_ms;
 
@@ -173,7 +173,14 @@ pub async fn cancel_submission(tx: &mut Tx, submission_id: i64, reason: &str) ->
     .await?;
     for row in &cancelled {
         let job_id: i64 = row.try_get("id")?;
-        record_event(tx, job_id, None, "cancelled", None, reason).await?;
+        let event = Event {
+            job_id,
+            agent_id: None,
+            state: "cancelled",
+            failure: None,
+            detail: reason,
+        };
+        record_event(tx, event).await?;
     }
     Ok(cancelled.len() as u64)
 }
@@ -193,27 +200,40 @@ pub async fn set_priority(tx: &mut Tx, submission_id: i64, priority: i64) -> Res
     Ok(())
 }
 
+/// A row for `job_events`.
+#[derive(Debug, Clone, Copy)]
+pub struct Event<'a> {
+    pub job_id: i64,
+    pub agent_id: Option<i64>,
+    pub state: &'a str,
+    pub failure: Option<FailureKind>,
+    pub detail: &'a str,
+}
+
+/// Inserts an [`Event`]; binds with [`bind_event`].
+pub const EVENT_SQL: &str =
+    "INSERT INTO job_events (job_id, agent_id, at, state, failure, detail) \
+     VALUES ($1, $2, $3, $4, $5, $6)";
+
+/// Binds the parameters of [`EVENT_SQL`], in order.
+pub fn bind_event<'q>(query: AnyQuery<'q>, event: &Event<'q>) -> AnyQuery<'q> {
+    query
+        .bind(event.job_id)
+        .bind(event.agent_id)
+        .bind(now_ms())
+        .bind(event.state)
+        .bind(event.failure.map(failure_str))
+        .bind(truncate(event.detail, MAX_DETAIL_BYTES))
+}
+
+/// A query over the `Any` driver, for helpers that bind part of one.
+pub type AnyQuery<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>;
+
 /// Appends a row to `job_events`.
-pub async fn record_event(
-    tx: &mut Tx,
-    job_id: i64,
-    agent_id: Option<i64>,
-    state: &str,
-    failure: Option<FailureKind>,
-    detail: &str,
-) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO job_events (job_id, agent_id, at, state, failure, detail) \
-         VALUES ($1, $2, $3, $4, $5, $6)",
-    )
-    .bind(job_id)
-    .bind(agent_id)
-    .bind(now_ms())
-    .bind(state)
-    .bind(failure.map(failure_str))
-    .bind(truncate(detail, MAX_DETAIL_BYTES))
-    .execute(&mut **tx)
-    .await?;
+pub async fn record_event(tx: &mut Tx, event: Event<'_>) -> Result<()> {
+    bind_event(sqlx::query(EVENT_SQL), &event)
+        .execute(&mut **tx)
+        .await?;
     Ok(())
 }
 
@@ -273,7 +293,6 @@ pub async fn requeue_or_fail(
     let state: String = row.try_get("state")?;
     let submission_id: i64 = row.try_get("submission_id")?;
     let attempts: i64 = row.try_get("attempts")?;
-    release_slot(tx, submission_id, agent_id).await?;
     let (new_state, event_detail) = if state == "failed" {
         (
             "failed",
@@ -285,32 +304,33 @@ pub async fn requeue_or_fail(
             format!("{detail} (attempt {attempts}, re-queued)"),
         )
     };
-    record_event(
-        tx,
+    let event = Event {
         job_id,
         agent_id,
-        new_state,
-        Some(failure),
-        &event_detail,
-    )
-    .await?;
+        state: new_state,
+        failure: Some(failure),
+        detail: &event_detail,
+    };
+    release_slot(tx, submission_id, event).await?;
     Ok(new_state)
 }
 
-/// A job left an agent's hands: the submission has one job fewer in flight
-/// and the agent is idle again.
-pub async fn release_slot(tx: &mut Tx, submission_id: i64, agent_id: Option<i64>) -> Result<()> {
-    sqlx::query("UPDATE submissions SET in_flight = in_flight - 1 WHERE id = $1 AND in_flight > 0")
+/// A job left an agent's hands: the submission has one job fewer in flight,
+/// the agent (if any) is idle again, and `event` says why; one round trip.
+pub async fn release_slot(tx: &mut Tx, submission_id: i64, event: Event<'_>) -> Result<()> {
+    let sql = join_writes(
+        tx,
+        &[
+            "UPDATE submissions SET in_flight = in_flight - 1 WHERE id = $1 AND in_flight > 0",
+            "UPDATE agents SET state = 'idle', last_seen_at = $1 WHERE id = $2",
+            EVENT_SQL,
+        ],
+    );
+    let query = sqlx::query(&sql)
         .bind(submission_id)
-        .execute(&mut **tx)
-        .await?;
-    if let Some(agent_id) = agent_id {
-        sqlx::query("UPDATE agents SET state = 'idle', last_seen_at = $1 WHERE id = $2")
-            .bind(now_ms())
-            .bind(agent_id)
-            .execute(&mut **tx)
-            .await?;
-    }
+        .bind(now_ms())
+        .bind(event.agent_id);
+    bind_event(query, &event).execute(&mut **tx).await?;
     Ok(())
 }
 

@@ -5,6 +5,8 @@
 //! first result's id and changes nothing. Big text goes to the artifact
 //! directory before the transaction that references it commits.
 
+use std::collections::BTreeMap;
+
 use axum::extract::{Path, State};
 use axum::Json;
 use kbot_core::api::{JobState, ResultUpload, UploadResponse};
@@ -12,18 +14,14 @@ use sqlx::Row;
 
 use crate::artifacts::ArtifactStore;
 use crate::auth::AgentAuth;
-use crate::db::{Backend, Tx};
+use crate::db::Tx;
 use crate::error::{ApiJson, Error, Result};
 use crate::jobs::handlers::{load_job_owner, ActiveState};
-use crate::jobs::{self, ACTIVE_STATES_SQL};
+use crate::jobs::{self, Event, ACTIVE_STATES_SQL};
 use crate::state::{AppState, JobDone};
 use crate::time::now_ms;
 
 use kbot_core::metrics::MAX_METRIC_NAME_LEN as MAX_METRIC_NAME;
-
-/// Rows per multi-row `INSERT INTO metric_samples`: 3 parameters each, far
-/// under both backends' parameter limits.
-const METRIC_BATCH: usize = 500;
 
 pub async fn upload(
     State(state): State<AppState>,
@@ -51,18 +49,29 @@ pub async fn upload(
     }
     // Files first, then the rows that point at them.
     let paths = write_artifacts(&state, job_id, &upload).await?;
-    let mut tx = state.db.begin().await?;
-    let Some(result_id) = insert_result(&mut tx, job_id, agent.agent_id, &upload, &paths).await?
-    else {
-        drop(tx);
+    let db = state.db.clone();
+    let agent_id = agent.agent_id;
+    let submission_id = job.submission_id;
+    let stored = state
+        .db
+        .on_writer(async move {
+            let mut tx = db.begin().await?;
+            let Some(result_id) = insert_result(&mut tx, job_id, agent_id, &upload, &paths).await?
+            else {
+                return Ok(None);
+            };
+            let atomic_job_id = finish_job(&mut tx, job_id, agent_id, submission_id).await?;
+            tx.commit().await?;
+            Ok(Some((result_id, atomic_job_id)))
+        })
+        .await?;
+    let Some((result_id, atomic_job_id)) = stored else {
+        // Another upload of this run won the race.
         return existing_result(&state, job_id, agent.agent_id)
             .await?
             .map(Json)
             .ok_or(Error::LeaseLost(job_id));
     };
-    insert_metrics(&mut tx, state.db.backend(), result_id, &upload).await?;
-    let atomic_job_id = finish_job(&mut tx, job_id, agent.agent_id, job.submission_id).await?;
-    tx.commit().await?;
     // Nobody listening is fine: the comparison worker also re-scans.
     let _ = state.job_done.send(JobDone {
         job_id,
@@ -164,16 +173,21 @@ async fn insert_result(
 ) -> Result<Option<i64>> {
     let tuning = serde_json::to_string(&upload.tuning)
         .map_err(|e| anyhow::anyhow!("tuning map does not serialise: {e}"))?;
+    // One JSON object per run (migration 0006 says why); `validate` has
+    // refused the non-finite values JSON cannot carry.
+    let metrics = serde_json::to_string(&upload.metrics)
+        .map_err(|e| anyhow::anyhow!("metrics map does not serialise: {e}"))?;
     let row = sqlx::query(
-        "INSERT INTO results (job_id, agent_id, kernel_release, tuning, raw_output_path, \
-             console_path, kconfig_path, started_at, finished_at, uploaded_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+        "INSERT INTO results (job_id, agent_id, kernel_release, tuning, metrics, \
+             raw_output_path, console_path, kconfig_path, started_at, finished_at, uploaded_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
          ON CONFLICT (job_id) DO NOTHING RETURNING id",
     )
     .bind(job_id)
     .bind(agent_id)
     .bind(&upload.kernel_release)
     .bind(tuning)
+    .bind(metrics)
     .bind(&paths.raw_output)
     .bind(paths.console.as_deref())
     .bind(paths.kconfig.as_deref())
@@ -187,43 +201,13 @@ async fn insert_result(
         .map_err(Error::from)
 }
 
-async fn insert_metrics(
-    tx: &mut Tx,
-    backend: Backend,
-    result_id: i64,
-    upload: &ResultUpload,
-) -> Result<()> {
-    let metrics: Vec<(&String, &f64)> = upload.metrics.iter().collect();
-    for batch in metrics.chunks(METRIC_BATCH) {
-        let sql = metrics_insert_sql(backend, batch.len());
-        let mut query = sqlx::query(&sql);
-        for (name, value) in batch {
-            query = query.bind(result_id).bind(name.as_str()).bind(**value);
-        }
-        query.execute(&mut **tx).await?;
-    }
-    Ok(())
-}
-
-/// The multi-row insert of `rows` samples. SQLite gets anonymous `?`
-/// placeholders: sqlx binds `$N` ones by looking each name up, a linear
-/// search in SQLite, so 600 named parameters cost 180,000 steps per upload
-/// (8% of the server's CPU under load) inside the single writer's hold.
-fn metrics_insert_sql(backend: Backend, rows: usize) -> String {
-    let mut sql = String::from("INSERT INTO metric_samples (result_id, metric, value) VALUES ");
-    for i in 0..rows {
-        if i > 0 {
-            sql.push_str(", ");
-        }
-        match backend {
-            Backend::Sqlite => sql.push_str("(?, ?, ?)"),
-            Backend::Postgres => {
-                let p = 3 * i;
-                sql.push_str(&format!("(${}, ${}, ${})", p + 1, p + 2, p + 3));
-            }
-        }
-    }
-    sql
+/// A run's metrics as stored on its `results` row.
+pub fn parse_metrics(result_id: i64, stored: &str) -> Result<BTreeMap<String, f64>> {
+    serde_json::from_str(stored).map_err(|e| {
+        Error::Other(anyhow::anyhow!(
+            "stored metrics of result {result_id} are not a JSON object of numbers: {e}"
+        ))
+    })
 }
 
 /// Marks the job finished; returns its atomic job id.
@@ -242,15 +226,13 @@ async fn finish_job(tx: &mut Tx, job_id: i64, agent_id: i64, submission_id: i64)
     .fetch_optional(&mut **tx)
     .await?
     .ok_or(Error::LeaseLost(job_id))?;
-    jobs::release_slot(tx, submission_id, Some(agent_id)).await?;
-    jobs::record_event(
-        tx,
+    let event = Event {
         job_id,
-        Some(agent_id),
-        "finished",
-        None,
-        "result stored",
-    )
-    .await?;
+        agent_id: Some(agent_id),
+        state: "finished",
+        failure: None,
+        detail: "result stored",
+    };
+    jobs::release_slot(tx, submission_id, event).await?;
     Ok(row.try_get("atomic_job_id")?)
 }

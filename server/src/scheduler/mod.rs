@@ -19,22 +19,25 @@
 //! own pairs.
 //!
 //! A claim is a pick (`SELECT ... LIMIT 1`) and a take (`UPDATE ... WHERE id
-//! = $picked AND state = 'queued' RETURNING`) in one transaction: on
-//! PostgreSQL the pick skips and locks rows (`FOR UPDATE OF j SKIP LOCKED`),
-//! on SQLite the single writer serialises claims; on both the `state =
-//! 'queued'` guard makes a second take of the same row update nothing. A job
-//! is never leased twice at once.
+//! = $picked AND state = 'queued' RETURNING`): on PostgreSQL both in one
+//! transaction, the pick skipping and locking rows (`FOR UPDATE OF j SKIP
+//! LOCKED`); on SQLite the pick first runs on a reader and, if another claim
+//! took that job meanwhile, again inside the write transaction, where the
+//! single writer serialises claims. On both the `state = 'queued'` guard
+//! makes a second take of the same row update nothing. A job is never
+//! leased twice at once.
 
 use std::time::Duration;
 
 use kbot_core::api::{KconfigSpec, LeasedJob, RepoSpec};
 use kbot_core::job::AtomicJob;
-use sqlx::Row;
+use sqlx::any::AnyRow;
+use sqlx::{AnyConnection, Row};
 
 use crate::agents::{self, AgentRecord};
-use crate::db::{Db, Tx};
+use crate::db::{join_writes, Backend, Db, Tx};
 use crate::error::{Error, Result};
-use crate::jobs;
+use crate::jobs::{self, Event};
 use crate::state::AppState;
 use crate::time::now_ms;
 
@@ -144,17 +147,22 @@ pub const WINDOW: usize = 64;
 
 /// Takes the best matching queued job for `agent`, or nothing.
 pub async fn claim(db: &Db, agent: &AgentRecord, lease_ms: i64) -> Result<Option<Claim>> {
-    // Two agents of different groups may claim the two sides of an unpinned
-    // pair at the same moment; the loser's claim is rolled back and retried
-    // (as is a take that found its pick gone).
-    for _ in 0..4 {
-        match try_claim(db, agent, lease_ms).await? {
-            ClaimOutcome::Claimed(claim) => return Ok(Some(claim)),
-            ClaimOutcome::Empty => return Ok(None),
-            ClaimOutcome::Retry => continue,
-        }
-    }
-    Ok(None)
+    let (db, agent) = (db.clone(), agent.clone());
+    db.clone()
+        .on_writer(async move {
+            // Two agents of different groups may claim the two sides of an
+            // unpinned pair at the same moment; the loser's claim is rolled
+            // back and retried (as is a take that found its pick gone).
+            for _ in 0..4 {
+                match try_claim(&db, &agent, lease_ms).await? {
+                    ClaimOutcome::Claimed(claim) => return Ok(Some(claim)),
+                    ClaimOutcome::Empty => return Ok(None),
+                    ClaimOutcome::Retry => continue,
+                }
+            }
+            Ok(None)
+        })
+        .await
 }
 
 enum ClaimOutcome {
@@ -165,71 +173,40 @@ enum ClaimOutcome {
 
 async fn try_claim(db: &Db, agent: &AgentRecord, lease_ms: i64) -> Result<ClaimOutcome> {
     let now = now_ms();
-    let mut tx = db.begin().await?;
-    // Pick, then take: two statements in one transaction. The pick holds the
-    // row lock on PostgreSQL; the take's `state = 'queued'` guard makes a
-    // second claim of the same row a no-op on both backends. (One UPDATE with
-    // the pick as a subquery made SQLite's planner scan the queue.)
-    let pick = format!(
-        "SELECT j.id, a.tbox_group AS pinned_group, a.preferred_agent_id AS pinned_agent \
-         FROM ({candidates}) AS c \
-         CROSS JOIN jobs j CROSS JOIN submissions s CROSS JOIN atomic_jobs a \
-         WHERE j.id = c.id AND s.id = j.submission_id AND a.id = j.atomic_job_id \
-           AND j.state = 'queued' AND s.state = 'active' \
-           AND (a.tbox_group IS NULL OR a.tbox_group = $9) \
-         ORDER BY j.priority DESC, \
-             CASE WHEN a.preferred_agent_id = $10 THEN 0 \
-                  WHEN a.preferred_agent_id IS NULL THEN 1 ELSE 2 END, \
-             s.in_flight, j.seq, j.id \
-         LIMIT 1{skip_locked}",
-        candidates = CANDIDATES_SQL,
-        skip_locked = db.skip_locked("j"),
-    );
-    let threads = i64::from(agent.hardware.threads);
-    let memory = i64::try_from(agent.hardware.memory_bytes).unwrap_or(i64::MAX);
-    let picked = sqlx::query(&pick)
-        // The window of the best queued jobs by the indexed order ...
-        .bind(&agent.tbox_group)
-        .bind(&agent.hardware.arch)
-        .bind(threads)
-        .bind(memory)
-        // ... plus this agent's own pairs ...
-        .bind(agent.id)
-        .bind(&agent.hardware.arch)
-        .bind(threads)
-        .bind(memory)
-        // ... ranked by the full order.
-        .bind(&agent.tbox_group)
-        .bind(agent.id)
-        .fetch_optional(&mut *tx)
-        .await?;
-    let Some(picked) = picked else {
-        tx.rollback().await?;
-        return Ok(ClaimOutcome::Empty);
+    // Pick, then take. On PostgreSQL the pick runs inside the transaction
+    // and locks its row (`SKIP LOCKED`: concurrent claimers pick different
+    // rows). On SQLite it first runs on a reader, before the transaction:
+    // WAL readers run beside the single writer, and the pick is the
+    // costliest statement of a claim, so the writer is mostly held for the
+    // take alone. When another claim took that job in between (the take's
+    // `state = 'queued'` guard), the pick runs again under the writer, where
+    // nothing can move. (One UPDATE with the pick as a subquery made
+    // SQLite's planner scan the queue.)
+    let optimistic = db.backend() == Backend::Sqlite;
+    let (mut tx, mut picked) = if optimistic {
+        let picked = pick(db, db.read().acquire().await?.as_mut(), agent).await?;
+        (db.begin_relaxed().await?, picked)
+    } else {
+        let mut tx = db.begin_relaxed().await?;
+        let picked = pick(db, &mut tx, agent).await?;
+        (tx, picked)
     };
-    let job_id: i64 = picked.try_get("id")?;
-    // Pins are never undone: a pair already pinned to this group (and to a
-    // preferred agent) needs no write to its atomic_jobs row, which would
-    // otherwise be a hot row every claim of the pair waits for.
-    let pinned_group: Option<String> = picked.try_get("pinned_group")?;
-    let pinned_agent: Option<i64> = picked.try_get("pinned_agent")?;
-    let needs_pin =
-        pinned_group.as_deref() != Some(agent.tbox_group.as_str()) || pinned_agent.is_none();
-    let row = sqlx::query(
-        "UPDATE jobs SET state = 'leased', lease_owner = $1, lease_expires_at = $2, \
-             attempts = attempts + 1, updated_at = $3 \
-         WHERE id = $4 AND state = 'queued' \
-         RETURNING id, submission_id, atomic_job_id, commit_id, run_index, attempts, lease_expires_at",
-    )
-    .bind(agent.id)
-    .bind(now + lease_ms)
-    .bind(now)
-    .bind(job_id)
-    .fetch_optional(&mut *tx)
-    .await?;
-    let Some(row) = row else {
-        tx.rollback().await?;
-        return Ok(ClaimOutcome::Retry);
+    let mut retake = optimistic;
+    let (row, needs_pin) = loop {
+        let Some(job) = picked else {
+            tx.rollback().await?;
+            return Ok(ClaimOutcome::Empty);
+        };
+        let (job_id, needs_pin) = picked_job(&job, agent)?;
+        if let Some(row) = take(&mut tx, agent, job_id, lease_ms, now).await? {
+            break (row, needs_pin);
+        }
+        if !retake {
+            tx.rollback().await?;
+            return Ok(ClaimOutcome::Retry);
+        }
+        retake = false;
+        picked = pick(db, &mut tx, agent).await?;
     };
     let claim = Claim {
         job_id: row.try_get("id")?,
@@ -248,11 +225,87 @@ async fn try_claim(db: &Db, agent: &AgentRecord, lease_ms: i64) -> Result<ClaimO
     Ok(ClaimOutcome::Claimed(claim))
 }
 
-/// The bookkeeping of a claim, in its transaction: fair-share counter, pair
-/// pinning to this agent and its tbox group, the event, the agent's state.
-/// Locks rows in the order jobs, submissions, atomic_jobs, agents, as every
-/// other writer does, so concurrent claims cannot deadlock. Returns false
-/// when the pair got pinned to another tbox group meanwhile.
+/// The best queued job for `agent` by the order in the module docs, with
+/// its pair's pins; on PostgreSQL its row stays locked for the transaction.
+async fn pick(db: &Db, conn: &mut AnyConnection, agent: &AgentRecord) -> Result<Option<AnyRow>> {
+    let sql = format!(
+        "SELECT j.id, a.tbox_group AS pinned_group, a.preferred_agent_id AS pinned_agent \
+         FROM ({candidates}) AS c \
+         CROSS JOIN jobs j CROSS JOIN submissions s CROSS JOIN atomic_jobs a \
+         WHERE j.id = c.id AND s.id = j.submission_id AND a.id = j.atomic_job_id \
+           AND j.state = 'queued' AND s.state = 'active' \
+           AND (a.tbox_group IS NULL OR a.tbox_group = $9) \
+         ORDER BY j.priority DESC, \
+             CASE WHEN a.preferred_agent_id = $10 THEN 0 \
+                  WHEN a.preferred_agent_id IS NULL THEN 1 ELSE 2 END, \
+             s.in_flight, j.seq, j.id \
+         LIMIT 1{skip_locked}",
+        candidates = CANDIDATES_SQL,
+        skip_locked = db.skip_locked("j"),
+    );
+    let threads = i64::from(agent.hardware.threads);
+    let memory = i64::try_from(agent.hardware.memory_bytes).unwrap_or(i64::MAX);
+    let picked = sqlx::query(&sql)
+        // The window of the best queued jobs by the indexed order ...
+        .bind(&agent.tbox_group)
+        .bind(&agent.hardware.arch)
+        .bind(threads)
+        .bind(memory)
+        // ... plus this agent's own pairs ...
+        .bind(agent.id)
+        .bind(&agent.hardware.arch)
+        .bind(threads)
+        .bind(memory)
+        // ... ranked by the full order.
+        .bind(&agent.tbox_group)
+        .bind(agent.id)
+        .fetch_optional(conn)
+        .await?;
+    Ok(picked)
+}
+
+/// The picked job's id, and whether its pair still needs pinning. Pins are
+/// never undone: a pair already pinned to this group (and to a preferred
+/// agent) needs no write to its atomic_jobs row, which would otherwise be a
+/// hot row every claim of the pair waits for.
+fn picked_job(picked: &AnyRow, agent: &AgentRecord) -> Result<(i64, bool)> {
+    let pinned_group: Option<String> = picked.try_get("pinned_group")?;
+    let pinned_agent: Option<i64> = picked.try_get("pinned_agent")?;
+    let needs_pin =
+        pinned_group.as_deref() != Some(agent.tbox_group.as_str()) || pinned_agent.is_none();
+    Ok((picked.try_get("id")?, needs_pin))
+}
+
+/// Leases job `job_id` to `agent` if it is still queued.
+async fn take(
+    tx: &mut Tx,
+    agent: &AgentRecord,
+    job_id: i64,
+    lease_ms: i64,
+    now: i64,
+) -> Result<Option<AnyRow>> {
+    let row = sqlx::query(
+        "UPDATE jobs SET state = 'leased', lease_owner = $1, lease_expires_at = $2, \
+             attempts = attempts + 1, updated_at = $3 \
+         WHERE id = $4 AND state = 'queued' \
+         RETURNING id, submission_id, atomic_job_id, commit_id, run_index, attempts, lease_expires_at",
+    )
+    .bind(agent.id)
+    .bind(now + lease_ms)
+    .bind(now)
+    .bind(job_id)
+    .fetch_optional(&mut **tx)
+    .await?;
+    Ok(row)
+}
+
+/// The bookkeeping of a claim, in its transaction: pair pinning to this
+/// agent and its tbox group, then (one round trip) the fair-share counter,
+/// the agent's state and the event. Locks rows in the order jobs,
+/// atomic_jobs, then submissions and agents; the releases (result, failure,
+/// reaper) lock jobs, then submissions and agents, so concurrent claims and
+/// releases cannot deadlock. Returns false when the pair got pinned to
+/// another tbox group meanwhile.
 async fn record_claim(
     tx: &mut Tx,
     agent: &AgentRecord,
@@ -260,20 +313,30 @@ async fn record_claim(
     needs_pin: bool,
     now: i64,
 ) -> Result<bool> {
-    sqlx::query("UPDATE submissions SET in_flight = in_flight + 1 WHERE id = $1")
-        .bind(claim.submission_id)
-        .execute(&mut **tx)
-        .await?;
     if needs_pin && !pin_pair(tx, agent, claim).await? {
         return Ok(false);
     }
-    sqlx::query("UPDATE agents SET state = 'busy', last_seen_at = $1 WHERE id = $2")
-        .bind(now)
-        .bind(agent.id)
-        .execute(&mut **tx)
-        .await?;
     let detail = format!("leased by {} (attempt {})", agent.name, claim.attempts);
-    jobs::record_event(tx, claim.job_id, Some(agent.id), "leased", None, &detail).await?;
+    let event = Event {
+        job_id: claim.job_id,
+        agent_id: Some(agent.id),
+        state: "leased",
+        failure: None,
+        detail: &detail,
+    };
+    let sql = join_writes(
+        tx,
+        &[
+            "UPDATE submissions SET in_flight = in_flight + 1 WHERE id = $1",
+            "UPDATE agents SET state = 'busy', last_seen_at = $1 WHERE id = $2",
+            jobs::EVENT_SQL,
+        ],
+    );
+    let query = sqlx::query(&sql)
+        .bind(claim.submission_id)
+        .bind(now)
+        .bind(agent.id);
+    jobs::bind_event(query, &event).execute(&mut **tx).await?;
     Ok(true)
 }
 

@@ -1,8 +1,6 @@
 //! SQL for submissions and what hangs off them (jobs, events, results,
 //! comparisons), as the user API and the dashboard read them.
 
-use std::collections::BTreeMap;
-
 use kbot_core::job::AtomicJob;
 use sqlx::any::AnyRow;
 use sqlx::Row;
@@ -10,6 +8,7 @@ use sqlx::Row;
 use super::types::{ComparisonView, EventView, JobCounts, JobView, RunResult, SubmissionView};
 use crate::db::{Db, Tx};
 use crate::error::{Error, Result};
+use crate::jobs::results::parse_metrics;
 use crate::repos::commit_by_id;
 
 /// A `submissions` row.
@@ -249,40 +248,31 @@ pub async fn events(db: &Db, submission_id: i64, after: i64, limit: u32) -> Resu
 pub async fn run_results(db: &Db, submission_id: i64) -> Result<Vec<RunResult>> {
     let rows = sqlx::query(
         "SELECT r.id AS result_id, j.id AS job_id, a.position, j.side, c.sha, j.run_index, \
-                m.metric, m.value \
+                r.metrics \
          FROM results r \
          JOIN jobs j ON j.id = r.job_id \
          JOIN atomic_jobs a ON a.id = j.atomic_job_id \
          JOIN commits c ON c.id = j.commit_id \
-         LEFT JOIN metric_samples m ON m.result_id = r.id \
          WHERE j.submission_id = $1 \
          ORDER BY a.position, j.seq, r.id",
     )
     .bind(submission_id)
     .fetch_all(db.read())
     .await?;
-    let mut out: Vec<RunResult> = Vec::new();
-    let mut last_result = None;
-    for row in &rows {
-        let result_id: i64 = row.try_get("result_id")?;
-        if last_result != Some(result_id) {
-            last_result = Some(result_id);
-            out.push(RunResult {
+    rows.iter()
+        .map(|row| {
+            let result_id: i64 = row.try_get("result_id")?;
+            let metrics: String = row.try_get("metrics")?;
+            Ok(RunResult {
                 job_id: row.try_get("job_id")?,
                 job_index: to_u32(row.try_get("position")?),
                 side: row.try_get("side")?,
                 commit: row.try_get("sha")?,
                 run_index: to_u32(row.try_get("run_index")?),
-                metrics: BTreeMap::new(),
-            });
-        }
-        let metric: Option<String> = row.try_get("metric")?;
-        let value: Option<f64> = row.try_get("value")?;
-        if let (Some(metric), Some(value), Some(run)) = (metric, value, out.last_mut()) {
-            run.metrics.insert(metric, value);
-        }
-    }
-    Ok(out)
+                metrics: parse_metrics(result_id, &metrics)?,
+            })
+        })
+        .collect()
 }
 
 /// The stored comparisons of a submission, atomic job by atomic job.

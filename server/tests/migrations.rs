@@ -1,0 +1,120 @@
+//! Upgrading a store keeps what it holds: a database at an older schema,
+//! with rows in it, migrated to the current one.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use common::{backends, Backend, TestStore};
+use kbot_server::db::Db;
+use kbot_server::loadgen::seed;
+use sqlx::migrate::Migrator;
+use sqlx::Row;
+
+/// Doubles that need all 17 significant digits, or sit at the range ends.
+fn awkward_values() -> BTreeMap<String, f64> {
+    [
+        ("lmbench3.PIPE.bandwidth.MB/sec", 0.1),
+        ("lmbench3.PIPE.latency.us", 0.300_000_000_000_000_04),
+        ("will-it-scale.per_process_ops", 123_456_789_012_345_678.0),
+        ("will-it-scale.\"quoted\"", 1e20),
+        ("whole", 5.0),
+        ("tiny", -3.25e-7),
+        ("max", f64::MAX),
+        ("min_positive", f64::MIN_POSITIVE),
+    ]
+    .into_iter()
+    .map(|(name, value)| (name.to_string(), value))
+    .collect()
+}
+
+/// Applies the migrations numbered below `before` from the source tree.
+async fn migrate_up_to(db: &Db, backend: Backend, before: &str) {
+    let dialect = match backend {
+        Backend::Sqlite => "sqlite",
+        Backend::Postgres => "postgres",
+    };
+    let source = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../migrations")
+        .join(dialect);
+    let old = tempfile::tempdir().expect("temp dir");
+    for entry in std::fs::read_dir(&source).expect("migrations dir") {
+        let path = entry.expect("entry").path();
+        let name = path
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .to_string();
+        if name.as_str() < before {
+            std::fs::copy(&path, old.path().join(&name)).expect("copy migration");
+        }
+    }
+    let migrator = Migrator::new(old.path()).await.expect("old migrator");
+    migrator.run(db.write()).await.expect("old migrations");
+}
+
+#[tokio::test]
+async fn results_keep_every_metric_bit_when_samples_move_into_the_result_row() {
+    for backend in backends() {
+        let store = TestStore::new(backend).await;
+        let db = Db::connect(&store.database_url).await.expect("connect");
+        migrate_up_to(&db, backend, "0006").await;
+
+        let seeded = seed::submission(&db, "linux", "dev", seed::LOAD_JOB_FILE, 1, 0)
+            .await
+            .expect("seed");
+        let jobs: Vec<(i64,)> =
+            sqlx::query_as("SELECT id FROM jobs WHERE submission_id = $1 ORDER BY id")
+                .bind(seeded.submission_id)
+                .fetch_all(db.read())
+                .await
+                .expect("jobs");
+        let mut result_ids = Vec::new();
+        for (job_id,) in jobs.iter().take(2) {
+            let row = sqlx::query(
+                "INSERT INTO results (job_id, kernel_release, tuning, raw_output_path, \
+                     started_at, finished_at, uploaded_at) \
+                 VALUES ($1, '6.1.0', '{}', 'out.txt', 1, 2, 3) RETURNING id",
+            )
+            .bind(job_id)
+            .fetch_one(db.write())
+            .await
+            .expect("old result row");
+            result_ids.push(row.try_get::<i64, _>("id").expect("id"));
+        }
+        // The first result has samples; the second has none.
+        for (name, value) in awkward_values() {
+            sqlx::query(
+                "INSERT INTO metric_samples (result_id, metric, value) VALUES ($1, $2, $3)",
+            )
+            .bind(result_ids[0])
+            .bind(name)
+            .bind(value)
+            .execute(db.write())
+            .await
+            .expect("old sample row");
+        }
+
+        db.migrate().await.expect("migrate to the current schema");
+
+        let stored: Vec<(i64, String)> =
+            sqlx::query_as("SELECT id, metrics FROM results ORDER BY id")
+                .fetch_all(db.read())
+                .await
+                .expect("results");
+        assert_eq!(stored.len(), 2, "{backend:?}");
+        let first: BTreeMap<String, f64> =
+            serde_json::from_str(&stored[0].1).expect("metrics are a JSON object");
+        assert_eq!(first, awkward_values(), "{backend:?}: {}", stored[0].1);
+        assert_eq!(stored[1].1, "{}", "{backend:?}");
+        let old_table = sqlx::query("SELECT 1 FROM metric_samples")
+            .fetch_all(db.read())
+            .await;
+        assert!(
+            old_table.is_err(),
+            "{backend:?}: metric_samples should be gone"
+        );
+        db.close().await;
+    }
+}
