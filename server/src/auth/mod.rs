@@ -5,6 +5,8 @@
 //! `kbot_agt_`, `kbot_usr_`) so a leaked one is recognisable. Only the
 //! sha256 of a token is stored; a database leak reveals no usable secret.
 
+use std::sync::LazyLock;
+
 use axum::extract::FromRequestParts;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
@@ -12,6 +14,7 @@ use rand::RngCore;
 use sha2::{Digest, Sha256};
 use sqlx::Row;
 
+use crate::agents::{AgentRecord, AGENT_COLUMNS};
 use crate::db::{Db, Tx};
 use crate::error::{Error, Result};
 use crate::state::AppState;
@@ -144,11 +147,13 @@ pub async fn issue_agent_token(tx: &mut Tx, agent_id: i64, label: &str) -> Resul
     Ok(token)
 }
 
-/// The caller of an agent endpoint.
+/// The caller of an agent endpoint, with its record as stored (read in the
+/// same query as the token: the lease needs its hardware and group).
 #[derive(Debug, Clone)]
 pub struct AgentAuth {
     pub agent_id: i64,
     pub agent_name: String,
+    pub record: AgentRecord,
 }
 
 /// The caller of a user endpoint.
@@ -160,7 +165,6 @@ pub struct UserAuth {
 
 struct TokenRow {
     kind: String,
-    agent_id: Option<i64>,
     user_id: Option<i64>,
     name: Option<String>,
 }
@@ -182,12 +186,10 @@ fn bearer(parts: &Parts) -> Result<&str> {
     Ok(token)
 }
 
-async fn lookup(db: &Db, token: &str) -> Result<TokenRow> {
+async fn lookup_user_token(db: &Db, token: &str) -> Result<TokenRow> {
     let row = sqlx::query(
-        "SELECT t.kind, t.agent_id, t.user_id, COALESCE(a.name, u.name) AS name \
-         FROM tokens t \
-         LEFT JOIN agents a ON a.id = t.agent_id \
-         LEFT JOIN users u ON u.id = t.user_id \
+        "SELECT t.kind, t.user_id, u.name \
+         FROM tokens t LEFT JOIN users u ON u.id = t.user_id \
          WHERE t.token_hash = $1 AND t.revoked_at IS NULL",
     )
     .bind(hash_token(token))
@@ -196,7 +198,6 @@ async fn lookup(db: &Db, token: &str) -> Result<TokenRow> {
     .ok_or(Error::Unauthorized)?;
     Ok(TokenRow {
         kind: row.try_get("kind")?,
-        agent_id: row.try_get("agent_id")?,
         user_id: row.try_get("user_id")?,
         name: row.try_get("name")?,
     })
@@ -206,14 +207,33 @@ impl FromRequestParts<AppState> for AgentAuth {
     type Rejection = Error;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self> {
-        let row = lookup(&state.db, bearer(parts)?).await?;
-        match (row.kind.as_str(), row.agent_id) {
-            ("agent", Some(agent_id)) => Ok(AgentAuth {
-                agent_id,
-                agent_name: row.name.unwrap_or_default(),
-            }),
-            _ => Err(Error::WrongTokenKind { needed: "an agent" }),
+        static SQL: LazyLock<String> = LazyLock::new(|| {
+            let columns: Vec<String> = AGENT_COLUMNS
+                .split(", ")
+                .map(|column| format!("a.{column}"))
+                .collect();
+            format!(
+                "SELECT t.kind, {} FROM tokens t LEFT JOIN agents a ON a.id = t.agent_id \
+                 WHERE t.token_hash = $1 AND t.revoked_at IS NULL",
+                columns.join(", ")
+            )
+        });
+        let row = sqlx::query(&SQL)
+            .bind(hash_token(bearer(parts)?))
+            .fetch_optional(state.db.read())
+            .await?
+            .ok_or(Error::Unauthorized)?;
+        let kind: String = row.try_get("kind")?;
+        let agent_id: Option<i64> = row.try_get("id")?;
+        if kind != TokenKind::Agent.as_str() || agent_id.is_none() {
+            return Err(Error::WrongTokenKind { needed: "an agent" });
         }
+        let record = AgentRecord::from_row(&row)?;
+        Ok(AgentAuth {
+            agent_id: record.id,
+            agent_name: record.name.clone(),
+            record,
+        })
     }
 }
 
@@ -221,7 +241,7 @@ impl FromRequestParts<AppState> for UserAuth {
     type Rejection = Error;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self> {
-        let row = lookup(&state.db, bearer(parts)?).await?;
+        let row = lookup_user_token(&state.db, bearer(parts)?).await?;
         match (row.kind.as_str(), row.user_id) {
             ("user", Some(user_id)) => Ok(UserAuth {
                 user_id,

@@ -248,6 +248,10 @@ async fn sqlite_pool(url: &str, max_connections: u32) -> Result<AnyPool> {
 /// with `fetch_all` (sqlx's SQLite driver stops a `fetch_optional` at the
 /// first statement's result, before the later statements run).
 pub fn join_writes(conn: &sqlx::AnyConnection, statements: &[&str]) -> String {
+    join_for(Backend::of(conn), statements)
+}
+
+fn join_for(backend: Backend, statements: &[&str]) -> String {
     let mut offset = 0;
     let renumbered: Vec<String> = statements
         .iter()
@@ -257,7 +261,7 @@ pub fn join_writes(conn: &sqlx::AnyConnection, statements: &[&str]) -> String {
             out
         })
         .collect();
-    match Backend::of(conn) {
+    match backend {
         Backend::Sqlite => renumbered.join(";\n"),
         Backend::Postgres => match renumbered.split_last() {
             Some((last, [])) => last.clone(),
@@ -307,6 +311,10 @@ async fn postgres_pool(
     let pool = AnyPoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(Duration::from_secs(30))
+        // No ping before each use: it doubled the round trips of every
+        // single-statement read. A connection that died with a database
+        // restart fails its next statement once and is then discarded.
+        .test_before_acquire(false)
         .after_connect(move |conn, _meta| {
             Box::pin(async move {
                 for setting in settings {
@@ -335,7 +343,24 @@ pub(crate) fn ensure_parent_dir(path: &Path) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::shift_placeholders;
+    use super::{join_for, shift_placeholders, Backend};
+
+    #[test]
+    fn joined_writes_number_their_placeholders_on() {
+        let statements = [
+            "UPDATE a SET x = $1 WHERE id = $2",
+            "INSERT INTO b (y) VALUES ($1) RETURNING id",
+        ];
+        assert_eq!(
+            join_for(Backend::Sqlite, &statements),
+            "UPDATE a SET x = $1 WHERE id = $2;\nINSERT INTO b (y) VALUES ($3) RETURNING id"
+        );
+        assert_eq!(
+            join_for(Backend::Postgres, &statements),
+            "WITH w0 AS (UPDATE a SET x = $1 WHERE id = $2) \
+             INSERT INTO b (y) VALUES ($3) RETURNING id"
+        );
+    }
 
     #[test]
     fn placeholders_shift_by_the_statements_before() {

@@ -9,6 +9,7 @@ use axum::Json;
 use kbot_core::api::{
     EventRequest, FailureKind, HeartbeatResponse, JobState, LeaseRequest, LeaseResponse,
 };
+use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
 
 use crate::auth::AgentAuth;
@@ -29,7 +30,7 @@ pub async fn lease(
     let wait = Duration::from_secs(u64::from(
         req.wait_secs.min(state.config.max_lease_wait_secs),
     ));
-    let job = scheduler::lease_with_wait(&state, agent.agent_id, wait).await?;
+    let job = scheduler::lease_with_wait(&state, &agent.record, wait).await?;
     if let Some(job) = &job {
         tracing::info!(job_id = job.job_id, agent = %agent.agent_name, attempt = job.attempt, "job leased");
     }
@@ -226,6 +227,17 @@ pub(crate) struct JobOwner {
 }
 
 impl JobOwner {
+    /// From a row with the `jobs` columns `state`, `lease_owner`, `submission_id`.
+    pub fn from_row(job_id: i64, row: &AnyRow) -> Result<JobOwner> {
+        let state: String = row.try_get("state")?;
+        Ok(JobOwner {
+            state: JobState::parse(&state)
+                .ok_or_else(|| anyhow::anyhow!("job {job_id} has unknown state {state:?}"))?,
+            lease_owner: row.try_get("lease_owner")?,
+            submission_id: row.try_get("submission_id")?,
+        })
+    }
+
     /// An agent may only touch a job leased to it. One that held the lease
     /// before (expired, re-queued, re-leased) is told it lost the lease;
     /// any other agent is refused outright.
@@ -275,11 +287,5 @@ pub(crate) async fn load_job_owner(conn: &mut AnyConnection, job_id: i64) -> Res
         .fetch_optional(&mut *conn)
         .await?
         .ok_or_else(|| Error::not_found("job", job_id))?;
-    let state: String = row.try_get("state")?;
-    Ok(JobOwner {
-        state: JobState::parse(&state)
-            .ok_or_else(|| anyhow::anyhow!("job {job_id} has unknown state {state:?}"))?,
-        lease_owner: row.try_get("lease_owner")?,
-        submission_id: row.try_get("submission_id")?,
-    })
+    JobOwner::from_row(job_id, &row)
 }

@@ -10,13 +10,13 @@ use std::collections::BTreeMap;
 use axum::extract::{Path, State};
 use axum::Json;
 use kbot_core::api::{JobState, ResultUpload, UploadResponse};
-use sqlx::Row;
+use sqlx::{AnyConnection, Row};
 
 use crate::artifacts::ArtifactStore;
 use crate::auth::AgentAuth;
 use crate::db::Tx;
 use crate::error::{ApiJson, Error, Result};
-use crate::jobs::handlers::{load_job_owner, ActiveState};
+use crate::jobs::handlers::{ActiveState, JobOwner};
 use crate::jobs::{self, Event, ACTIVE_STATES_SQL};
 use crate::state::{AppState, JobDone};
 use crate::time::now_ms;
@@ -30,12 +30,12 @@ pub async fn upload(
     ApiJson(upload): ApiJson<ResultUpload>,
 ) -> Result<Json<UploadResponse>> {
     validate(&upload)?;
-    if let Some(existing) = existing_result(&state, job_id, agent.agent_id).await? {
-        return Ok(Json(existing));
-    }
     let job = {
         let mut conn = state.db.read().acquire().await?;
-        let job = load_job_owner(&mut conn, job_id).await?;
+        let (job, stored) = upload_target(&mut conn, job_id).await?;
+        if let Some((result_id, owner)) = stored {
+            return already_stored(result_id, owner, agent.agent_id).map(Json);
+        }
         job.check_owner(&mut conn, job_id, agent.agent_id).await?;
         job
     };
@@ -103,6 +103,44 @@ pub fn validate(upload: &ResultUpload) -> Result<()> {
     Ok(())
 }
 
+/// The job an upload is for, and the id and uploader of the result already
+/// stored for it, if any; one read.
+async fn upload_target(
+    conn: &mut AnyConnection,
+    job_id: i64,
+) -> Result<(JobOwner, Option<(i64, Option<i64>)>)> {
+    let row = sqlx::query(
+        "SELECT j.state, j.lease_owner, j.submission_id, r.id AS result_id, \
+                r.agent_id AS result_agent \
+         FROM jobs j LEFT JOIN results r ON r.job_id = j.id WHERE j.id = $1",
+    )
+    .bind(job_id)
+    .fetch_optional(&mut *conn)
+    .await?
+    .ok_or_else(|| Error::not_found("job", job_id))?;
+    let job = JobOwner::from_row(job_id, &row)?;
+    let result_id: Option<i64> = row.try_get("result_id")?;
+    let stored = match result_id {
+        Some(id) => Some((id, row.try_get("result_agent")?)),
+        None => None,
+    };
+    Ok((job, stored))
+}
+
+/// The answer to a second upload of a stored run: its first result, if
+/// this agent stored it.
+fn already_stored(result_id: i64, owner: Option<i64>, agent_id: i64) -> Result<UploadResponse> {
+    if owner != Some(agent_id) {
+        return Err(Error::Forbidden(
+            "the job's result was uploaded by another agent",
+        ));
+    }
+    Ok(UploadResponse {
+        result_id,
+        stored: false,
+    })
+}
+
 async fn existing_result(
     state: &AppState,
     job_id: i64,
@@ -113,16 +151,7 @@ async fn existing_result(
         .fetch_optional(state.db.read())
         .await?;
     let Some(row) = row else { return Ok(None) };
-    let owner: Option<i64> = row.try_get("agent_id")?;
-    if owner != Some(agent_id) {
-        return Err(Error::Forbidden(
-            "the job's result was uploaded by another agent",
-        ));
-    }
-    Ok(Some(UploadResponse {
-        result_id: row.try_get("id")?,
-        stored: false,
-    }))
+    already_stored(row.try_get("id")?, row.try_get("agent_id")?, agent_id).map(Some)
 }
 
 struct ArtifactPaths {

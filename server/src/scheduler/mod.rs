@@ -34,7 +34,7 @@ use kbot_core::job::AtomicJob;
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
 
-use crate::agents::{self, AgentRecord};
+use crate::agents::AgentRecord;
 use crate::db::{join_writes, Backend, Db, Tx};
 use crate::error::{Error, Result};
 use crate::jobs::{self, Event};
@@ -48,11 +48,10 @@ const POLL_TICK: Duration = Duration::from_millis(500);
 /// Waits up to `wait` (already bounded by the caller) for a job for this agent.
 pub async fn lease_with_wait(
     state: &AppState,
-    agent_id: i64,
+    agent: &AgentRecord,
     wait: Duration,
 ) -> Result<Option<LeasedJob>> {
     let deadline = tokio::time::Instant::now() + wait;
-    let agent = agents::load(state.db.read(), agent_id).await?;
     let mut shutdown = state.shutdown.clone();
     loop {
         // Registered before the attempt, so a wake-up between a failed claim
@@ -60,7 +59,7 @@ pub async fn lease_with_wait(
         let notified = state.queue_changed.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        if let Some(job) = lease_once(state, &agent).await? {
+        if let Some(job) = lease_once(state, agent).await? {
             return Ok(Some(job));
         }
         let now = tokio::time::Instant::now();
@@ -153,11 +152,14 @@ pub async fn claim(db: &Db, agent: &AgentRecord, lease_ms: i64) -> Result<Option
             // Two agents of different groups may claim the two sides of an
             // unpinned pair at the same moment; the loser's claim is rolled
             // back and retried (as is a take that found its pick gone).
-            for _ in 0..4 {
+            for attempt in 0..4u64 {
                 match try_claim(&db, &agent, lease_ms).await? {
                     ClaimOutcome::Claimed(claim) => return Ok(Some(claim)),
                     ClaimOutcome::Empty => return Ok(None),
-                    ClaimOutcome::Retry => continue,
+                    // A few milliseconds for the claims in the way to commit.
+                    ClaimOutcome::Retry => {
+                        tokio::time::sleep(Duration::from_millis(attempt * 2)).await;
+                    }
                 }
             }
             Ok(None)
@@ -195,6 +197,11 @@ async fn try_claim(db: &Db, agent: &AgentRecord, lease_ms: i64) -> Result<ClaimO
     let (row, needs_pin) = loop {
         let Some(job) = picked else {
             tx.rollback().await?;
+            if !optimistic && queued_for(db, agent).await? {
+                // Every candidate is locked by a concurrent claim: those
+                // commit in a moment, so try again rather than long-poll.
+                return Ok(ClaimOutcome::Retry);
+            }
             return Ok(ClaimOutcome::Empty);
         };
         let (job_id, needs_pin) = picked_job(&job, agent)?;
@@ -262,6 +269,26 @@ async fn pick(db: &Db, conn: &mut AnyConnection, agent: &AgentRecord) -> Result<
         .fetch_optional(conn)
         .await?;
     Ok(picked)
+}
+
+/// Whether any queued job fits `agent`, locked or not (PostgreSQL's pick
+/// skips rows other claims hold).
+async fn queued_for(db: &Db, agent: &AgentRecord) -> Result<bool> {
+    let sql = format!("SELECT id FROM ({CANDIDATES_SQL}) AS c LIMIT 1");
+    let threads = i64::from(agent.hardware.threads);
+    let memory = i64::try_from(agent.hardware.memory_bytes).unwrap_or(i64::MAX);
+    let row = sqlx::query(&sql)
+        .bind(&agent.tbox_group)
+        .bind(&agent.hardware.arch)
+        .bind(threads)
+        .bind(memory)
+        .bind(agent.id)
+        .bind(&agent.hardware.arch)
+        .bind(threads)
+        .bind(memory)
+        .fetch_optional(db.read())
+        .await?;
+    Ok(row.is_some())
 }
 
 /// The picked job's id, and whether its pair still needs pinning. Pins are
