@@ -37,7 +37,7 @@ use sqlx::{AnyConnection, Row};
 use crate::agents::AgentRecord;
 use crate::db::{join_writes, Backend, Db, Tx};
 use crate::error::{Error, Result};
-use crate::jobs::{self, Event};
+use crate::jobs::{self, AnyQuery, Event};
 use crate::state::AppState;
 use crate::time::now_ms;
 
@@ -250,19 +250,7 @@ async fn pick(db: &Db, conn: &mut AnyConnection, agent: &AgentRecord) -> Result<
         candidates = CANDIDATES_SQL,
         skip_locked = db.skip_locked("j"),
     );
-    let threads = i64::from(agent.hardware.threads);
-    let memory = i64::try_from(agent.hardware.memory_bytes).unwrap_or(i64::MAX);
-    let picked = sqlx::query(&sql)
-        // The window of the best queued jobs by the indexed order ...
-        .bind(&agent.tbox_group)
-        .bind(&agent.hardware.arch)
-        .bind(threads)
-        .bind(memory)
-        // ... plus this agent's own pairs ...
-        .bind(agent.id)
-        .bind(&agent.hardware.arch)
-        .bind(threads)
-        .bind(memory)
+    let picked = bind_candidates(sqlx::query(&sql), agent)
         // ... ranked by the full order.
         .bind(&agent.tbox_group)
         .bind(agent.id)
@@ -271,21 +259,28 @@ async fn pick(db: &Db, conn: &mut AnyConnection, agent: &AgentRecord) -> Result<
     Ok(picked)
 }
 
-/// Whether any queued job fits `agent`, locked or not (PostgreSQL's pick
-/// skips rows other claims hold).
-async fn queued_for(db: &Db, agent: &AgentRecord) -> Result<bool> {
-    let sql = format!("SELECT id FROM ({CANDIDATES_SQL}) AS c LIMIT 1");
+/// Binds [`CANDIDATES_SQL`]'s parameters $1-$8 for `agent`.
+fn bind_candidates<'q>(query: AnyQuery<'q>, agent: &'q AgentRecord) -> AnyQuery<'q> {
     let threads = i64::from(agent.hardware.threads);
     let memory = i64::try_from(agent.hardware.memory_bytes).unwrap_or(i64::MAX);
-    let row = sqlx::query(&sql)
+    query
+        // The window of the best queued jobs by the indexed order ...
         .bind(&agent.tbox_group)
         .bind(&agent.hardware.arch)
         .bind(threads)
         .bind(memory)
+        // ... plus this agent's own pairs.
         .bind(agent.id)
         .bind(&agent.hardware.arch)
         .bind(threads)
         .bind(memory)
+}
+
+/// Whether any queued job fits `agent`, locked or not (PostgreSQL's pick
+/// skips rows other claims hold).
+async fn queued_for(db: &Db, agent: &AgentRecord) -> Result<bool> {
+    let sql = format!("SELECT id FROM ({CANDIDATES_SQL}) AS c LIMIT 1");
+    let row = bind_candidates(sqlx::query(&sql), agent)
         .fetch_optional(db.read())
         .await?;
     Ok(row.is_some())
