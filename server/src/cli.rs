@@ -27,7 +27,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the HTTP server (migrates the database first).
-    /// Boxed: with the mail settings it dwarfs the other variants.
+    // Boxed: with the mail settings it dwarfs the other variants.
     Serve(Box<ServeArgs>),
     /// Apply pending database migrations and exit.
     Migrate(DbArgs),
