@@ -146,25 +146,24 @@ pub const WINDOW: usize = 64;
 
 /// Takes the best matching queued job for `agent`, or nothing.
 pub async fn claim(db: &Db, agent: &AgentRecord, lease_ms: i64) -> Result<Option<Claim>> {
-    let (db, agent) = (db.clone(), agent.clone());
-    db.clone()
-        .on_writer(async move {
-            // Two agents of different groups may claim the two sides of an
-            // unpinned pair at the same moment; the loser's claim is rolled
-            // back and retried (as is a take that found its pick gone).
-            for attempt in 0..4u64 {
-                match try_claim(&db, &agent, lease_ms).await? {
-                    ClaimOutcome::Claimed(claim) => return Ok(Some(claim)),
-                    ClaimOutcome::Empty => return Ok(None),
-                    // A few milliseconds for the claims in the way to commit.
-                    ClaimOutcome::Retry => {
-                        tokio::time::sleep(Duration::from_millis(attempt * 2)).await;
-                    }
+    let (owned_db, agent) = (db.clone(), agent.clone());
+    db.on_writer(async move {
+        // Two agents of different groups may claim the two sides of an
+        // unpinned pair at the same moment; the loser's claim is rolled
+        // back and retried (as is a take that found its pick gone).
+        for attempt in 0..4u64 {
+            match try_claim(&owned_db, &agent, lease_ms).await? {
+                ClaimOutcome::Claimed(claim) => return Ok(Some(claim)),
+                ClaimOutcome::Empty => return Ok(None),
+                // A few milliseconds for the claims in the way to commit.
+                ClaimOutcome::Retry => {
+                    tokio::time::sleep(Duration::from_millis(attempt * 2)).await;
                 }
             }
-            Ok(None)
-        })
-        .await
+        }
+        Ok(None)
+    })
+    .await
 }
 
 enum ClaimOutcome {
@@ -187,6 +186,11 @@ async fn try_claim(db: &Db, agent: &AgentRecord, lease_ms: i64) -> Result<ClaimO
     let optimistic = db.backend() == Backend::Sqlite;
     let (mut tx, mut picked) = if optimistic {
         let picked = pick(db, db.read().acquire().await?.as_mut(), agent).await?;
+        if picked.is_none() {
+            // Nothing queued for this agent as of the last commit: no
+            // reason to take the writer.
+            return Ok(ClaimOutcome::Empty);
+        }
         (db.begin_relaxed().await?, picked)
     } else {
         let mut tx = db.begin_relaxed().await?;
