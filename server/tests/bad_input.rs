@@ -3,10 +3,7 @@
 mod common;
 
 use common::agent::{error_code, TestAgent};
-use common::{backends, TestServer};
-use kbot_server::loadgen::seed;
-
-const ONE_JOB: &str = "testcase: bw_pipe\nbw_pipe:\n  size: 64k\n";
+use common::{backends, TestServer, ONE_JOB};
 
 fn upload_json(metric_value: &str) -> String {
     format!(
@@ -20,9 +17,7 @@ fn upload_json(metric_value: &str) -> String {
 async fn malformed_and_non_finite_uploads_are_refused() {
     for backend in backends() {
         let t = TestServer::start(backend).await;
-        seed::submission(t.db(), "linux", "u", ONE_JOB, 1, 0)
-            .await
-            .expect("seed");
+        t.seed("u", ONE_JOB, 1, 0).await;
         let a = TestAgent::enroll(&t, "a", "g").await;
         let job = a.lease().await.expect("job");
         let url = t.url(&format!("/api/v1/jobs/{}/result", job.job_id));
@@ -63,9 +58,7 @@ async fn malformed_and_non_finite_uploads_are_refused() {
 async fn oversized_bodies_get_json_413() {
     for backend in backends() {
         let t = TestServer::start_with(backend, |c| c.max_upload_bytes = 4096).await;
-        seed::submission(t.db(), "linux", "u", ONE_JOB, 1, 0)
-            .await
-            .expect("seed");
+        t.seed("u", ONE_JOB, 1, 0).await;
         let a = TestAgent::enroll(&t, "a", "g").await;
         let job = a.lease().await.expect("job");
         let big = upload_json("1.0").replace(

@@ -10,13 +10,12 @@ mod smtp_sink;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::{backends, Backend, TestServer};
+use common::{backends, Backend, TestServer, THREE_RUN_JOB};
 use kbot_core::api::{LeaseResponse, ResultUpload};
 use kbot_server::mail::{outbox, MailConfig, SmtpSettings};
 use serde_json::json;
 
 const KPI: &str = "bw_pipe.bandwidth.MB/sec";
-const JOB: &str = "testcase: bw_pipe\nnr_threads: 1\nruns: 3\nbw_pipe:\n  size: 64k\n";
 
 fn mail_config(port: u16) -> MailConfig {
     let mut c = MailConfig {
@@ -129,7 +128,7 @@ async fn case(backend: Backend) {
         .http
         .post(server.url("/api/v1/submissions"))
         .bearer_auth(&user_token)
-        .json(&json!({"repo": "linux", "job_file": JOB, "head": &shas[1]}))
+        .json(&json!({"repo": "linux", "job_file": THREE_RUN_JOB, "head": &shas[1]}))
         .send()
         .await
         .expect("submit");

@@ -3,12 +3,11 @@
 mod common;
 
 use common::agent::{error_code, TestAgent};
-use common::{backends, TestServer};
+use common::{backends, TestServer, ONE_JOB};
 use kbot_server::jobs;
 use kbot_server::loadgen::seed;
 use serde_json::json;
 
-const ONE_JOB: &str = "testcase: bw_pipe\nbw_pipe:\n  size: 64k\n";
 const TWO_JOBS: &str = "testcase: bw_pipe\nbw_pipe:\n  size: [64k, 4k]\n";
 
 fn side(job: &kbot_core::api::LeasedJob, seeded: &seed::Seeded) -> &'static str {
@@ -24,9 +23,7 @@ fn side(job: &kbot_core::api::LeasedJob, seeded: &seed::Seeded) -> &'static str 
 async fn one_agent_alternates_base_and_head() {
     for backend in backends() {
         let t = TestServer::start(backend).await;
-        let seeded = seed::submission(t.db(), "linux", "u", ONE_JOB, 3, 0)
-            .await
-            .expect("seed");
+        let seeded = t.seed("u", ONE_JOB, 3, 0).await;
         let a = TestAgent::enroll(&t, "a", "g").await;
         let mut order = Vec::new();
         while let Some(job) = a.run_one().await {
@@ -58,9 +55,7 @@ async fn one_agent_alternates_base_and_head() {
 async fn pairs_stick_to_their_agent() {
     for backend in backends() {
         let t = TestServer::start(backend).await;
-        let seeded = seed::submission(t.db(), "linux", "u", TWO_JOBS, 2, 0)
-            .await
-            .expect("seed");
+        let seeded = t.seed("u", TWO_JOBS, 2, 0).await;
         let a = TestAgent::enroll(&t, "a", "g").await;
         let b = TestAgent::enroll(&t, "b", "g").await;
         let mut seen_a = Vec::new();
@@ -97,15 +92,9 @@ async fn pairs_stick_to_their_agent() {
 async fn priority_then_fair_share() {
     for backend in backends() {
         let t = TestServer::start(backend).await;
-        let low = seed::submission(t.db(), "linux", "u1", TWO_JOBS, 1, 0)
-            .await
-            .expect("seed");
-        let other = seed::submission(t.db(), "linux", "u2", ONE_JOB, 1, 0)
-            .await
-            .expect("seed");
-        let high = seed::submission(t.db(), "linux", "u3", ONE_JOB, 1, 5)
-            .await
-            .expect("seed");
+        let low = t.seed("u1", TWO_JOBS, 1, 0).await;
+        let other = t.seed("u2", ONE_JOB, 1, 0).await;
+        let high = t.seed("u3", ONE_JOB, 1, 5).await;
         let a = TestAgent::enroll(&t, "a", "g").await;
         let b = TestAgent::enroll(&t, "b", "g").await;
         let c = TestAgent::enroll(&t, "c", "g").await;
@@ -129,9 +118,7 @@ async fn priority_then_fair_share() {
 async fn pairs_stay_in_one_tbox_group_and_constraints_filter() {
     for backend in backends() {
         let t = TestServer::start(backend).await;
-        seed::submission(t.db(), "linux", "u", ONE_JOB, 1, 0)
-            .await
-            .expect("seed");
+        t.seed("u", ONE_JOB, 1, 0).await;
         let a = TestAgent::enroll(&t, "a", "group-one").await;
         let b = TestAgent::enroll(&t, "b", "group-two").await;
         let job = a.lease().await.expect("a job");
@@ -148,9 +135,7 @@ async fn pairs_stay_in_one_tbox_group_and_constraints_filter() {
 async fn expired_leases_requeue_then_fail() {
     for backend in backends() {
         let t = TestServer::start(backend).await;
-        seed::submission(t.db(), "linux", "u", ONE_JOB, 1, 0)
-            .await
-            .expect("seed");
+        t.seed("u", ONE_JOB, 1, 0).await;
         let a = TestAgent::enroll(&t, "a", "g").await;
         let far_future = kbot_server::time::now_ms() + 10_000_000;
         let mut job_id = None;
@@ -191,9 +176,7 @@ async fn expired_leases_requeue_then_fail() {
 async fn failures_and_cancel() {
     for backend in backends() {
         let t = TestServer::start(backend).await;
-        let seeded = seed::submission(t.db(), "linux", "u", TWO_JOBS, 2, 0)
-            .await
-            .expect("seed");
+        let seeded = t.seed("u", TWO_JOBS, 2, 0).await;
         let a = TestAgent::enroll(&t, "a", "g").await;
 
         // A build failure fails the job for good.

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use common::agent::error_code;
-use common::{backends, Backend, TestServer};
+use common::{backends, Backend, TestServer, THREE_RUN_JOB};
 use kbot_core::api::{LeaseResponse, ResultUpload, UploadResponse};
 use kbot_server::submissions::types::{
     CommitView, RepoView, SubmissionDetail, SubmissionResults, SubmissionView,
@@ -18,8 +18,6 @@ use kbot_server::submissions::types::{
 use serde_json::{json, Value};
 
 const KPI: &str = "bw_pipe.bandwidth.MB/sec";
-
-const JOB: &str = "testcase: bw_pipe\nnr_threads: 1\nruns: 3\nbw_pipe:\n  size: 64k\n";
 
 struct Fixture {
     server: TestServer,
@@ -174,7 +172,7 @@ async fn submission_runs_compares_and_settles() {
         let agent = f.server.enroll("box1", "lkp-test").await;
         // Single-commit submission: the parent becomes the base.
         let s = f
-            .submit(json!({"repo": "linux", "job_file": JOB, "head": &f.shas[1][..8]}))
+            .submit(json!({"repo": "linux", "job_file": THREE_RUN_JOB, "head": &f.shas[1][..8]}))
             .await;
         assert_eq!(s.head.sha, f.shas[1]);
         assert_eq!(s.base.sha, f.shas[0]);
@@ -261,7 +259,7 @@ async fn run_cap_settles_an_undecided_pair() {
         let f = fixture(backend).await;
         let agent = f.server.enroll("box1", "lkp-test").await;
         let s = f
-            .submit(json!({"repo": "linux", "job_file": JOB, "base": "v1", "head": "main", "max_runs": 3}))
+            .submit(json!({"repo": "linux", "job_file": THREE_RUN_JOB, "base": "v1", "head": "main", "max_runs": 3}))
             .await;
         assert_eq!(
             (s.base.sha.as_str(), s.head.sha.as_str()),
@@ -291,7 +289,7 @@ async fn a_head_that_never_builds_settles_without_a_comparison() {
         let f = fixture(backend).await;
         let agent = f.server.enroll("box1", "lkp-test").await;
         let s = f
-            .submit(json!({"repo": "linux", "job_file": JOB, "head": "main"}))
+            .submit(json!({"repo": "linux", "job_file": THREE_RUN_JOB, "head": "main"}))
             .await;
         let deadline = Instant::now() + Duration::from_secs(60);
         let settled = loop {
@@ -360,7 +358,7 @@ async fn cancel_and_follow_events() {
     for backend in backends() {
         let f = fixture(backend).await;
         let s = f
-            .submit(json!({"repo": "linux", "job_file": JOB, "head": "main"}))
+            .submit(json!({"repo": "linux", "job_file": THREE_RUN_JOB, "head": "main"}))
             .await;
         let resp = f
             .post(&format!("/api/v1/submissions/{}/cancel", s.id), &json!({}))
@@ -419,14 +417,14 @@ async fn commits_resolve_and_bad_input_gets_stable_codes() {
         let cases: Vec<(reqwest::Response, u16, &str)> = vec![
             (f.get("/api/v1/repos/linux/commits/nope").await, 404, "unknown_commit"),
             (f.get("/api/v1/repos/nope/commits/main").await, 404, "unknown_repo"),
-            (f.post("/api/v1/submissions", &json!({"repo": "nope", "job_file": JOB, "head": "main"})).await, 404, "unknown_repo"),
-            (f.post("/api/v1/submissions", &json!({"repo": "linux", "job_file": JOB, "head": "deadbeef"})).await, 404, "unknown_commit"),
-            (f.post("/api/v1/submissions", &json!({"repo": "linux", "job_file": JOB, "head": "--all"})).await, 400, "invalid_revision"),
-            (f.post("/api/v1/submissions", &json!({"repo": "linux", "job_file": JOB, "head": &f.shas[0]})).await, 400, "bad_request"),
+            (f.post("/api/v1/submissions", &json!({"repo": "nope", "job_file": THREE_RUN_JOB, "head": "main"})).await, 404, "unknown_repo"),
+            (f.post("/api/v1/submissions", &json!({"repo": "linux", "job_file": THREE_RUN_JOB, "head": "deadbeef"})).await, 404, "unknown_commit"),
+            (f.post("/api/v1/submissions", &json!({"repo": "linux", "job_file": THREE_RUN_JOB, "head": "--all"})).await, 400, "invalid_revision"),
+            (f.post("/api/v1/submissions", &json!({"repo": "linux", "job_file": THREE_RUN_JOB, "head": &f.shas[0]})).await, 400, "bad_request"),
             (f.post("/api/v1/submissions", &json!({"repo": "linux", "job_file": "testcase: [", "head": "main"})).await, 400, "invalid_yaml"),
             (f.post("/api/v1/submissions", &json!({"repo": "linux", "job_file": "testcase: x\nnosuchprog: {a: 1}\n", "head": "main"})).await, 400, "unknown_program"),
             (f.post("/api/v1/submissions", &json!({"repo": "linux", "job_file": "testcase: bw_pipe\nbw_pipe: {colour: red}\n", "head": "main"})).await, 400, "unknown_option"),
-            (f.post("/api/v1/submissions", &json!({"repo": "linux", "job_file": JOB, "head": "main", "max_runs": 0})).await, 400, "bad_request"),
+            (f.post("/api/v1/submissions", &json!({"repo": "linux", "job_file": THREE_RUN_JOB, "head": "main", "max_runs": 0})).await, 400, "bad_request"),
             (f.post("/api/v1/submissions", &json!({"repo": "linux"})).await, 400, "invalid_json"),
             (f.post("/api/v1/repos", &json!({"name": "linux", "url": "/x"})).await, 409, "conflict"),
             (f.post("/api/v1/repos", &json!({"name": "../etc", "url": "/x"})).await, 400, "bad_request"),
@@ -448,7 +446,7 @@ async fn commits_resolve_and_bad_input_gets_stable_codes() {
             .server
             .http
             .post(f.server.url("/api/v1/submissions"))
-            .json(&json!({"repo": "linux", "job_file": JOB, "head": "main"}))
+            .json(&json!({"repo": "linux", "job_file": THREE_RUN_JOB, "head": "main"}))
             .send()
             .await
             .expect("request");

@@ -14,10 +14,18 @@ use std::time::Duration;
 use kbot_core::api::{BootBackend, EnrollRequest, EnrollResponse, Hardware};
 use kbot_server::config::Config;
 use kbot_server::db::Db;
+use kbot_server::loadgen::seed;
 use kbot_server::server::{RunningServer, Server};
 use rand::RngCore;
 use sqlx::{Connection, Executor, PgConnection};
 use tempfile::TempDir;
+
+/// One bw_pipe atomic job.
+pub const ONE_JOB: &str = "testcase: bw_pipe\nbw_pipe:\n  size: 64k\n";
+
+/// One bw_pipe atomic job on one thread, three runs per side.
+pub const THREE_RUN_JOB: &str =
+    "testcase: bw_pipe\nnr_threads: 1\nruns: 3\nbw_pipe:\n  size: 64k\n";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
@@ -173,6 +181,14 @@ impl TestServer {
 
     pub fn db(&self) -> &Db {
         &self.server.state.db
+    }
+
+    /// Queues a submission of `job_file` by `user` on repo `linux` (two
+    /// made-up commits), `runs` runs per side, all queued.
+    pub async fn seed(&self, user: &str, job_file: &str, runs: u32, priority: i64) -> seed::Seeded {
+        seed::submission(self.db(), "linux", user, job_file, runs, priority)
+            .await
+            .expect("seed")
     }
 
     pub async fn stop(self) {
