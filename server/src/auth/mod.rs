@@ -151,8 +151,6 @@ pub async fn issue_agent_token(tx: &mut Tx, agent_id: i64, label: &str) -> Resul
 /// same query as the token: the lease needs its hardware and group).
 #[derive(Debug, Clone)]
 pub struct AgentAuth {
-    pub agent_id: i64,
-    pub agent_name: String,
     pub record: AgentRecord,
 }
 
@@ -228,11 +226,8 @@ impl FromRequestParts<AppState> for AgentAuth {
         if kind != TokenKind::Agent.as_str() || agent_id.is_none() {
             return Err(Error::WrongTokenKind { needed: "an agent" });
         }
-        let record = AgentRecord::from_row(&row)?;
         Ok(AgentAuth {
-            agent_id: record.id,
-            agent_name: record.name.clone(),
-            record,
+            record: AgentRecord::from_row(&row)?,
         })
     }
 }

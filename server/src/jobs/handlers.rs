@@ -32,7 +32,7 @@ pub async fn lease(
     ));
     let job = scheduler::lease_with_wait(&state, &agent.record, wait).await?;
     if let Some(job) = &job {
-        tracing::info!(job_id = job.job_id, agent = %agent.agent_name, attempt = job.attempt, "job leased");
+        tracing::info!(job_id = job.job_id, agent = %agent.record.name, attempt = job.attempt, "job leased");
     }
     Ok(Json(LeaseResponse { job }))
 }
@@ -48,7 +48,7 @@ pub async fn heartbeat(
     // The agent's last-seen time and the lease: one statement, one round
     // trip, committing on its own.
     let db = state.db.clone();
-    let agent_id = agent.agent_id;
+    let agent_id = agent.record.id;
     let rows = state
         .db
         .on_writer(async move {
@@ -84,7 +84,7 @@ pub async fn heartbeat(
         None => {
             let mut conn = state.db.read().acquire().await?;
             let job = load_job_owner(&mut conn, job_id).await?;
-            job.check_owner(&mut conn, job_id, agent.agent_id).await?;
+            job.check_owner(&mut conn, job_id, agent.record.id).await?;
             if job.state != JobState::Cancelled {
                 return Err(Error::LeaseLost(job_id));
             }
@@ -123,7 +123,7 @@ pub async fn event(
         }
     }
     let db = state.db.clone();
-    let agent_id = agent.agent_id;
+    let agent_id = agent.record.id;
     state
         .db
         .on_writer(async move { record_agent_event(&db, job_id, agent_id, &req).await })

@@ -34,9 +34,9 @@ pub async fn upload(
         let mut conn = state.db.read().acquire().await?;
         let (job, stored) = upload_target(&mut conn, job_id).await?;
         if let Some((result_id, owner)) = stored {
-            return already_stored(result_id, owner, agent.agent_id).map(Json);
+            return already_stored(result_id, owner, agent.record.id).map(Json);
         }
-        job.check_owner(&mut conn, job_id, agent.agent_id).await?;
+        job.check_owner(&mut conn, job_id, agent.record.id).await?;
         job
     };
     if !job.state.is_active() {
@@ -50,7 +50,7 @@ pub async fn upload(
     // Files first, then the rows that point at them.
     let paths = write_artifacts(&state, job_id, &upload).await?;
     let db = state.db.clone();
-    let agent_id = agent.agent_id;
+    let agent_id = agent.record.id;
     let submission_id = job.submission_id;
     let stored = state
         .db
@@ -67,7 +67,7 @@ pub async fn upload(
         .await?;
     let Some((result_id, atomic_job_id)) = stored else {
         // Another upload of this run won the race.
-        return existing_result(&state, job_id, agent.agent_id)
+        return existing_result(&state, job_id, agent.record.id)
             .await?
             .map(Json)
             .ok_or(Error::LeaseLost(job_id));
