@@ -50,6 +50,11 @@ pub struct ServeArgs {
     /// Upper bound on a lease long-poll, whatever the agent asks for.
     #[arg(long, env = "KBOT_MAX_LEASE_WAIT_SECS", default_value_t = 30)]
     pub max_lease_wait_secs: u32,
+    /// How long a checked agent token is trusted without asking the
+    /// database again (0: always ask). A token revoked on another replica
+    /// keeps working that long there.
+    #[arg(long, env = "KBOT_AGENT_TOKEN_CACHE_SECS", default_value_t = 5)]
+    pub agent_token_cache_secs: u32,
     /// How often the reaper looks for expired leases.
     #[arg(long, env = "KBOT_REAPER_INTERVAL_SECS", default_value_t = 5)]
     pub reaper_interval_secs: u32,
@@ -74,6 +79,7 @@ pub struct Config {
     pub max_attempts: u32,
     pub max_lease_wait_secs: u32,
     pub reaper_interval_secs: u32,
+    pub agent_token_cache_secs: u32,
     pub shutdown_timeout_secs: u32,
     pub mail: crate::mail::MailConfig,
 }
@@ -91,6 +97,7 @@ impl Config {
             max_attempts: 3,
             max_lease_wait_secs: 30,
             reaper_interval_secs: 5,
+            agent_token_cache_secs: 5,
             shutdown_timeout_secs: 10,
             mail: crate::mail::MailConfig::disabled(),
         }
@@ -109,6 +116,7 @@ impl From<ServeArgs> for Config {
             max_attempts: args.max_attempts.max(1),
             max_lease_wait_secs: args.max_lease_wait_secs,
             reaper_interval_secs: args.reaper_interval_secs.max(1),
+            agent_token_cache_secs: args.agent_token_cache_secs,
             shutdown_timeout_secs: args.shutdown_timeout_secs,
             mail: args.mail.into(),
         }

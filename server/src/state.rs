@@ -1,9 +1,11 @@
 //! What every handler gets: the store, the config, and the in-process signals.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::{broadcast, watch, Notify};
 
+use crate::auth::AgentTokenCache;
 use crate::config::Config;
 use crate::db::Db;
 
@@ -28,17 +30,21 @@ pub struct AppState {
     pub job_done: broadcast::Sender<JobDone>,
     /// Flips to `true` at shutdown; long-polls return early on it.
     pub shutdown: watch::Receiver<bool>,
+    /// Agent tokens checked in the last few seconds (see its module).
+    pub agent_tokens: Arc<AgentTokenCache>,
 }
 
 impl AppState {
     pub fn new(db: Db, config: Config, shutdown: watch::Receiver<bool>) -> AppState {
         let (job_done, _) = broadcast::channel(1024);
+        let token_ttl = Duration::from_secs(config.agent_token_cache_secs.into());
         AppState {
             db,
             config: Arc::new(config),
             queue_changed: Arc::new(Notify::new()),
             job_done,
             shutdown,
+            agent_tokens: Arc::new(AgentTokenCache::new(token_ttl)),
         }
     }
 

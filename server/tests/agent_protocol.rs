@@ -252,6 +252,23 @@ async fn tokens_are_checked_by_kind_and_owner() {
             .await
             .expect("enroll");
         assert_eq!(error_code(again).await, (401, "unauthorized".into()));
+
+        // Re-enrolling a machine revokes its old token at once, although
+        // the server remembers recently checked tokens (box-b's was used
+        // above).
+        let lease = |token: String| {
+            t.http
+                .post(t.url("/api/v1/agents/lease"))
+                .bearer_auth(token)
+                .json(&LeaseRequest { wait_secs: 0 })
+                .send()
+        };
+        let renewed = t.enroll("box-b", "grp").await;
+        assert_eq!(renewed.agent_id, b.agent_id);
+        let response = lease(b.agent_token.clone()).await.expect("lease");
+        assert_eq!(error_code(response).await, (401, "unauthorized".into()));
+        let response = lease(renewed.agent_token).await.expect("lease");
+        assert_eq!(response.status(), 200);
         t.stop().await;
     }
 }

@@ -9,8 +9,9 @@ use std::sync::Arc;
 
 use common::{backends, TestServer};
 use kbot_core::api::{LeaseRequest, LeaseResponse};
+use kbot_server::agents;
 use kbot_server::loadgen::seed;
-use kbot_server::{agents, scheduler};
+use kbot_server::scheduler::{self, ClaimOutcome};
 
 /// 4 atomic jobs x 2 sides x 25 runs.
 const JOB_FILE: &str = "testcase: bw_pipe\nbw_pipe:\n  size: [64k, 4k, 1k, 512]\n";
@@ -67,14 +68,16 @@ async fn concurrent_claimers_never_share_a_job() {
             tasks.push(tokio::spawn(async move {
                 start.wait().await;
                 let mut mine = Vec::new();
-                while let Some(claim) = scheduler::claim(&db, &agent, 600_000).await.expect("claim")
-                {
-                    mine.push((
-                        claim.job_id,
-                        u32::try_from(claim.attempts).expect("attempts"),
-                    ));
+                loop {
+                    match scheduler::claim(&db, &agent, 600_000).await.expect("claim") {
+                        ClaimOutcome::Claimed(claim) => mine.push((
+                            claim.job_id,
+                            u32::try_from(claim.attempts).expect("attempts"),
+                        )),
+                        ClaimOutcome::Contended => continue,
+                        ClaimOutcome::Empty => return mine,
+                    }
                 }
-                mine
             }));
         }
         let mut all = Vec::new();

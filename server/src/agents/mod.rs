@@ -27,6 +27,8 @@ pub async fn enroll(
     let agent_id = upsert_agent(&mut tx, &req).await?;
     let agent_token = auth::issue_agent_token(&mut tx, agent_id, &req.name).await?;
     tx.commit().await?;
+    // Its old tokens are revoked; this replica stops accepting them now.
+    state.agent_tokens.forget_agent(agent_id);
     tracing::info!(agent_id, name = %req.name, tbox_group = %req.tbox_group, "agent enrolled");
     Ok(Json(EnrollResponse {
         agent_id,

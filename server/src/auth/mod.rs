@@ -7,6 +7,10 @@
 
 use std::sync::LazyLock;
 
+mod cache;
+
+pub use cache::AgentTokenCache;
+
 use axum::extract::FromRequestParts;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
@@ -216,8 +220,12 @@ impl FromRequestParts<AppState> for AgentAuth {
                 columns.join(", ")
             )
         });
+        let token_hash = hash_token(bearer(parts)?);
+        if let Some(record) = state.agent_tokens.get(&token_hash) {
+            return Ok(AgentAuth { record });
+        }
         let row = sqlx::query(&SQL)
-            .bind(hash_token(bearer(parts)?))
+            .bind(&token_hash)
             .fetch_optional(state.db.read())
             .await?
             .ok_or(Error::Unauthorized)?;
@@ -226,9 +234,9 @@ impl FromRequestParts<AppState> for AgentAuth {
         if kind != TokenKind::Agent.as_str() || agent_id.is_none() {
             return Err(Error::WrongTokenKind { needed: "an agent" });
         }
-        Ok(AgentAuth {
-            record: AgentRecord::from_row(&row)?,
-        })
+        let record = AgentRecord::from_row(&row)?;
+        state.agent_tokens.insert(token_hash, record.clone());
+        Ok(AgentAuth { record })
     }
 }
 

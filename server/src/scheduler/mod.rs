@@ -45,6 +45,13 @@ use crate::time::now_ms;
 /// queued by another replica, leases freed by the reaper).
 const POLL_TICK: Duration = Duration::from_millis(500);
 
+/// How long a long-poll waits before trying again after its claim found
+/// queued jobs but lost every one of them to concurrent claims: those
+/// commit within milliseconds, so waiting a whole [`POLL_TICK`] for a job
+/// that is there would only add latency. Jittered up to twice this, so the
+/// losers do not collide again.
+const CONTENDED_BACKOFF: Duration = Duration::from_millis(5);
+
 /// Waits up to `wait` (already bounded by the caller) for a job for this agent.
 pub async fn lease_with_wait(
     state: &AppState,
@@ -59,14 +66,16 @@ pub async fn lease_with_wait(
         let notified = state.queue_changed.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        if let Some(job) = lease_once(state, agent).await? {
-            return Ok(Some(job));
-        }
+        let tick = match lease_once(state, agent).await? {
+            LeaseAttempt::Leased(job) => return Ok(Some(*job)),
+            LeaseAttempt::Contended => CONTENDED_BACKOFF.mul_f64(1.0 + rand::random::<f64>()),
+            LeaseAttempt::Empty => POLL_TICK,
+        };
         let now = tokio::time::Instant::now();
         if now >= deadline || *shutdown.borrow() {
             return Ok(None);
         }
-        let tick = (deadline - now).min(POLL_TICK);
+        let tick = (deadline - now).min(tick);
         tokio::select! {
             () = &mut notified => {}
             () = tokio::time::sleep(tick) => {}
@@ -75,15 +84,29 @@ pub async fn lease_with_wait(
     }
 }
 
-/// One claim attempt; `None` when no job matches now.
-pub async fn lease_once(state: &AppState, agent: &AgentRecord) -> Result<Option<LeasedJob>> {
+/// What one lease attempt came back with.
+pub enum LeaseAttempt {
+    /// Boxed: a leased job is large, the other outcomes are empty.
+    Leased(Box<LeasedJob>),
+    /// No queued job fits the agent.
+    Empty,
+    /// Jobs fit, but concurrent claims held every one of them.
+    Contended,
+}
+
+/// One claim attempt, and the leased job's details when it took one.
+pub async fn lease_once(state: &AppState, agent: &AgentRecord) -> Result<LeaseAttempt> {
     let lease_ms = i64::from(state.config.lease_secs) * 1000;
-    let Some(claim) = claim(&state.db, agent, lease_ms).await? else {
-        mark_agent_seen(&state.db, agent.id).await?;
-        return Ok(None);
+    let claim = match claim(&state.db, agent, lease_ms).await? {
+        ClaimOutcome::Claimed(claim) => claim,
+        ClaimOutcome::Contended => return Ok(LeaseAttempt::Contended),
+        ClaimOutcome::Empty => {
+            mark_agent_seen(&state.db, agent.id).await?;
+            return Ok(LeaseAttempt::Empty);
+        }
     };
     match leased_job(state, agent, &claim).await {
-        Ok(job) => Ok(Some(job)),
+        Ok(job) => Ok(LeaseAttempt::Leased(Box::new(job))),
         Err(err @ Error::BadRequest(_)) => {
             // The stored job cannot run on this machine (its parameters do
             // not resolve): fail it rather than hand it out forever.
@@ -144,8 +167,19 @@ const CANDIDATES_SQL: &str = "\
 /// Size of the ranked window; see [`CANDIDATES_SQL`].
 pub const WINDOW: usize = 64;
 
-/// Takes the best matching queued job for `agent`, or nothing.
-pub async fn claim(db: &Db, agent: &AgentRecord, lease_ms: i64) -> Result<Option<Claim>> {
+/// What a claim did.
+#[derive(Debug)]
+pub enum ClaimOutcome {
+    /// Took this job.
+    Claimed(Claim),
+    /// No queued job fits the agent.
+    Empty,
+    /// Jobs fit, but each try lost them to concurrent claims.
+    Contended,
+}
+
+/// Takes the best matching queued job for `agent`, if it can.
+pub async fn claim(db: &Db, agent: &AgentRecord, lease_ms: i64) -> Result<ClaimOutcome> {
     let (owned_db, agent) = (db.clone(), agent.clone());
     db.on_writer(async move {
         // Two agents of different groups may claim the two sides of an
@@ -153,26 +187,26 @@ pub async fn claim(db: &Db, agent: &AgentRecord, lease_ms: i64) -> Result<Option
         // back and retried (as is a take that found its pick gone).
         for attempt in 0..4u64 {
             match try_claim(&owned_db, &agent, lease_ms).await? {
-                ClaimOutcome::Claimed(claim) => return Ok(Some(claim)),
-                ClaimOutcome::Empty => return Ok(None),
+                TryOutcome::Claimed(claim) => return Ok(ClaimOutcome::Claimed(claim)),
+                TryOutcome::Empty => return Ok(ClaimOutcome::Empty),
                 // A few milliseconds for the claims in the way to commit.
-                ClaimOutcome::Retry => {
+                TryOutcome::Retry => {
                     tokio::time::sleep(Duration::from_millis(attempt * 2)).await;
                 }
             }
         }
-        Ok(None)
+        Ok(ClaimOutcome::Contended)
     })
     .await
 }
 
-enum ClaimOutcome {
+enum TryOutcome {
     Claimed(Claim),
     Empty,
     Retry,
 }
 
-async fn try_claim(db: &Db, agent: &AgentRecord, lease_ms: i64) -> Result<ClaimOutcome> {
+async fn try_claim(db: &Db, agent: &AgentRecord, lease_ms: i64) -> Result<TryOutcome> {
     let now = now_ms();
     // Pick, then take. On PostgreSQL the pick runs inside the transaction
     // and locks its row (`SKIP LOCKED`: concurrent claimers pick different
@@ -189,7 +223,7 @@ async fn try_claim(db: &Db, agent: &AgentRecord, lease_ms: i64) -> Result<ClaimO
         if picked.is_none() {
             // Nothing queued for this agent as of the last commit: no
             // reason to take the writer.
-            return Ok(ClaimOutcome::Empty);
+            return Ok(TryOutcome::Empty);
         }
         (db.begin_relaxed().await?, picked)
     } else {
@@ -204,9 +238,9 @@ async fn try_claim(db: &Db, agent: &AgentRecord, lease_ms: i64) -> Result<ClaimO
             if !optimistic && queued_for(db, agent).await? {
                 // Every candidate is locked by a concurrent claim: those
                 // commit in a moment, so try again rather than long-poll.
-                return Ok(ClaimOutcome::Retry);
+                return Ok(TryOutcome::Retry);
             }
-            return Ok(ClaimOutcome::Empty);
+            return Ok(TryOutcome::Empty);
         };
         let (job_id, needs_pin) = picked_job(&job, agent)?;
         if let Some(row) = take(&mut tx, agent, job_id, lease_ms, now).await? {
@@ -214,7 +248,7 @@ async fn try_claim(db: &Db, agent: &AgentRecord, lease_ms: i64) -> Result<ClaimO
         }
         if !retake {
             tx.rollback().await?;
-            return Ok(ClaimOutcome::Retry);
+            return Ok(TryOutcome::Retry);
         }
         retake = false;
         picked = pick(db, &mut tx, agent).await?;
@@ -230,10 +264,10 @@ async fn try_claim(db: &Db, agent: &AgentRecord, lease_ms: i64) -> Result<ClaimO
     };
     if !record_claim(&mut tx, agent, &claim, needs_pin, now).await? {
         tx.rollback().await?;
-        return Ok(ClaimOutcome::Retry);
+        return Ok(TryOutcome::Retry);
     }
     tx.commit().await?;
-    Ok(ClaimOutcome::Claimed(claim))
+    Ok(TryOutcome::Claimed(claim))
 }
 
 /// The best queued job for `agent` by the order in the module docs, with
@@ -394,14 +428,17 @@ async fn mark_agent_seen(db: &Db, agent_id: i64) -> Result<()> {
     Ok(())
 }
 
-/// Everything the agent needs to run the claimed job.
+/// Everything the agent needs to run the claimed job, read at once with
+/// its kernel config's row (the job's `kconfig` names it).
 async fn leased_job(state: &AppState, agent: &AgentRecord, claim: &Claim) -> Result<LeasedJob> {
     let row = sqlx::query(
-        "SELECT a.spec, r.name AS repo_name, r.url AS repo_url, c.sha \
+        "SELECT a.spec, r.name AS repo_name, r.url AS repo_url, c.sha, \
+                k.id AS kconfig_id, k.base, k.fragment, k.full_artifact \
          FROM atomic_jobs a \
          JOIN submissions s ON s.id = a.submission_id \
          JOIN repos r ON r.id = s.repo_id \
          JOIN commits c ON c.id = $1 \
+         LEFT JOIN kconfigs k ON k.name = a.kconfig \
          WHERE a.id = $2",
     )
     .bind(claim.commit_id)
@@ -417,7 +454,7 @@ async fn leased_job(state: &AppState, agent: &AgentRecord, claim: &Claim) -> Res
         .resolve(&agent.hardware)
         .map_err(|e| Error::BadRequest(e.to_string()))?;
     let commit: String = row.try_get("sha")?;
-    let kconfig = kconfig_spec(state, &job.kconfig).await?;
+    let kconfig = kconfig_spec(state, &job.kconfig, &row).await?;
     Ok(LeasedJob {
         job_id: claim.job_id,
         submission_id: claim.submission_id,
@@ -437,21 +474,19 @@ async fn leased_job(state: &AppState, agent: &AgentRecord, claim: &Claim) -> Res
     })
 }
 
-/// The named kernel config from `kconfigs`; a name the table does not know
-/// is taken as a make target (`defconfig`, `tinyconfig`, ...).
-pub async fn kconfig_spec(state: &AppState, name: &str) -> Result<KconfigSpec> {
-    let row = sqlx::query("SELECT base, fragment, full_artifact FROM kconfigs WHERE name = $1")
-        .bind(name)
-        .fetch_optional(state.db.read())
-        .await?;
-    let Some(row) = row else {
+/// The named kernel config from its `kconfigs` columns in `row` (NULL when
+/// the table does not know the name: then it is taken as a make target,
+/// `defconfig`, `tinyconfig`, ...).
+async fn kconfig_spec(state: &AppState, name: &str, row: &AnyRow) -> Result<KconfigSpec> {
+    let known: Option<i64> = row.try_get("kconfig_id")?;
+    if known.is_none() {
         return Ok(KconfigSpec {
             name: name.to_string(),
             base: Some(name.to_string()),
             fragment: String::new(),
             full: None,
         });
-    };
+    }
     let full_artifact: Option<String> = row.try_get("full_artifact")?;
     let full = match full_artifact {
         Some(path) => Some(
