@@ -4,8 +4,9 @@ mod common;
 
 use common::agent::{error_code, TestAgent};
 use common::{backends, TestServer, ONE_JOB};
-use kbot_server::jobs;
 use kbot_server::loadgen::seed;
+use kbot_server::scheduler::{self, ClaimOutcome};
+use kbot_server::{agents, jobs};
 use serde_json::json;
 
 const TWO_JOBS: &str = "testcase: bw_pipe\nbw_pipe:\n  size: [64k, 4k]\n";
@@ -125,6 +126,18 @@ async fn pairs_stay_in_one_tbox_group_and_constraints_filter() {
         assert_eq!(job.job.tbox_group.as_deref(), Some("group-one"));
         // The head of the pair is pinned to group-one now.
         assert!(b.lease().await.is_none(), "{backend:?}");
+        // Re-enrolled into group-two, `a` still prefers the pair, whose head
+        // it can no longer take: that is no job for it, not contention to
+        // retry for.
+        let moved = TestAgent::enroll(&t, "a", "group-two").await;
+        let record = agents::load(t.db().read(), moved.id).await.expect("agent");
+        let outcome = scheduler::claim(t.db(), &record, 60_000)
+            .await
+            .expect("claim");
+        assert!(
+            matches!(outcome, ClaimOutcome::Empty),
+            "{backend:?}: {outcome:?}"
+        );
         let a2 = TestAgent::enroll(&t, "a2", "group-one").await;
         assert!(a2.lease().await.is_some());
         t.stop().await;

@@ -273,7 +273,15 @@ async fn try_claim(db: &Db, agent: &AgentRecord, lease_ms: i64) -> Result<TryOut
 /// The best queued job for `agent` by the order in the module docs, with
 /// its pair's pins; on PostgreSQL its row stays locked for the transaction.
 async fn pick(db: &Db, conn: &mut AnyConnection, agent: &AgentRecord) -> Result<Option<AnyRow>> {
-    let sql = format!(
+    let picked = bind_pick(sqlx::query(&pick_sql(&db.skip_locked("j"))), agent)
+        .fetch_optional(conn)
+        .await?;
+    Ok(picked)
+}
+
+/// The pick's query; `lock` is the row-locking clause, if any.
+fn pick_sql(lock: &str) -> String {
+    format!(
         "SELECT j.id, a.tbox_group AS pinned_group, a.preferred_agent_id AS pinned_agent \
          FROM ({candidates}) AS c \
          CROSS JOIN jobs j CROSS JOIN submissions s CROSS JOIN atomic_jobs a \
@@ -284,17 +292,17 @@ async fn pick(db: &Db, conn: &mut AnyConnection, agent: &AgentRecord) -> Result<
              CASE WHEN a.preferred_agent_id = $10 THEN 0 \
                   WHEN a.preferred_agent_id IS NULL THEN 1 ELSE 2 END, \
              s.in_flight, j.seq, j.id \
-         LIMIT 1{skip_locked}",
+         LIMIT 1{lock}",
         candidates = CANDIDATES_SQL,
-        skip_locked = db.skip_locked("j"),
-    );
-    let picked = bind_candidates(sqlx::query(&sql), agent)
+    )
+}
+
+/// Binds the pick's parameters for `agent`.
+fn bind_pick<'q>(query: AnyQuery<'q>, agent: &'q AgentRecord) -> AnyQuery<'q> {
+    bind_candidates(query, agent)
         // ... ranked by the full order.
         .bind(&agent.tbox_group)
         .bind(agent.id)
-        .fetch_optional(conn)
-        .await?;
-    Ok(picked)
 }
 
 /// Binds [`CANDIDATES_SQL`]'s parameters $1-$8 for `agent`.
@@ -314,11 +322,12 @@ fn bind_candidates<'q>(query: AnyQuery<'q>, agent: &'q AgentRecord) -> AnyQuery<
         .bind(memory)
 }
 
-/// Whether any queued job fits `agent`, locked or not (PostgreSQL's pick
-/// skips rows other claims hold).
+/// Whether the pick would find a job for `agent` if no other claim held
+/// any (PostgreSQL's pick skips rows other claims hold). The same query as
+/// the pick, so a job the pick can never take (its pair pinned to another
+/// group) does not count and the caller does not retry for it.
 async fn queued_for(db: &Db, agent: &AgentRecord) -> Result<bool> {
-    let sql = format!("SELECT id FROM ({CANDIDATES_SQL}) AS c LIMIT 1");
-    let row = bind_candidates(sqlx::query(&sql), agent)
+    let row = bind_pick(sqlx::query(&pick_sql("")), agent)
         .fetch_optional(db.read())
         .await?;
     Ok(row.is_some())
