@@ -118,7 +118,7 @@ impl From<ServeArgs> for Config {
             reaper_interval_secs: args.reaper_interval_secs.max(1),
             agent_token_cache_secs: args.agent_token_cache_secs,
             shutdown_timeout_secs: args.shutdown_timeout_secs,
-            mail: args.mail.into(),
+            mail: crate::mail::MailConfig::from_args(args.mail, args.bind),
         }
     }
 }

@@ -16,11 +16,14 @@
 //! - [`repos`]: registered repos, their git mirrors, resolved commits.
 //! - [`submissions`]: user submissions, their jobs, results; [`comparisons`]:
 //!   verdicts per pair and the extra runs `unknown` asks for.
+//! - [`bisect`]: from a regressed pair to its verified first bad commit;
+//!   [`watches`]: branches the robot follows.
 //! - [`client`]: the user CLI over the REST API.
 
 pub mod agents;
 pub mod artifacts;
 pub mod auth;
+pub mod bisect;
 pub mod cli;
 pub mod client;
 pub mod comparisons;
@@ -40,6 +43,7 @@ pub mod state;
 pub mod submissions;
 pub mod telemetry;
 pub mod time;
+pub mod watches;
 
 pub use config::Config;
 pub use error::{Error, Result};

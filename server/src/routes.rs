@@ -18,7 +18,7 @@ use tower_http::trace::TraceLayer;
 
 use crate::error::Error;
 use crate::state::AppState;
-use crate::{agents, dashboard, jobs, openapi, repos, submissions};
+use crate::{agents, bisect, dashboard, jobs, openapi, repos, submissions, watches};
 
 /// The whole HTTP surface of the server.
 pub fn router(state: AppState) -> Router {
@@ -60,7 +60,9 @@ fn agent_routes() -> Router<AppState> {
 /// Called by users and the CLI: writes need a user token, reads are open.
 fn user_routes() -> Router<AppState> {
     use repos::routes as r;
+    use bisect::routes as b;
     use submissions::routes as s;
+    use watches::routes as w;
     Router::new()
         .route(&api("/repos"), post(r::create).get(r::list))
         .route(&api("/repos/{name}"), get(r::show))
@@ -72,6 +74,11 @@ fn user_routes() -> Router<AppState> {
         .route(&api("/submissions/{id}/cancel"), post(s::cancel))
         .route(&api("/submissions/{id}/results"), get(s::results))
         .route(&api("/submissions/{id}/comparisons"), get(s::comparisons))
+        .route(&api("/bisections"), get(b::list))
+        .route(&api("/bisections/{id}"), get(b::show))
+        .route(&api("/bisections/{id}/cancel"), post(b::cancel))
+        .route(&api("/watches"), post(w::create).get(w::list))
+        .route(&api("/watches/{id}"), get(w::show).delete(w::remove))
 }
 
 /// The HTML dashboard.
@@ -80,6 +87,9 @@ fn dashboard_routes() -> Router<AppState> {
         .route("/", get(dashboard::index))
         .route("/submissions/{id}", get(dashboard::submission))
         .route("/agents", get(dashboard::agents))
+        .route("/bisections", get(bisect::pages::list))
+        .route("/bisections/{id}", get(bisect::pages::show))
+        .route("/watches", get(bisect::pages::watches))
 }
 
 /// Regression reports: pages, mbox download, JSON (read-only, open).

@@ -59,6 +59,8 @@ impl Server {
         let grace = Duration::from_secs(u64::from(state.config.shutdown_timeout_secs));
         let reaper = tokio::spawn(reaper::run(state.clone()));
         let comparer = crate::comparisons::spawn_worker(state.clone());
+        let bisector = crate::bisect::spawn_worker(state.clone());
+        let watcher = crate::watches::spawn_worker(state.clone());
         let mailer = crate::mail::sender::spawn_for(&state);
         let app = routes::router(state.clone());
         let (stop_tx, mut stop_rx) = watch::channel(false);
@@ -79,6 +81,8 @@ impl Server {
         }
         reaper.abort();
         comparer.abort();
+        bisector.abort();
+        watcher.abort();
         if let Some(mailer) = mailer {
             // The sender stops after the delivery in progress; never abort mid-SMTP.
             let _ = tokio::time::timeout(grace, mailer).await;

@@ -57,7 +57,9 @@ fn new_report(now: i64) -> NewReport {
         message_id: MESSAGE_ID.into(),
         submission_id: None,
         atomic_job_id: None,
+        bisection_id: None,
         kind: "regression",
+        state: "pending",
         subject:
             "[linux:master] [fs/pipe] f7f4665dc5: lmbench3.PIPE.bandwidth.MB/sec 18.5% regression"
                 .into(),

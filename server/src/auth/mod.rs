@@ -98,7 +98,7 @@ pub async fn create_user_token(db: &Db, name: &str, email: Option<&str>) -> Resu
     Ok((user_id, token))
 }
 
-async fn upsert_user(tx: &mut Tx, name: &str, email: Option<&str>) -> Result<i64> {
+pub(crate) async fn upsert_user(tx: &mut Tx, name: &str, email: Option<&str>) -> Result<i64> {
     let row = sqlx::query(
         "INSERT INTO users (name, email, created_at) VALUES ($1, $2, $3) \
          ON CONFLICT (name) DO UPDATE SET email = COALESCE(excluded.email, users.email) \

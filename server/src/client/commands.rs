@@ -5,6 +5,8 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 
 use super::{ApiClient, ClientError};
+use crate::bisect::types::{BisectionDetail, BisectionView};
+use crate::watches::types::{WatchCreate, WatchDetail, WatchView};
 use crate::submissions::types::{
     EventView, RepoCreate, RepoView, SubmissionDetail, SubmissionResults, SubmissionView,
     SubmitRequest,
@@ -58,6 +60,95 @@ pub enum UserCommand {
     /// Manage registered git repositories.
     #[command(subcommand)]
     Repo(RepoCommand),
+    /// Branches the robot follows: every new head is tested, regressions bisected.
+    #[command(subcommand)]
+    Watch(WatchCommand),
+    /// List recent bisections (JSON).
+    Bisections {
+        #[command(flatten)]
+        conn: Connection,
+        #[arg(long, default_value_t = 20)]
+        limit: u32,
+    },
+    /// Show or cancel a bisection.
+    #[command(subcommand)]
+    Bisect(BisectCommand),
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum WatchCommand {
+    /// Watch a branch: test each new head with the job file.
+    Add {
+        #[command(flatten)]
+        conn: Connection,
+        #[arg(long)]
+        repo: String,
+        #[arg(long)]
+        branch: String,
+        /// LKP-style job file (YAML).
+        #[arg(long)]
+        job: String,
+        /// Machine class to run on (default: the first agent's).
+        #[arg(long)]
+        tbox_group: Option<String>,
+        /// How often to fetch: `600`, `30s`, `10m`, `1h`.
+        #[arg(long, value_parser = parse_interval)]
+        interval: Option<u32>,
+        /// Cap on runs per side of each pair.
+        #[arg(long)]
+        max_runs: Option<u32>,
+    },
+    /// List watches (JSON).
+    List {
+        #[command(flatten)]
+        conn: Connection,
+    },
+    /// A watch and what it did (JSON).
+    Show {
+        #[command(flatten)]
+        conn: Connection,
+        id: i64,
+    },
+    /// Stop watching.
+    Rm {
+        #[command(flatten)]
+        conn: Connection,
+        id: i64,
+    },
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum BisectCommand {
+    /// A bisection and its steps (JSON).
+    Show {
+        #[command(flatten)]
+        conn: Connection,
+        id: i64,
+    },
+    /// Cancel a bisection and its queued runs.
+    Cancel {
+        #[command(flatten)]
+        conn: Connection,
+        id: i64,
+    },
+}
+
+/// `600`, `30s`, `10m`, `2h` to seconds.
+pub fn parse_interval(text: &str) -> Result<u32, String> {
+    let text = text.trim();
+    let (number, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len()));
+    let n: u32 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not an interval like 600, 30s, 10m or 1h"))?;
+    let scale = match unit {
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(format!("{text:?}: the unit must be s, m, h or d")),
+    };
+    n.checked_mul(scale)
+        .ok_or_else(|| format!("{text:?} is too long"))
 }
 
 #[derive(Debug, Clone, Args)]
@@ -81,6 +172,9 @@ pub struct SubmitArgs {
     /// Cap on runs per side when the verdict is `unknown`.
     #[arg(long)]
     pub max_runs: Option<u32>,
+    /// Do not bisect a regression between base and head.
+    #[arg(long)]
+    pub no_bisect: bool,
 }
 
 #[derive(Debug, Clone, Subcommand)]
@@ -153,7 +247,74 @@ pub async fn run(cmd: UserCommand) -> Result<(), ClientError> {
             }
             Ok(())
         }
+        UserCommand::Watch(cmd) => watch(cmd).await,
+        UserCommand::Bisections { conn, limit } => {
+            let list: Vec<BisectionView> =
+                client(&conn)?.get(&format!("/bisections?limit={limit}")).await?;
+            print_json(&list)
+        }
+        UserCommand::Bisect(BisectCommand::Show { conn, id }) => {
+            let detail: BisectionDetail = client(&conn)?.get(&format!("/bisections/{id}")).await?;
+            print_json(&detail)
+        }
+        UserCommand::Bisect(BisectCommand::Cancel { conn, id }) => {
+            let b: BisectionView = client(&conn)?
+                .post(&format!("/bisections/{id}/cancel"), &())
+                .await?;
+            print_json(&b)
+        }
     }
+}
+
+fn print_json<T: serde::Serialize>(value: &T) -> Result<(), ClientError> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+async fn watch(cmd: WatchCommand) -> Result<(), ClientError> {
+    match cmd {
+        WatchCommand::Add {
+            conn,
+            repo,
+            branch,
+            job,
+            tbox_group,
+            interval,
+            max_runs,
+        } => {
+            let body = WatchCreate {
+                repo,
+                branch,
+                job_file: read_job_file(&job).await?,
+                tbox_group,
+                interval_secs: interval,
+                max_runs,
+            };
+            let w: WatchView = client(&conn)?.post("/watches", &body).await?;
+            print_json(&w)
+        }
+        WatchCommand::List { conn } => {
+            let list: Vec<WatchView> = client(&conn)?.get("/watches").await?;
+            print_json(&list)
+        }
+        WatchCommand::Show { conn, id } => {
+            let detail: WatchDetail = client(&conn)?.get(&format!("/watches/{id}")).await?;
+            print_json(&detail)
+        }
+        WatchCommand::Rm { conn, id } => {
+            let w: WatchView = client(&conn)?.delete(&format!("/watches/{id}")).await?;
+            print_json(&w)
+        }
+    }
+}
+
+async fn read_job_file(path: &str) -> Result<String, ClientError> {
+    tokio::fs::read_to_string(path)
+        .await
+        .map_err(|source| ClientError::ReadFile {
+            path: path.to_owned(),
+            source,
+        })
 }
 
 fn client(conn: &Connection) -> Result<ApiClient, ClientError> {
@@ -161,12 +322,7 @@ fn client(conn: &Connection) -> Result<ApiClient, ClientError> {
 }
 
 async fn submit(args: SubmitArgs) -> Result<(), ClientError> {
-    let job_file = tokio::fs::read_to_string(&args.job)
-        .await
-        .map_err(|source| ClientError::ReadFile {
-            path: args.job.clone(),
-            source,
-        })?;
+    let job_file = read_job_file(&args.job).await?;
     let body = SubmitRequest {
         repo: args.repo,
         job_file,
@@ -174,6 +330,7 @@ async fn submit(args: SubmitArgs) -> Result<(), ClientError> {
         head: args.head,
         priority: args.priority,
         max_runs: args.max_runs,
+        bisect: Some(!args.no_bisect),
     };
     let s: SubmissionView = client(&args.conn)?.post("/submissions", &body).await?;
     println!("{}", summary_line(&s));
@@ -222,4 +379,20 @@ fn summary_line(s: &SubmissionView) -> String {
         failed = s.jobs.failed,
         subject = s.head.subject,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_interval;
+
+    #[test]
+    fn intervals_take_units() {
+        assert_eq!(parse_interval("600"), Ok(600));
+        assert_eq!(parse_interval("30s"), Ok(30));
+        assert_eq!(parse_interval("10m"), Ok(600));
+        assert_eq!(parse_interval("2h"), Ok(7200));
+        assert!(parse_interval("10 parsecs").is_err());
+        assert!(parse_interval("m").is_err());
+        assert!(parse_interval("99999999d").is_err());
+    }
 }

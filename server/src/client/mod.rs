@@ -63,6 +63,10 @@ impl ApiClient {
         self.send(Method::POST, path, Some(body)).await
     }
 
+    pub async fn delete<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
+        self.send(Method::DELETE, path, None::<&()>).await
+    }
+
     async fn send<B: Serialize, T: DeserializeOwned>(
         &self,
         method: Method,

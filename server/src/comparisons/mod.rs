@@ -8,6 +8,8 @@
 //! ([`crate::state::AppState::job_done`]) and from a periodic re-scan, which
 //! also catches pairs completed by failures and work other replicas left.
 
+mod backends;
+pub use backends::{booted_commits, booted_commits_by_position, BootedCommits};
 mod store;
 
 use std::time::Duration;
@@ -120,6 +122,10 @@ pub async fn evaluate(state: &AppState, atomic_job_id: i64) -> Result<Evaluation
     }
     let compared = compare_pair(state, atomic_job_id).await?;
     let info = store::atomic_job_info(&state.db, atomic_job_id).await?;
+    let booted = match &compared {
+        Some(_) => Some(booted_commits(&state.db, atomic_job_id).await?),
+        None => None,
+    };
 
     let mut tx = state.db.begin().await?;
     // Another replica may be doing the same: whoever locks the row decides.
@@ -147,10 +153,10 @@ pub async fn evaluate(state: &AppState, atomic_job_id: i64) -> Result<Evaluation
         jobs::enqueue_more_runs(&mut tx, atomic_job_id, extra, state.config.max_attempts).await?;
     } else {
         store::settle(&mut tx, info.submission_id, atomic_job_id).await?;
-        if let Some(pc) = &compared {
-            // Same transaction: the report is queued if and only if the verdict is recorded.
-            crate::mail::enqueue_pair_report(&mut tx, &state.config.mail, info.submission_id, pc)
-                .await?;
+        if let (Some(pc), Some(booted)) = (&compared, &booted) {
+            // Same transaction: the report or bisection exists if and only
+            // if the verdict is recorded.
+            crate::bisect::on_pair_settled(&mut tx, state, info.submission_id, pc, booted).await?;
         }
     }
     tx.commit().await?;

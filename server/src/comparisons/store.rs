@@ -52,7 +52,7 @@ pub async fn run_counts_tx(tx: &mut Tx, atomic_job_id: i64) -> Result<RunCounts>
 
 async fn run_counts_on(conn: &mut AnyConnection, atomic_job_id: i64) -> Result<RunCounts> {
     let head = sqlx::query(
-        "SELECT s.state, a.settled_at FROM atomic_jobs a \
+        "SELECT s.state, s.kind, a.settled_at FROM atomic_jobs a \
          JOIN submissions s ON s.id = a.submission_id WHERE a.id = $1",
     )
     .bind(atomic_job_id)
@@ -60,9 +60,11 @@ async fn run_counts_on(conn: &mut AnyConnection, atomic_job_id: i64) -> Result<R
     .await?
     .ok_or_else(|| Error::not_found("atomic job", atomic_job_id))?;
     let state: String = head.try_get("state")?;
+    let kind: String = head.try_get("kind")?;
     let settled_at: Option<i64> = head.try_get("settled_at")?;
     let mut counts = RunCounts {
-        submission_active: state == "active",
+        // A bisection judges its own probe runs (crate::bisect).
+        submission_active: state == "active" && kind != "bisect",
         settled: settled_at.is_some(),
         ..RunCounts::default()
     };
@@ -249,7 +251,7 @@ pub async fn settle(tx: &mut Tx, submission_id: i64, atomic_job_id: i64) -> Resu
 pub async fn settled_candidates(db: &Db) -> Result<Vec<i64>> {
     let rows = sqlx::query(&format!(
         "SELECT a.id FROM atomic_jobs a JOIN submissions s ON s.id = a.submission_id \
-         WHERE s.state = 'active' AND a.settled_at IS NULL AND NOT EXISTS \
+         WHERE s.state = 'active' AND s.kind <> 'bisect' AND a.settled_at IS NULL AND NOT EXISTS \
              (SELECT 1 FROM jobs j WHERE j.atomic_job_id = a.id \
               AND (j.state = 'queued' OR j.state IN {ACTIVE_STATES_SQL})) \
          ORDER BY a.id LIMIT 1000"

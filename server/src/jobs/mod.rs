@@ -393,37 +393,112 @@ struct JobSpec<'a> {
 }
 
 async fn insert_runs(tx: &mut Tx, spec: &JobSpec<'_>, first_run: u32, runs: u32) -> Result<()> {
-    let now = now_ms();
     for run in first_run..first_run.saturating_add(runs) {
         for side in [Side::Base, Side::Head] {
             let commit_id = match side {
                 Side::Base => spec.pair.base_commit_id,
                 Side::Head => spec.pair.head_commit_id,
             };
-            sqlx::query(
-                "INSERT INTO jobs (submission_id, atomic_job_id, commit_id, side, run_index, seq, \
-                     need_arch, need_threads, need_memory_bytes, priority, state, \
-                     attempts, max_attempts, created_at, updated_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'queued', 0, $11, $12, $13)",
-            )
-            .bind(spec.pair.submission_id)
-            .bind(spec.atomic_job_id)
-            .bind(commit_id)
-            .bind(side.as_str())
-            .bind(i64::from(run))
-            .bind(2 * i64::from(run) + side.offset())
-            .bind(spec.constraints.arch.as_deref())
-            .bind(spec.constraints.threads)
-            .bind(spec.constraints.memory_bytes)
-            .bind(spec.priority)
-            .bind(i64::from(spec.max_attempts.max(1)))
-            .bind(now)
-            .bind(now)
-            .execute(&mut **tx)
-            .await?;
+            insert_job(tx, spec, commit_id, side, run).await?;
         }
     }
     Ok(())
+}
+
+async fn insert_job(
+    tx: &mut Tx,
+    spec: &JobSpec<'_>,
+    commit_id: i64,
+    side: Side,
+    run: u32,
+) -> Result<()> {
+    let now = now_ms();
+    sqlx::query(
+        "INSERT INTO jobs (submission_id, atomic_job_id, commit_id, side, run_index, seq, \
+             need_arch, need_threads, need_memory_bytes, priority, state, \
+             attempts, max_attempts, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'queued', 0, $11, $12, $13)",
+    )
+    .bind(spec.pair.submission_id)
+    .bind(spec.atomic_job_id)
+    .bind(commit_id)
+    .bind(side.as_str())
+    .bind(i64::from(run))
+    .bind(2 * i64::from(run) + side.offset())
+    .bind(spec.constraints.arch.as_deref())
+    .bind(spec.constraints.threads)
+    .bind(spec.constraints.memory_bytes)
+    .bind(spec.priority)
+    .bind(i64::from(spec.max_attempts.max(1)))
+    .bind(now)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Adds an atomic job to a submission without queueing runs, pinned to a
+/// tbox group and preferring an agent (a bisection's probe job follows the
+/// pair it bisects onto the same machines). Returns its id.
+pub async fn add_pinned_atomic_job(
+    tx: &mut Tx,
+    submission_id: i64,
+    job: &AtomicJob,
+    tbox_group: &str,
+    preferred_agent_id: Option<i64>,
+) -> Result<i64> {
+    let position = next_position(tx, submission_id).await?;
+    let id = insert_atomic_job(tx, submission_id, position, job).await?;
+    sqlx::query("UPDATE atomic_jobs SET tbox_group = $1, preferred_agent_id = $2 WHERE id = $3")
+        .bind(tbox_group)
+        .bind(preferred_agent_id)
+        .bind(id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(id)
+}
+
+/// Queues `runs` more runs of one commit of an atomic job (a bisection
+/// probe), numbered after the runs that commit already has. Returns how many
+/// were queued.
+pub async fn enqueue_commit_runs(
+    tx: &mut Tx,
+    atomic_job_id: i64,
+    commit_id: i64,
+    runs: u32,
+    max_attempts: u32,
+) -> Result<u32> {
+    let row = sqlx::query(
+        "SELECT a.spec, a.submission_id, s.priority, (SELECT COALESCE(MAX(j.run_index), -1) \
+             FROM jobs j WHERE j.atomic_job_id = a.id AND j.commit_id = $1) AS last_run \
+         FROM atomic_jobs a JOIN submissions s ON s.id = a.submission_id WHERE a.id = $2",
+    )
+    .bind(commit_id)
+    .bind(atomic_job_id)
+    .fetch_optional(&mut **tx)
+    .await?
+    .ok_or_else(|| Error::not_found("atomic job", atomic_job_id))?;
+    let spec_json: String = row.try_get("spec")?;
+    let job: AtomicJob = serde_json::from_str(&spec_json)
+        .map_err(|e| anyhow::anyhow!("stored atomic job {atomic_job_id} is not valid JSON: {e}"))?;
+    let constraints = Constraints::of(&job)?;
+    let submission_id: i64 = row.try_get("submission_id")?;
+    let spec = JobSpec {
+        pair: Pair {
+            submission_id,
+            base_commit_id: commit_id,
+            head_commit_id: commit_id,
+        },
+        atomic_job_id,
+        constraints: &constraints,
+        priority: row.try_get("priority")?,
+        max_attempts,
+    };
+    let first = u32::try_from(row.try_get::<i64, _>("last_run")? + 1).unwrap_or(0);
+    for run in first..first.saturating_add(runs) {
+        insert_job(tx, &spec, commit_id, Side::Head, run).await?;
+    }
+    Ok(runs)
 }
 
 async fn submission_priority(tx: &mut Tx, submission_id: i64) -> Result<i64> {

@@ -4,7 +4,7 @@
 
 use kbot_core::api::Hardware;
 use kbot_core::metrics::Impact;
-use kbot_core::report::{self, mbox, ChangeKind, CommitInfo, ReportData};
+use kbot_core::report::{self, mbox, ChangeKind, CommitInfo, OtherImpact, ReportData, StillOn};
 use kbot_core::stats::{MetricComparison, Outcome};
 use kbot_core::table::{self, CommitRef, RowFilter, TableInput};
 use sqlx::Row;
@@ -39,25 +39,55 @@ pub fn reported_metric<'a>(
 }
 
 /// Queues the report of a settled pair, in the transaction that records its
-/// comparison. Returns the outbox id, or `None` when mail is off, nothing is
-/// reportable, or this report was queued before.
-///
-/// Until bisection exists the pair's head is the blamed commit, and the
-/// compare table covers `base..head`.
+/// comparison. Returns the outbox id, or `None` when nothing is reportable
+/// or this report was written before. The pair's head is the blamed commit.
 pub async fn enqueue_pair_report(
     tx: &mut Tx,
     config: &MailConfig,
     submission_id: i64,
     pc: &PairComparison,
 ) -> Result<Option<i64>> {
-    if !config.enabled {
-        return Ok(None);
-    }
     let Some(kpi) = reported_metric(pc, config) else {
         return Ok(None);
     };
-    let ctx = load_context(tx, submission_id, pc.atomic_job_id).await?;
-    let data = report_data(pc, kpi, &ctx);
+    let blame = Blame {
+        submission_id,
+        pc,
+        kpi,
+        bisection_id: None,
+        still_on: Vec::new(),
+    };
+    enqueue(tx, config, &blame).await
+}
+
+/// Queues the report of a bisection's verified first bad commit: `pc` is
+/// the verification pair (the commit against its parent), `kpi` the
+/// bisected metric.
+pub async fn enqueue_bisection_report(
+    tx: &mut Tx,
+    config: &MailConfig,
+    blame: &Blame<'_>,
+) -> Result<Option<i64>> {
+    enqueue(tx, config, blame).await
+}
+
+/// A report's subject: the pair that blames `pc.head` for `kpi`.
+pub struct Blame<'a> {
+    pub submission_id: i64,
+    pub pc: &'a PairComparison,
+    pub kpi: &'a MetricComparison,
+    pub bisection_id: Option<i64>,
+    /// `[still regression on ...]` lines: later heads that still show it.
+    pub still_on: Vec<StillOn>,
+}
+
+/// Writes the report, mail on or off: with mail off it is stored as
+/// `mail_off`, so the dashboard and the API list every regression found.
+async fn enqueue(tx: &mut Tx, config: &MailConfig, blame: &Blame<'_>) -> Result<Option<i64>> {
+    let pc = blame.pc;
+    let ctx = load_context(tx, blame.submission_id, pc.atomic_job_id).await?;
+    let mut data = report_data(pc, blame.kpi, &ctx);
+    data.still_on = blame.still_on.clone();
     let addressing = addressing(config, &ctx.repo_name, &pc.head, now_ms());
     // A report that cannot be built (an author address git accepted but SMTP
     // cannot carry, no recipient at all) must not keep the verdict from being
@@ -74,9 +104,11 @@ pub async fn enqueue_pair_report(
     };
     let row = NewReport {
         message_id: rendered.message_id.to_string(),
-        submission_id: Some(submission_id),
+        submission_id: Some(blame.submission_id),
         atomic_job_id: Some(pc.atomic_job_id),
+        bisection_id: blame.bisection_id,
         kind: data.kind.as_str(),
+        state: if config.enabled { "pending" } else { "mail_off" },
         subject: rendered.subject,
         envelope_from: config.report.robot_address.clone(),
         recipients: addressing.recipients(),
@@ -85,7 +117,7 @@ pub async fn enqueue_pair_report(
     };
     let id = outbox::insert(tx, &row).await?;
     if id.is_some() {
-        tracing::info!(message_id = %row.message_id, subject = %row.subject, "report queued");
+        tracing::info!(message_id = %row.message_id, subject = %row.subject, state = row.state, "report written");
     }
     Ok(id)
 }
@@ -198,7 +230,7 @@ fn report_data(pc: &PairComparison, kpi: &MetricComparison, ctx: &Context) -> Re
         compiler: pc.job.compiler.clone(),
         machine: ctx.machine.clone(),
         parameters: report::job_parameters(&pc.job),
-        other_impacts: Vec::new(),
+        other_impacts: other_impacts(pc, kpi, &ctx.machine),
         compare_table: table::render(&table_input),
         recorded_at_ms: ctx.submission_created_at,
         identity_key: format!(
@@ -211,6 +243,29 @@ fn report_data(pc: &PairComparison, kpi: &MetricComparison, ctx: &Context) -> Re
         ),
         preface: None,
     }
+}
+
+/// "In addition to that": the job's other KPIs the same pair changed.
+fn other_impacts(pc: &PairComparison, kpi: &MetricComparison, machine: &Hardware) -> Vec<OtherImpact> {
+    pc.comparison
+        .metrics
+        .iter()
+        .filter(|m| m.kpi && m.metric != kpi.metric && m.kbot.outcome == Outcome::Different)
+        .filter(|m| matches!(m.impact, Impact::Regression | Impact::Improvement))
+        .map(|m| OtherImpact {
+            testcase: pc.job.testcase.clone(),
+            metric: m.metric.clone(),
+            change_percent: m.change.abs(),
+            kind: if m.impact == Impact::Improvement {
+                ChangeKind::Improvement
+            } else {
+                ChangeKind::Regression
+            },
+            machine: report::describe_machine(machine),
+            parameters: report::job_parameters(&pc.job),
+            compare_table: None,
+        })
+        .collect()
 }
 
 fn commit_ref(c: &StoredCommit) -> CommitRef {

@@ -2,6 +2,7 @@
 //! Loaded once from flags and `KBOT_MAIL_*` / `KBOT_SMTP_*` variables.
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use kbot_core::report::{ReportConfig, DEFAULT_DISCLAIMER, DEFAULT_SIGNATURE};
@@ -54,20 +55,15 @@ pub struct MailArgs {
         default_value = "kbot@localhost"
     )]
     pub from_address: String,
-    /// Prefix of the `Closes:` link (a list archive); the Message-ID is appended.
-    #[arg(
-        long = "mail-archive-url",
-        env = "KBOT_MAIL_ARCHIVE_URL",
-        default_value = "http://127.0.0.1:8080/reports"
-    )]
-    pub archive_url: String,
+    /// Prefix of the `Closes:` link (a list archive); the Message-ID is
+    /// appended. Default: the public URL's `/reports`.
+    #[arg(long = "mail-archive-url", env = "KBOT_MAIL_ARCHIVE_URL")]
+    pub archive_url: Option<String>,
     /// This server's public URL; the reproduction link points into it.
-    #[arg(
-        long = "public-url",
-        env = "KBOT_PUBLIC_URL",
-        default_value = "http://127.0.0.1:8080"
-    )]
-    pub public_url: String,
+    /// Default: `http://` and the bind address (the host name when bound to
+    /// every interface).
+    #[arg(long = "public-url", env = "KBOT_PUBLIC_URL")]
+    pub public_url: Option<String>,
     /// Replaces kbot's default disclaimer.
     #[arg(long = "mail-disclaimer", env = "KBOT_MAIL_DISCLAIMER")]
     pub disclaimer: Option<String>,
@@ -204,10 +200,30 @@ pub fn parse_repo_lists(spec: &str) -> Result<RepoLists, String> {
     Ok(RepoLists(out))
 }
 
-impl From<MailArgs> for MailConfig {
-    fn from(a: MailArgs) -> MailConfig {
-        let mut report =
-            report_config(&a.from_name, &a.from_address, &a.archive_url, &a.public_url);
+/// The URL people reach a server bound to `bind` at.
+pub fn default_public_url(bind: SocketAddr) -> String {
+    if bind.ip().is_unspecified() {
+        // Bound to every interface: the machine's name is what others use.
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_owned())
+            .ok()
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "localhost".into());
+        format!("http://{host}:{}", bind.port())
+    } else {
+        format!("http://{bind}")
+    }
+}
+
+impl MailConfig {
+    /// The settings from flags and variables; links default from the public
+    /// URL, and the public URL from the address the server binds.
+    pub fn from_args(a: MailArgs, bind: SocketAddr) -> MailConfig {
+        let public_url = a.public_url.unwrap_or_else(|| default_public_url(bind));
+        let archive_url = a
+            .archive_url
+            .unwrap_or_else(|| format!("{}/reports", public_url.trim_end_matches('/')));
+        let mut report = report_config(&a.from_name, &a.from_address, &archive_url, &public_url);
         if let Some(d) = a.disclaimer {
             report.disclaimer = d;
         }
@@ -259,5 +275,32 @@ mod tests {
         assert_eq!(c.backoff(2), Duration::from_secs(60));
         assert_eq!(c.backoff(3), Duration::from_secs(120));
         assert_eq!(c.backoff(40), Duration::from_secs(3600));
+    }
+
+    #[derive(clap::Parser)]
+    struct Args {
+        #[command(flatten)]
+        mail: MailArgs,
+    }
+
+    fn config(args: &[&str], bind: &str) -> MailConfig {
+        use clap::Parser;
+        let parsed = Args::try_parse_from(std::iter::once("kbot").chain(args.iter().copied()))
+            .expect("flags parse");
+        MailConfig::from_args(parsed.mail, bind.parse().expect("address"))
+    }
+
+    #[test]
+    fn links_default_from_the_public_url_and_that_from_the_bind_address() {
+        let c = config(&[], "127.0.0.1:8093");
+        assert_eq!(c.report.archive_url, "http://127.0.0.1:8093/reports");
+        assert_eq!(c.report.materials_url, "http://127.0.0.1:8093/archive");
+        let c = config(&["--public-url", "https://kbot.example.org/"], "127.0.0.1:8093");
+        assert_eq!(c.report.archive_url, "https://kbot.example.org/reports");
+        assert_eq!(c.report.materials_url, "https://kbot.example.org/archive");
+        let c = config(&["--mail-archive-url", "https://lore.example.org/all"], "10.0.0.1:80");
+        assert_eq!(c.report.archive_url, "https://lore.example.org/all");
+        assert_eq!(c.report.materials_url, "http://10.0.0.1:80/archive");
+        assert!(!config(&[], "0.0.0.0:8080").report.archive_url.contains("0.0.0.0"));
     }
 }

@@ -18,6 +18,6 @@ pub mod pages;
 pub mod sender;
 pub mod smtp;
 
-pub use compose::enqueue_pair_report;
+pub use compose::{enqueue_bisection_report, enqueue_pair_report, Blame};
 pub use config::{MailArgs, MailConfig, SmtpSettings};
 pub use sender::Sender;

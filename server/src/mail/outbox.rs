@@ -18,8 +18,11 @@ pub struct NewReport {
     pub message_id: String,
     pub submission_id: Option<i64>,
     pub atomic_job_id: Option<i64>,
+    pub bisection_id: Option<i64>,
     /// `regression` or `improvement`.
     pub kind: &'static str,
+    /// `pending` (to send) or `mail_off` (written while mail is off).
+    pub state: &'static str,
     pub subject: String,
     pub envelope_from: String,
     pub recipients: Vec<String>,
@@ -46,6 +49,8 @@ pub struct StoredReport {
     pub id: i64,
     pub message_id: String,
     pub submission_id: Option<i64>,
+    /// The bisection that found and verified the blamed commit.
+    pub bisection_id: Option<i64>,
     pub kind: String,
     pub subject: String,
     pub recipients: Vec<String>,
@@ -85,8 +90,8 @@ pub enum Outcome {
 pub async fn insert(tx: &mut Tx, r: &NewReport) -> Result<Option<i64>> {
     let row = sqlx::query(
         "INSERT INTO report_outbox (message_id, submission_id, atomic_job_id, kind, subject, \
-         envelope_from, recipients, message, next_attempt_at, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+         envelope_from, recipients, message, next_attempt_at, created_at, bisection_id, state) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
          ON CONFLICT (message_id) DO NOTHING RETURNING id",
     )
     .bind(&r.message_id)
@@ -99,6 +104,8 @@ pub async fn insert(tx: &mut Tx, r: &NewReport) -> Result<Option<i64>> {
     .bind(&r.message)
     .bind(r.created_at)
     .bind(r.created_at)
+    .bind(r.bisection_id)
+    .bind(r.state)
     .fetch_optional(&mut **tx)
     .await?;
     Ok(row.map(|r| r.get::<i64, _>(0)))
@@ -186,7 +193,7 @@ pub async fn finish(
 }
 
 const REPORT_COLUMNS: &str = "id, message_id, submission_id, kind, subject, recipients, message, \
-     state, attempts, next_attempt_at, last_error, created_at, sent_at";
+     state, attempts, next_attempt_at, last_error, created_at, sent_at, bisection_id";
 
 fn report_from_row(r: &sqlx::any::AnyRow) -> StoredReport {
     StoredReport {
@@ -203,6 +210,7 @@ fn report_from_row(r: &sqlx::any::AnyRow) -> StoredReport {
         last_error: r.get(10),
         created_at: r.get(11),
         sent_at: r.get(12),
+        bisection_id: r.get(13),
     }
 }
 

@@ -209,12 +209,95 @@ impl Mirror {
         }
     }
 
+    /// The commits a bisection may still test: reachable from `bad` but from
+    /// none of `goods`, `bad` itself excluded. `best_first` orders them as
+    /// `git bisect` would pick them (`--bisect-all`: the commit that halves
+    /// the range first); otherwise in topological order, newest first.
+    /// Every argument must be a full sha.
+    pub async fn bisect_candidates(
+        &self,
+        bad: &str,
+        goods: &[String],
+        best_first: bool,
+    ) -> Result<Vec<String>, GitError> {
+        let mut args = vec!["rev-list".to_owned()];
+        args.push(if best_first { "--bisect-all" } else { "--topo-order" }.to_owned());
+        args.push(checked_sha(bad)?.to_owned());
+        for good in goods {
+            args.push(format!("^{}", checked_sha(good)?));
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = self.git(&args).await?;
+        Ok(out
+            .lines()
+            .filter_map(|line| line.split_whitespace().next())
+            .filter(|sha| *sha != bad)
+            .map(str::to_owned)
+            .collect())
+    }
+
+    /// `git patch-id --stable` of a commit's diff against its first parent:
+    /// the same change rebased or cherry-picked elsewhere has the same id.
+    /// `None` for a commit without a diff (an empty commit or a clean merge).
+    pub async fn patch_id(&self, sha: &str) -> Result<Option<String>, GitError> {
+        let sha = checked_sha(sha)?;
+        let diff = self
+            .git(&["diff-tree", "-p", "--no-color", "--first-parent", "--root", sha])
+            .await?;
+        let out = run_git_with_input(
+            Some(&self.path),
+            &["patch-id", "--stable"],
+            diff.into_bytes(),
+            self.timeout,
+        )
+        .await?;
+        Ok(out.split_whitespace().next().map(str::to_owned))
+    }
+
     async fn git(&self, args: &[&str]) -> Result<String, GitError> {
         run_git(Some(&self.path), args, self.timeout).await
     }
 }
 
+fn checked_sha(sha: &str) -> Result<&str, GitError> {
+    if is_full_sha(sha) {
+        Ok(sha)
+    } else {
+        Err(GitError::InvalidRevision {
+            rev: sha.into(),
+            reason: "not a full 40-hex commit id",
+        })
+    }
+}
+
+/// Runs git with `input` on its standard input (written from a separate
+/// task, so a large diff cannot deadlock against a full output pipe).
+async fn run_git_with_input(
+    dir: Option<&Path>,
+    args: &[&str],
+    input: Vec<u8>,
+    timeout: Duration,
+) -> Result<String, GitError> {
+    use tokio::io::AsyncWriteExt;
+    let mut cmd = git_command(dir, args);
+    cmd.stdin(Stdio::piped());
+    let mut child = cmd.spawn()?;
+    if let Some(mut stdin) = child.stdin.take() {
+        tokio::spawn(async move {
+            // A git that exits early closes the pipe; its status tells why.
+            let _ = stdin.write_all(&input).await;
+        });
+    }
+    finish(args, child.wait_with_output(), timeout).await
+}
+
 async fn run_git(dir: Option<&Path>, args: &[&str], timeout: Duration) -> Result<String, GitError> {
+    let mut cmd = git_command(dir, args);
+    cmd.stdin(Stdio::null());
+    finish(args, cmd.output(), timeout).await
+}
+
+fn git_command(dir: Option<&Path>, args: &[&str]) -> Command {
     let mut cmd = Command::new("git");
     if let Some(dir) = dir {
         cmd.arg("--git-dir").arg(dir);
@@ -223,12 +306,20 @@ async fn run_git(dir: Option<&Path>, args: &[&str], timeout: Duration) -> Result
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("GIT_ASKPASS", "true")
         .env("LC_ALL", "C")
-        .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
+    cmd
+}
+
+/// Waits for a git child within `timeout`; its stdout, or why it failed.
+async fn finish(
+    args: &[&str],
+    output: impl std::future::Future<Output = std::io::Result<std::process::Output>>,
+    timeout: Duration,
+) -> Result<String, GitError> {
     let command = args.first().copied().unwrap_or_default().to_owned();
-    let output = match tokio::time::timeout(timeout, cmd.output()).await {
+    let output = match tokio::time::timeout(timeout, output).await {
         Ok(out) => out?,
         Err(_) => {
             return Err(GitError::Timeout {

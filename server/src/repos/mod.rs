@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-pub use store::{commit_by_id, get_repo, list_repos, RepoRow, StoredCommit};
+pub use store::{commit_by_id, get_repo, list_repos, repo_by_id, RepoRow, StoredCommit};
 
 use crate::error::{Error, Result};
 use crate::state::AppState;

@@ -68,6 +68,16 @@ pub async fn get_repo(db: &Db, name: &str) -> Result<RepoRow> {
         .ok_or_else(|| Error::UnknownRepo(name.to_owned()))
 }
 
+/// The registered repo with this id.
+pub async fn repo_by_id(db: &Db, id: i64) -> Result<RepoRow> {
+    let row = sqlx::query(&format!("SELECT {REPO_COLUMNS} FROM repos WHERE id = $1"))
+        .bind(id)
+        .fetch_optional(db.read())
+        .await?
+        .ok_or_else(|| Error::not_found("repo", id))?;
+    RepoRow::from_row(&row)
+}
+
 pub async fn list_repos(db: &Db) -> Result<Vec<RepoRow>> {
     let rows = sqlx::query(&format!("SELECT {REPO_COLUMNS} FROM repos ORDER BY name"))
         .fetch_all(db.read())

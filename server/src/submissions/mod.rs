@@ -13,6 +13,7 @@ use kbot_core::job::{parse_job_file, AtomicJob};
 pub use store::{
     comparisons, events, get_submission, job_views, list_submissions, run_results, SubmissionRow,
 };
+pub(crate) use store::{insert_submission, NewSubmission};
 
 use crate::auth::UserAuth;
 use crate::error::{Error, Result};
@@ -47,31 +48,25 @@ pub async fn submit(
             head.sha
         )));
     }
-    let requested = atomic_jobs.iter().map(|j| j.runs).max().unwrap_or(1);
-    let runs = expand::initial_runs(requested, max_runs);
-
     let mut tx = state.db.begin().await?;
-    let id = store::insert_submission(
+    let id = queue_pair(
+        state,
         &mut tx,
-        &store::NewSubmission {
+        NewPair {
             user_id: user.user_id,
             repo_id: repo.id,
-            job_name: job_name(&atomic_jobs),
             job_file: &req.job_file,
-            base_commit_id: base.id,
-            head_commit_id: head.id,
+            atomic_jobs: &atomic_jobs,
+            base: &base,
+            head: &head,
             priority: i64::from(req.priority),
-            runs_cap: i64::from(max_runs),
-            created_at: now_ms(),
+            max_runs,
+            kind: "user",
+            bisect: req.bisect.unwrap_or(true),
+            watch_id: None,
         },
     )
     .await?;
-    let pair = Pair {
-        submission_id: id,
-        base_commit_id: base.id,
-        head_commit_id: head.id,
-    };
-    jobs::enqueue_pair(&mut tx, pair, &atomic_jobs, runs, state.config.max_attempts).await?;
     tx.commit().await?;
     state.wake_lessees();
     tracing::info!(
@@ -81,10 +76,61 @@ pub async fn submit(
         base = %base.sha,
         head = %head.sha,
         atomic_jobs = atomic_jobs.len(),
-        runs,
         "submission queued"
     );
     store::submission_view(&state.db, id).await
+}
+
+/// A pair to queue: who asks, the job, the commits, and what its verdict
+/// should start.
+pub(crate) struct NewPair<'a> {
+    pub user_id: i64,
+    pub repo_id: i64,
+    pub job_file: &'a str,
+    pub atomic_jobs: &'a [AtomicJob],
+    pub base: &'a StoredCommit,
+    pub head: &'a StoredCommit,
+    pub priority: i64,
+    pub max_runs: u32,
+    pub kind: &'static str,
+    pub bisect: bool,
+    pub watch_id: Option<i64>,
+}
+
+/// Stores a submission and queues its jobs in the caller's transaction; call
+/// [`AppState::wake_lessees`] after committing. Returns the submission id.
+pub(crate) async fn queue_pair(
+    state: &AppState,
+    tx: &mut crate::db::Tx,
+    p: NewPair<'_>,
+) -> Result<i64> {
+    let requested = p.atomic_jobs.iter().map(|j| j.runs).max().unwrap_or(1);
+    let runs = expand::initial_runs(requested, p.max_runs);
+    let id = store::insert_submission(
+        tx,
+        &store::NewSubmission {
+            user_id: p.user_id,
+            kind: p.kind,
+            bisect: p.bisect,
+            watch_id: p.watch_id,
+            repo_id: p.repo_id,
+            job_name: job_name(p.atomic_jobs),
+            job_file: p.job_file,
+            base_commit_id: p.base.id,
+            head_commit_id: p.head.id,
+            priority: p.priority,
+            runs_cap: i64::from(p.max_runs),
+            created_at: now_ms(),
+        },
+    )
+    .await?;
+    let pair = Pair {
+        submission_id: id,
+        base_commit_id: p.base.id,
+        head_commit_id: p.head.id,
+    };
+    jobs::enqueue_pair(tx, pair, p.atomic_jobs, runs, state.config.max_attempts).await?;
+    Ok(id)
 }
 
 /// Parses the job file; every problem names the culprit (line, key, option).
@@ -104,7 +150,7 @@ pub fn parse_job(text: &str) -> Result<Vec<AtomicJob>> {
     Ok(jobs)
 }
 
-fn max_runs(requested: Option<u32>) -> Result<u32> {
+pub(crate) fn max_runs(requested: Option<u32>) -> Result<u32> {
     match requested {
         None => Ok(expand::DEFAULT_MAX_RUNS),
         Some(n) if (1..=expand::MAX_RUNS_LIMIT).contains(&n) => Ok(n),
@@ -116,13 +162,13 @@ fn max_runs(requested: Option<u32>) -> Result<u32> {
 }
 
 /// The submission's display name: its testcase(s), as LKP names job files.
-fn job_name(jobs: &[AtomicJob]) -> String {
+pub(crate) fn job_name(jobs: &[AtomicJob]) -> String {
     let mut names: Vec<&str> = jobs.iter().map(|j| j.testcase.as_str()).collect();
     names.dedup();
     names.join("+")
 }
 
-async fn parent_of(
+pub(crate) async fn parent_of(
     state: &AppState,
     repo: &repos::RepoRow,
     head: &StoredCommit,

@@ -26,10 +26,16 @@ pub struct SubmissionRow {
     pub state: String,
     pub created_at: i64,
     pub finished_at: Option<i64>,
+    pub kind: String,
 }
 
-pub(super) struct NewSubmission<'a> {
+pub(crate) struct NewSubmission<'a> {
     pub user_id: i64,
+    /// `user`, `watch`, `bisect` or `verify` (see migration 0007).
+    pub kind: &'static str,
+    /// Whether a regression verdict starts a bisection.
+    pub bisect: bool,
+    pub watch_id: Option<i64>,
     pub repo_id: i64,
     pub job_name: String,
     pub job_file: &'a str,
@@ -40,11 +46,11 @@ pub(super) struct NewSubmission<'a> {
     pub created_at: i64,
 }
 
-pub(super) async fn insert_submission(tx: &mut Tx, s: &NewSubmission<'_>) -> Result<i64> {
+pub(crate) async fn insert_submission(tx: &mut Tx, s: &NewSubmission<'_>) -> Result<i64> {
     let row = sqlx::query(
         "INSERT INTO submissions (user_id, repo_id, job_name, job_file, base_commit_id, \
-             head_commit_id, priority, runs_cap, state, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'active', $9) RETURNING id",
+             head_commit_id, priority, runs_cap, state, created_at, kind, bisect, watch_id) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'active', $9, $10, $11, $12) RETURNING id",
     )
     .bind(s.user_id)
     .bind(s.repo_id)
@@ -55,6 +61,9 @@ pub(super) async fn insert_submission(tx: &mut Tx, s: &NewSubmission<'_>) -> Res
     .bind(s.priority)
     .bind(s.runs_cap)
     .bind(s.created_at)
+    .bind(s.kind)
+    .bind(i64::from(s.bisect))
+    .bind(s.watch_id)
     .fetch_one(&mut **tx)
     .await?;
     Ok(row.try_get("id")?)
@@ -62,7 +71,7 @@ pub(super) async fn insert_submission(tx: &mut Tx, s: &NewSubmission<'_>) -> Res
 
 const SUBMISSION_SELECT: &str = "SELECT s.id, u.name AS user_name, r.name AS repo_name, \
      s.job_name, s.job_file, s.base_commit_id, s.head_commit_id, s.priority, s.runs_cap, \
-     s.state, s.created_at, s.finished_at \
+     s.state, s.created_at, s.finished_at, s.kind \
      FROM submissions s JOIN users u ON u.id = s.user_id JOIN repos r ON r.id = s.repo_id";
 
 impl SubmissionRow {
@@ -80,6 +89,7 @@ impl SubmissionRow {
             state: row.try_get("state")?,
             created_at: row.try_get("created_at")?,
             finished_at: row.try_get("finished_at")?,
+            kind: row.try_get("kind")?,
         })
     }
 }
@@ -125,6 +135,7 @@ async fn view_of(db: &Db, s: SubmissionRow) -> Result<SubmissionView> {
         id: s.id,
         repo: s.repo_name,
         submitter: s.user_name,
+        kind: s.kind,
         state: display_state(&s.state, &jobs).to_owned(),
         base: base.view,
         head: head.view,
@@ -287,11 +298,14 @@ pub async fn comparisons(db: &Db, submission_id: i64) -> Result<Vec<ComparisonVi
     .bind(submission_id)
     .fetch_all(db.read())
     .await?;
+    let booted = crate::comparisons::booted_commits_by_position(db, submission_id).await?;
     rows.iter()
         .map(|row| {
             let detail: String = row.try_get("detail")?;
+            let position: i64 = row.try_get("position")?;
+            let boot = booted.get(&position);
             Ok(ComparisonView {
-                job_index: to_u32(row.try_get("position")?),
+                job_index: to_u32(position),
                 metric: row.try_get("metric")?,
                 verdict: row.try_get("verdict")?,
                 base_runs: to_u32(row.try_get("base_n")?),
@@ -301,6 +315,8 @@ pub async fn comparisons(db: &Db, submission_id: i64) -> Result<Vec<ComparisonVi
                 change_percent: row.try_get("change_pct")?,
                 detail: serde_json::from_str(&detail).unwrap_or(serde_json::Value::Null),
                 computed_at: row.try_get("updated_at")?,
+                tests_the_commits: boot.is_some_and(|b| b.tests_the_commits()),
+                boot_note: boot.and_then(|b| b.note()),
             })
         })
         .collect()

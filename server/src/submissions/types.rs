@@ -59,6 +59,10 @@ pub struct SubmitRequest {
     pub priority: i32,
     /// Cap on runs per side when `unknown` verdicts ask for more (default 10).
     pub max_runs: Option<u32>,
+    /// Whether a regression on a pair more than one commit apart starts a
+    /// bisection (default true).
+    #[serde(default)]
+    pub bisect: Option<bool>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -66,6 +70,10 @@ pub struct SubmissionView {
     pub id: i64,
     pub repo: String,
     pub submitter: String,
+    /// Who made it: `user` (a person), `watch` (a watched branch moved),
+    /// `bisect` (a bisection's probe runs), `verify` (a first bad commit
+    /// against its parent).
+    pub kind: String,
     /// `queued`, `running`, `done`, `failed` or `cancelled`.
     pub state: String,
     pub base: CommitView,
@@ -152,6 +160,17 @@ pub struct ComparisonView {
     pub detail: serde_json::Value,
     /// Unix milliseconds.
     pub computed_at: i64,
+    /// Whether every finished run of this job booted its own commit's
+    /// kernel (`qemu` or `kexec` agents). False when some ran on the `host`
+    /// backend, where both sides run the machine's kernel: the verdict then
+    /// says nothing about the commits.
+    #[serde(default)]
+    pub tests_the_commits: bool,
+    /// Why the comparison is not a test of the commits (`tests_the_commits`
+    /// false), e.g. "host backend: both sides ran the running kernel 6.1.0;
+    /// this is an A/A comparison, not a test of the commits".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_note: Option<String>,
 }
 
 /// `GET /api/v1/submissions/{id}/results`.

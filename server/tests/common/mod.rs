@@ -204,11 +204,21 @@ impl TestServer {
 
     /// Enrols an agent called `name` in `tbox_group`; returns its id and token.
     pub async fn enroll(&self, name: &str, tbox_group: &str) -> EnrollResponse {
+        self.enroll_as(name, tbox_group, BootBackend::Qemu).await
+    }
+
+    /// [`TestServer::enroll`] with another boot backend.
+    pub async fn enroll_as(
+        &self,
+        name: &str,
+        tbox_group: &str,
+        backend: BootBackend,
+    ) -> EnrollResponse {
         let request = EnrollRequest {
             enrollment_token: self.enrollment_token().await,
             name: name.to_string(),
             tbox_group: tbox_group.to_string(),
-            backend: BootBackend::Host,
+            backend,
             hardware: hardware(),
         };
         let response = self

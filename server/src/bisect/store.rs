@@ -1,0 +1,522 @@
+//! SQL of bisections: the rows, their steps, the probe runs and the ends'
+//! samples.
+
+use std::collections::{BTreeMap, HashMap};
+
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+use crate::db::{Db, Tx};
+use crate::error::{Error, Result};
+use crate::jobs::results::parse_metrics;
+use crate::jobs::ACTIVE_STATES_SQL;
+use crate::time::now_ms;
+
+/// States in which a bisection still has work to do.
+pub const OPEN_STATES_SQL: &str = "('running', 'verifying')";
+
+/// A `bisections` row with its repo's name.
+#[derive(Debug, Clone)]
+pub struct BisectionRow {
+    pub id: i64,
+    pub repo_id: i64,
+    pub repo_name: String,
+    pub origin_submission_id: i64,
+    pub origin_atomic_job_id: i64,
+    pub probe_submission_id: Option<i64>,
+    pub probe_atomic_job_id: Option<i64>,
+    pub verify_submission_id: Option<i64>,
+    pub good_commit_id: i64,
+    pub bad_commit_id: i64,
+    pub metric: String,
+    pub tbox_group: String,
+    pub job_key: String,
+    pub state: String,
+    pub first_bad_commit_id: Option<i64>,
+    pub patch_id: Option<String>,
+    pub duplicate_of: Option<i64>,
+    pub reason: Option<String>,
+    pub remaining: String,
+    pub runs_cap: i64,
+    pub rev: i64,
+    pub created_at: i64,
+    pub finished_at: Option<i64>,
+}
+
+const BISECTION_SELECT: &str = "SELECT b.id, b.repo_id, r.name AS repo_name, \
+     b.origin_submission_id, b.origin_atomic_job_id, b.probe_submission_id, \
+     b.probe_atomic_job_id, b.verify_submission_id, b.good_commit_id, b.bad_commit_id, \
+     b.metric, b.tbox_group, b.job_key, b.state, b.first_bad_commit_id, b.patch_id, \
+     b.duplicate_of, b.reason, b.remaining, b.runs_cap, b.rev, b.created_at, b.finished_at \
+     FROM bisections b JOIN repos r ON r.id = b.repo_id";
+
+impl BisectionRow {
+    fn from_row(row: &AnyRow) -> Result<BisectionRow> {
+        Ok(BisectionRow {
+            id: row.try_get("id")?,
+            repo_id: row.try_get("repo_id")?,
+            repo_name: row.try_get("repo_name")?,
+            origin_submission_id: row.try_get("origin_submission_id")?,
+            origin_atomic_job_id: row.try_get("origin_atomic_job_id")?,
+            probe_submission_id: row.try_get("probe_submission_id")?,
+            probe_atomic_job_id: row.try_get("probe_atomic_job_id")?,
+            verify_submission_id: row.try_get("verify_submission_id")?,
+            good_commit_id: row.try_get("good_commit_id")?,
+            bad_commit_id: row.try_get("bad_commit_id")?,
+            metric: row.try_get("metric")?,
+            tbox_group: row.try_get("tbox_group")?,
+            job_key: row.try_get("job_key")?,
+            state: row.try_get("state")?,
+            first_bad_commit_id: row.try_get("first_bad_commit_id")?,
+            patch_id: row.try_get("patch_id")?,
+            duplicate_of: row.try_get("duplicate_of")?,
+            reason: row.try_get("reason")?,
+            remaining: row.try_get("remaining")?,
+            runs_cap: row.try_get("runs_cap")?,
+            rev: row.try_get("rev")?,
+            created_at: row.try_get("created_at")?,
+            finished_at: row.try_get("finished_at")?,
+        })
+    }
+}
+
+pub async fn get(db: &Db, id: i64) -> Result<BisectionRow> {
+    let row = sqlx::query(&format!("{BISECTION_SELECT} WHERE b.id = $1"))
+        .bind(id)
+        .fetch_optional(db.read())
+        .await?
+        .ok_or_else(|| Error::not_found("bisection", id))?;
+    BisectionRow::from_row(&row)
+}
+
+/// Newest first.
+pub async fn list(db: &Db, limit: i64) -> Result<Vec<BisectionRow>> {
+    let rows = sqlx::query(&format!(
+        "{BISECTION_SELECT} ORDER BY b.id DESC LIMIT $1"
+    ))
+    .bind(limit)
+    .fetch_all(db.read())
+    .await?;
+    rows.iter().map(BisectionRow::from_row).collect()
+}
+
+pub async fn open_ids(db: &Db) -> Result<Vec<i64>> {
+    let rows = sqlx::query(&format!(
+        "SELECT id FROM bisections WHERE state IN {OPEN_STATES_SQL} ORDER BY id"
+    ))
+    .fetch_all(db.read())
+    .await?;
+    rows.iter()
+        .map(|r| r.try_get::<i64, _>("id").map_err(Error::from))
+        .collect()
+}
+
+/// What a new bisection starts from.
+pub struct NewBisection<'a> {
+    pub repo_id: i64,
+    pub origin_submission_id: i64,
+    pub origin_atomic_job_id: i64,
+    pub good_commit_id: i64,
+    pub bad_commit_id: i64,
+    pub metric: &'a str,
+    pub tbox_group: &'a str,
+    pub job_key: &'a str,
+    pub dedup_key: &'a str,
+    pub runs_cap: i64,
+}
+
+/// Inserts a bisection unless one with the same key is open; its id, or
+/// `None` for a duplicate.
+pub async fn insert(tx: &mut Tx, b: &NewBisection<'_>) -> Result<Option<i64>> {
+    let row = sqlx::query(
+        "INSERT INTO bisections (repo_id, origin_submission_id, origin_atomic_job_id, \
+             good_commit_id, bad_commit_id, metric, tbox_group, job_key, dedup_key, runs_cap, \
+             created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+         ON CONFLICT DO NOTHING RETURNING id",
+    )
+    .bind(b.repo_id)
+    .bind(b.origin_submission_id)
+    .bind(b.origin_atomic_job_id)
+    .bind(b.good_commit_id)
+    .bind(b.bad_commit_id)
+    .bind(b.metric)
+    .bind(b.tbox_group)
+    .bind(b.job_key)
+    .bind(b.dedup_key)
+    .bind(b.runs_cap)
+    .bind(now_ms())
+    .fetch_optional(&mut **tx)
+    .await?;
+    Ok(row.map(|r| r.get::<i64, _>(0)))
+}
+
+pub async fn set_probe(tx: &mut Tx, id: i64, submission_id: i64, atomic_job_id: i64) -> Result<()> {
+    sqlx::query(
+        "UPDATE bisections SET probe_submission_id = $1, probe_atomic_job_id = $2 WHERE id = $3",
+    )
+    .bind(submission_id)
+    .bind(atomic_job_id)
+    .bind(id)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Takes the right to change the bisection: true when nobody changed it
+/// since it was read at `rev` in `state` (replicas advance optimistically).
+pub async fn take(tx: &mut Tx, b: &BisectionRow) -> Result<bool> {
+    let done = sqlx::query(
+        "UPDATE bisections SET rev = rev + 1 WHERE id = $1 AND rev = $2 AND state = $3",
+    )
+    .bind(b.id)
+    .bind(b.rev)
+    .bind(&b.state)
+    .execute(&mut **tx)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+pub async fn start_verifying(
+    tx: &mut Tx,
+    id: i64,
+    first_bad_commit_id: i64,
+    verify_submission_id: i64,
+) -> Result<()> {
+    sqlx::query(
+        "UPDATE bisections SET state = 'verifying', first_bad_commit_id = $1, \
+             verify_submission_id = $2 WHERE id = $3",
+    )
+    .bind(first_bad_commit_id)
+    .bind(verify_submission_id)
+    .bind(id)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// How a bisection ended.
+#[derive(Debug, Clone, Default)]
+pub struct Conclusion {
+    pub state: &'static str,
+    pub reason: Option<String>,
+    pub remaining: Vec<String>,
+    pub patch_id: Option<String>,
+    pub duplicate_of: Option<i64>,
+}
+
+/// Ends a bisection; its probe submission is done (queued probes cancelled).
+pub async fn conclude(tx: &mut Tx, b: &BisectionRow, c: &Conclusion) -> Result<()> {
+    let now = now_ms();
+    sqlx::query(
+        "UPDATE bisections SET state = $1, reason = $2, remaining = $3, \
+             patch_id = COALESCE($4, patch_id), duplicate_of = $5, finished_at = $6 \
+         WHERE id = $7",
+    )
+    .bind(c.state)
+    .bind(c.reason.as_deref())
+    .bind(c.remaining.join(" "))
+    .bind(c.patch_id.as_deref())
+    .bind(c.duplicate_of)
+    .bind(now)
+    .bind(b.id)
+    .execute(&mut **tx)
+    .await?;
+    sqlx::query(
+        "UPDATE bisection_steps SET state = 'cancelled', finished_at = $1 \
+         WHERE bisection_id = $2 AND state = 'testing'",
+    )
+    .bind(now)
+    .bind(b.id)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// A bisection's step with its commit.
+#[derive(Debug, Clone)]
+pub struct StepRow {
+    pub id: i64,
+    pub idx: i64,
+    pub commit_id: i64,
+    pub sha: String,
+    pub subject: String,
+    pub state: String,
+    pub change_pct: Option<f64>,
+    pub detail: String,
+    pub started_at: i64,
+    pub finished_at: Option<i64>,
+}
+
+pub async fn steps(db: &Db, bisection_id: i64) -> Result<Vec<StepRow>> {
+    let rows = sqlx::query(
+        "SELECT s.id, s.idx, s.commit_id, c.sha, c.subject, s.state, s.change_pct, s.detail, \
+             s.started_at, s.finished_at \
+         FROM bisection_steps s JOIN commits c ON c.id = s.commit_id \
+         WHERE s.bisection_id = $1 ORDER BY s.idx",
+    )
+    .bind(bisection_id)
+    .fetch_all(db.read())
+    .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(StepRow {
+                id: r.try_get("id")?,
+                idx: r.try_get("idx")?,
+                commit_id: r.try_get("commit_id")?,
+                sha: r.try_get("sha")?,
+                subject: r.try_get("subject")?,
+                state: r.try_get("state")?,
+                change_pct: r.try_get("change_pct")?,
+                detail: r.try_get("detail")?,
+                started_at: r.try_get("started_at")?,
+                finished_at: r.try_get("finished_at")?,
+            })
+        })
+        .collect()
+}
+
+pub async fn insert_step(tx: &mut Tx, bisection_id: i64, idx: i64, commit_id: i64) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO bisection_steps (bisection_id, idx, commit_id, started_at) \
+         VALUES ($1, $2, $3, $4)",
+    )
+    .bind(bisection_id)
+    .bind(idx)
+    .bind(commit_id)
+    .bind(now_ms())
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+pub async fn finish_step(
+    tx: &mut Tx,
+    step_id: i64,
+    state: &str,
+    change_pct: Option<f64>,
+    detail: &str,
+) -> Result<()> {
+    sqlx::query(
+        "UPDATE bisection_steps SET state = $1, change_pct = $2, detail = $3, finished_at = $4 \
+         WHERE id = $5",
+    )
+    .bind(state)
+    .bind(change_pct.filter(|x| x.is_finite()))
+    .bind(detail)
+    .bind(now_ms())
+    .bind(step_id)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// The runs of one commit of an atomic job.
+#[derive(Debug, Clone, Default)]
+pub struct CommitRuns {
+    pub pending: u32,
+    pub failed: u32,
+    /// The first failure's kind (`build_failed`, `boot_failed`, ...).
+    pub failure: Option<String>,
+    /// One metric map per finished run.
+    pub finished: Vec<BTreeMap<String, f64>>,
+}
+
+impl CommitRuns {
+    pub fn total(&self) -> u32 {
+        self.pending + self.failed + u32::try_from(self.finished.len()).unwrap_or(u32::MAX)
+    }
+}
+
+/// The runs of `atomic_job_ids` per commit (cancelled runs left out).
+pub async fn runs_by_commit(db: &Db, atomic_job_ids: &[i64]) -> Result<HashMap<i64, CommitRuns>> {
+    let mut out: HashMap<i64, CommitRuns> = HashMap::new();
+    for &atomic_job_id in atomic_job_ids {
+        let rows = sqlx::query(
+            "SELECT j.commit_id, j.state, j.failure, r.id AS result_id, r.metrics \
+             FROM jobs j LEFT JOIN results r ON r.job_id = j.id \
+             WHERE j.atomic_job_id = $1 AND j.state <> 'cancelled' ORDER BY j.id",
+        )
+        .bind(atomic_job_id)
+        .fetch_all(db.read())
+        .await?;
+        for row in &rows {
+            let runs = out.entry(row.try_get("commit_id")?).or_default();
+            let state: String = row.try_get("state")?;
+            match state.as_str() {
+                "finished" => {
+                    let result_id: Option<i64> = row.try_get("result_id")?;
+                    let metrics: Option<String> = row.try_get("metrics")?;
+                    if let (Some(id), Some(metrics)) = (result_id, metrics) {
+                        runs.finished.push(parse_metrics(id, &metrics)?);
+                    }
+                }
+                "failed" => {
+                    runs.failed += 1;
+                    if runs.failure.is_none() {
+                        runs.failure = row.try_get("failure")?;
+                    }
+                }
+                _ => runs.pending += 1,
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Cancels the queued (not yet leased) runs of one commit of an atomic job:
+/// a probe the range has moved past.
+pub async fn cancel_queued_runs(tx: &mut Tx, atomic_job_id: i64, commit_id: i64) -> Result<u64> {
+    let now = now_ms();
+    let done = sqlx::query(
+        "UPDATE jobs SET state = 'cancelled', updated_at = $1, finished_at = $2 \
+         WHERE atomic_job_id = $3 AND commit_id = $4 AND state = 'queued'",
+    )
+    .bind(now)
+    .bind(now)
+    .bind(atomic_job_id)
+    .bind(commit_id)
+    .execute(&mut **tx)
+    .await?;
+    Ok(done.rows_affected())
+}
+
+/// Marks a probe submission done once its bisection has ended.
+pub async fn close_submission(tx: &mut Tx, submission_id: i64) -> Result<()> {
+    let now = now_ms();
+    sqlx::query(
+        "UPDATE jobs SET state = 'cancelled', updated_at = $1, finished_at = $2 \
+         WHERE submission_id = $3 AND state = 'queued'",
+    )
+    .bind(now)
+    .bind(now)
+    .bind(submission_id)
+    .execute(&mut **tx)
+    .await?;
+    sqlx::query(&format!(
+        "UPDATE submissions SET state = 'done', finished_at = $1 WHERE id = $2 \
+         AND state = 'active' AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.submission_id = $3 \
+         AND j.state IN {ACTIVE_STATES_SQL})"
+    ))
+    .bind(now)
+    .bind(submission_id)
+    .bind(submission_id)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// What the origin pair's atomic job says about where and how it ran.
+pub struct OriginJob {
+    pub tbox_group: Option<String>,
+    pub preferred_agent_id: Option<i64>,
+    pub user_id: i64,
+    pub priority: i64,
+    pub job_file: String,
+    pub kind: String,
+    pub bisect: bool,
+}
+
+pub async fn origin_job(tx: &mut Tx, atomic_job_id: i64) -> Result<OriginJob> {
+    let row = sqlx::query(
+        "SELECT a.tbox_group, a.preferred_agent_id, s.user_id, s.priority, s.job_file, s.kind, \
+             s.bisect FROM atomic_jobs a JOIN submissions s ON s.id = a.submission_id \
+         WHERE a.id = $1",
+    )
+    .bind(atomic_job_id)
+    .fetch_optional(&mut **tx)
+    .await?
+    .ok_or_else(|| Error::not_found("atomic job", atomic_job_id))?;
+    Ok(OriginJob {
+        tbox_group: row.try_get("tbox_group")?,
+        preferred_agent_id: row.try_get("preferred_agent_id")?,
+        user_id: row.try_get("user_id")?,
+        priority: row.try_get("priority")?,
+        job_file: row.try_get("job_file")?,
+        kind: row.try_get("kind")?,
+        bisect: row.try_get::<i64, _>("bisect")? != 0,
+    })
+}
+
+/// Agents of a tbox group that are not offline: how many probes can run at once.
+pub async fn group_agents(db: &Db, tbox_group: &str) -> Result<i64> {
+    let row = sqlx::query(
+        "SELECT COUNT(*) AS n FROM agents WHERE tbox_group = $1 AND state <> 'offline'",
+    )
+    .bind(tbox_group)
+    .fetch_one(db.read())
+    .await?;
+    Ok(row.try_get("n")?)
+}
+
+/// A submission's stored state (`active`, `done`, `cancelled`).
+pub async fn submission_state(db: &Db, submission_id: i64) -> Result<String> {
+    let row = sqlx::query("SELECT state FROM submissions WHERE id = $1")
+        .bind(submission_id)
+        .fetch_optional(db.read())
+        .await?
+        .ok_or_else(|| Error::not_found("submission", submission_id))?;
+    Ok(row.try_get("state")?)
+}
+
+pub async fn atomic_job_of(db: &Db, submission_id: i64) -> Result<i64> {
+    let row = sqlx::query(
+        "SELECT id FROM atomic_jobs WHERE submission_id = $1 ORDER BY position LIMIT 1",
+    )
+    .bind(submission_id)
+    .fetch_optional(db.read())
+    .await?
+    .ok_or_else(|| Error::not_found("atomic job of submission", submission_id))?;
+    Ok(row.try_get("id")?)
+}
+
+/// An earlier bisection that reported the same patch on the same job and metric.
+pub async fn reported_with_patch(
+    db: &Db,
+    patch_id: &str,
+    job_key: &str,
+    metric: &str,
+    before_id: i64,
+) -> Result<Option<i64>> {
+    let row = sqlx::query(
+        "SELECT id FROM bisections WHERE patch_id = $1 AND job_key = $2 AND metric = $3 \
+         AND state = 'reported' AND id <> $4 ORDER BY id LIMIT 1",
+    )
+    .bind(patch_id)
+    .bind(job_key)
+    .bind(metric)
+    .bind(before_id)
+    .fetch_optional(db.read())
+    .await?;
+    row.map(|r| r.try_get::<i64, _>("id").map_err(Error::from))
+        .transpose()
+}
+
+/// Builds (commits a kernel was needed for) and runs (finished or failed)
+/// of the probe and verification submissions.
+pub async fn effort(db: &Db, b: &BisectionRow) -> Result<(i64, i64)> {
+    let ids = [b.probe_submission_id, b.verify_submission_id];
+    let row = sqlx::query(
+        "SELECT COUNT(DISTINCT commit_id) AS builds, \
+             SUM(CASE WHEN state IN ('finished', 'failed') THEN 1 ELSE 0 END) AS runs \
+         FROM jobs WHERE submission_id IN ($1, $2) AND state <> 'cancelled'",
+    )
+    .bind(ids[0].unwrap_or(-1))
+    .bind(ids[1].unwrap_or(-1))
+    .fetch_one(db.read())
+    .await?;
+    let runs: Option<i64> = row.try_get("runs")?;
+    Ok((row.try_get("builds")?, runs.unwrap_or(0)))
+}
+
+/// The id of the report a bisection wrote, if any.
+pub async fn report_of(db: &Db, bisection_id: i64) -> Result<Option<(i64, String)>> {
+    let row = sqlx::query(
+        "SELECT id, message_id FROM report_outbox WHERE bisection_id = $1 ORDER BY id LIMIT 1",
+    )
+    .bind(bisection_id)
+    .fetch_optional(db.read())
+    .await?;
+    row.map(|r| Ok((r.try_get("id")?, r.try_get("message_id")?)))
+        .transpose()
+}

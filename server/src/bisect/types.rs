@@ -1,0 +1,75 @@
+//! Wire types of bisections, shared by the REST handlers and the CLI.
+
+use serde::{Deserialize, Serialize};
+
+use crate::submissions::types::CommitView;
+
+/// `GET /api/v1/bisections[/{id}]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BisectionView {
+    pub id: i64,
+    pub repo: String,
+    /// `running`, `verifying`, `reported`, `duplicate`, `not_confirmed`,
+    /// `inconclusive` or `cancelled`.
+    pub state: String,
+    /// The range: the good end and the bad end.
+    pub good: String,
+    pub bad: String,
+    pub metric: String,
+    pub tbox_group: String,
+    /// Testcase and axes of the bisected atomic job.
+    pub job: String,
+    pub origin_submission: i64,
+    /// The submission holding the probe runs.
+    pub probe_submission: Option<i64>,
+    /// The fresh A/B of the first bad commit against its parent.
+    pub verify_submission: Option<i64>,
+    pub first_bad: Option<CommitView>,
+    /// The report it wrote (Message-ID), when reported.
+    pub report: Option<String>,
+    /// The bisection whose report covers the same patch, for a duplicate.
+    pub duplicate_of: Option<i64>,
+    pub reason: Option<String>,
+    /// Where the first bad commit may be, when inconclusive.
+    pub remaining: Vec<String>,
+    /// Commits tested so far.
+    pub steps: u32,
+    /// Commits a kernel was needed for (probes and verification).
+    pub builds: u32,
+    /// Runs finished or failed (probes and verification).
+    pub runs: u32,
+    /// From the start to the end (or to now).
+    pub wall_secs: u64,
+    /// Unix milliseconds.
+    pub created_at: i64,
+    pub finished_at: Option<i64>,
+}
+
+/// One commit a bisection tested.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StepView {
+    pub index: u32,
+    pub sha: String,
+    pub subject: String,
+    /// `testing`, `good`, `bad`, `skip`, `undecided` or `cancelled`.
+    pub state: String,
+    /// Finished runs at this commit.
+    pub runs: u32,
+    pub failed_runs: u32,
+    /// The first failure's kind (`build_failed`, `boot_failed`, ...).
+    pub failure: Option<String>,
+    /// Percent change of the mean against the good end's.
+    pub change_percent: Option<f64>,
+    /// The statistics behind the classification.
+    pub detail: String,
+    /// Unix milliseconds.
+    pub started_at: i64,
+    pub finished_at: Option<i64>,
+}
+
+/// `GET /api/v1/bisections/{id}`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BisectionDetail {
+    pub bisection: BisectionView,
+    pub steps: Vec<StepView>,
+}

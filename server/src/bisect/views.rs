@@ -1,0 +1,87 @@
+//! Bisections as the API, the CLI and the dashboard show them.
+
+use super::store::{self, BisectionRow};
+use super::types::{BisectionDetail, BisectionView, StepView};
+use crate::error::Result;
+use crate::repos::commit_by_id;
+use crate::state::AppState;
+use crate::time::now_ms;
+
+pub async fn list(state: &AppState, limit: u32) -> Result<Vec<BisectionView>> {
+    let rows = store::list(&state.db, i64::from(limit.clamp(1, 500))).await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for b in &rows {
+        out.push(view(state, b).await?);
+    }
+    Ok(out)
+}
+
+pub async fn detail(state: &AppState, id: i64) -> Result<BisectionDetail> {
+    let b = store::get(&state.db, id).await?;
+    Ok(BisectionDetail {
+        bisection: view(state, &b).await?,
+        steps: steps(state, &b).await?,
+    })
+}
+
+pub async fn view(state: &AppState, b: &BisectionRow) -> Result<BisectionView> {
+    let read = state.db.read();
+    let first_bad = match b.first_bad_commit_id {
+        Some(id) => Some(commit_by_id(read, id).await?.view),
+        None => None,
+    };
+    let (builds, runs) = store::effort(&state.db, b).await?;
+    let steps = store::steps(&state.db, b.id).await?.len();
+    let end = b.finished_at.unwrap_or_else(now_ms);
+    Ok(BisectionView {
+        id: b.id,
+        repo: b.repo_name.clone(),
+        state: b.state.clone(),
+        good: commit_by_id(read, b.good_commit_id).await?.sha,
+        bad: commit_by_id(read, b.bad_commit_id).await?.sha,
+        metric: b.metric.clone(),
+        tbox_group: b.tbox_group.clone(),
+        job: b.job_key.clone(),
+        origin_submission: b.origin_submission_id,
+        probe_submission: b.probe_submission_id,
+        verify_submission: b.verify_submission_id,
+        first_bad,
+        report: store::report_of(&state.db, b.id).await?.map(|(_, m)| m),
+        duplicate_of: b.duplicate_of,
+        reason: b.reason.clone(),
+        remaining: b.remaining.split_whitespace().map(str::to_owned).collect(),
+        steps: u32::try_from(steps).unwrap_or(u32::MAX),
+        builds: u32::try_from(builds).unwrap_or(0),
+        runs: u32::try_from(runs).unwrap_or(0),
+        wall_secs: u64::try_from((end - b.created_at) / 1000).unwrap_or(0),
+        created_at: b.created_at,
+        finished_at: b.finished_at,
+    })
+}
+
+async fn steps(state: &AppState, b: &BisectionRow) -> Result<Vec<StepView>> {
+    let rows = store::steps(&state.db, b.id).await?;
+    let runs = match b.probe_atomic_job_id {
+        Some(id) => store::runs_by_commit(&state.db, &[id]).await?,
+        None => Default::default(),
+    };
+    Ok(rows
+        .into_iter()
+        .map(|s| {
+            let r = runs.get(&s.commit_id).cloned().unwrap_or_default();
+            StepView {
+                index: u32::try_from(s.idx).unwrap_or(0),
+                sha: s.sha,
+                subject: s.subject,
+                state: s.state,
+                runs: u32::try_from(r.finished.len()).unwrap_or(u32::MAX),
+                failed_runs: r.failed,
+                failure: r.failure,
+                change_percent: s.change_pct,
+                detail: s.detail,
+                started_at: s.started_at,
+                finished_at: s.finished_at,
+            }
+        })
+        .collect())
+}

@@ -1,0 +1,260 @@
+//! Watches: branches the robot follows without anybody picking pairs.
+//!
+//! The worker ([`spawn_worker`]) fetches a watched repo's mirror every
+//! interval (never inside a request) and tests each new branch head against
+//! the last head that built, booted and ran, the first head against its
+//! parent, as 0-day does. One watch pair runs at a time; heads that arrive
+//! meanwhile are covered by the next pair's range, and a regression there is
+//! bisected ([`crate::bisect`]). A head none of whose runs finished (it does
+//! not build or boot) is recorded and not used as a base.
+
+pub mod routes;
+mod store;
+pub mod types;
+
+use std::time::Duration;
+
+use crate::auth::UserAuth;
+use crate::error::{Error, Result};
+use crate::repos::{self, RepoRow};
+use crate::state::AppState;
+use crate::submissions::{self, NewPair};
+use crate::time::now_ms;
+use store::WatchRow;
+use types::{WatchCreate, WatchDetail, WatchView};
+
+/// How often the worker looks for due watches.
+const TICK: Duration = Duration::from_secs(1);
+
+/// Default and bounds of a watch's fetch interval.
+pub const DEFAULT_INTERVAL_SECS: u32 = 600;
+pub const MAX_INTERVAL_SECS: u32 = 7 * 24 * 3600;
+
+/// The user robot submissions are made as.
+pub const ROBOT_USER: &str = "kbot-robot";
+
+/// Most events shown with a watch.
+const EVENTS_SHOWN: i64 = 200;
+
+pub async fn create(state: &AppState, user: &UserAuth, req: WatchCreate) -> Result<WatchView> {
+    let atomic_jobs = submissions::parse_job(&req.job_file)?;
+    let max_runs = submissions::max_runs(req.max_runs)?;
+    let interval = req.interval_secs.unwrap_or(DEFAULT_INTERVAL_SECS);
+    if !(1..=MAX_INTERVAL_SECS).contains(&interval) {
+        return Err(Error::BadRequest(format!(
+            "interval_secs {interval} must be between 1 and {MAX_INTERVAL_SECS}"
+        )));
+    }
+    let repo = repos::get_repo(&state.db, &req.repo).await?;
+    let branch = req.branch.trim();
+    // The branch must exist now; a typo is refused here, not found later.
+    repos::resolve_commit(state, &repo, branch).await?;
+    let tbox_group = req.tbox_group.as_deref().map(str::trim).filter(|g| !g.is_empty());
+    let id = store::insert(
+        &state.db,
+        &store::NewWatch {
+            repo_id: repo.id,
+            branch,
+            job_name: &submissions::job_name(&atomic_jobs),
+            job_file: &req.job_file,
+            tbox_group,
+            interval_secs: i64::from(interval),
+            runs_cap: i64::from(max_runs),
+            user_id: user.user_id,
+        },
+    )
+    .await?;
+    tracing::info!(watch = id, repo = %repo.name, branch, user = %user.user_name, "watch added");
+    Ok(store::get(&state.db, id).await?.view())
+}
+
+pub async fn list(state: &AppState) -> Result<Vec<WatchView>> {
+    Ok(store::list(&state.db).await?.iter().map(WatchRow::view).collect())
+}
+
+pub async fn detail(state: &AppState, id: i64) -> Result<WatchDetail> {
+    Ok(WatchDetail {
+        watch: store::get(&state.db, id).await?.view(),
+        events: store::events(&state.db, id, EVENTS_SHOWN).await?,
+    })
+}
+
+pub async fn remove(state: &AppState, user: &UserAuth, id: i64) -> Result<WatchView> {
+    store::get(&state.db, id).await?;
+    store::remove(&state.db, id, &user.user_name).await?;
+    tracing::info!(watch = id, user = %user.user_name, "watch removed");
+    Ok(store::get(&state.db, id).await?.view())
+}
+
+/// Starts the watch worker; it runs until the server shuts down.
+pub fn spawn_worker(state: AppState) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut shutdown = state.shutdown.clone();
+        let mut tick = tokio::time::interval(TICK);
+        loop {
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                _ = tick.tick() => {}
+            }
+            if *shutdown.borrow() {
+                return;
+            }
+            check_due(&state).await;
+        }
+    })
+}
+
+/// Checks every due watch once.
+pub async fn check_due(state: &AppState) {
+    let now = now_ms();
+    let due = match store::due(&state.db, now).await {
+        Ok(due) => due,
+        Err(e) => {
+            tracing::error!(error = %crate::error::error_chain(&e), "listing due watches failed");
+            return;
+        }
+    };
+    for w in due {
+        let claimed = match store::claim(&state.db, &w, now).await {
+            Ok(claimed) => claimed,
+            Err(e) => {
+                tracing::error!(watch = w.id, error = %crate::error::error_chain(&e), "claiming a watch failed");
+                continue;
+            }
+        };
+        if claimed {
+            if let Err(e) = check(state, &w).await {
+                tracing::error!(watch = w.id, error = %crate::error::error_chain(&e), "watch check failed");
+            }
+        }
+    }
+}
+
+/// One look at a watch: settle its finished pair, fetch, submit a new head.
+async fn check(state: &AppState, w: &WatchRow) -> Result<()> {
+    let mut last_good = w.last_good_commit_id;
+    if let Some(sub) = w.current_submission_id {
+        match settle_pair(state, w, sub).await? {
+            Settled::Running => return Ok(()),
+            Settled::Ended(good) => last_good = good.or(last_good),
+        }
+    }
+    let repo = repos::repo_by_id(&state.db, w.repo_id).await?;
+    let head_sha = match fetch_head(state, &repo, &w.branch).await {
+        Ok(sha) => sha,
+        Err(e) => {
+            let why = crate::error::error_chain(&e);
+            tracing::warn!(watch = w.id, error = %why, "watch fetch failed");
+            return store::fetched(&state.db, w.id, Err(&why)).await;
+        }
+    };
+    store::fetched(&state.db, w.id, Ok(&head_sha)).await?;
+    if w.last_tested_sha.as_deref() == Some(head_sha.as_str()) {
+        return Ok(());
+    }
+    submit_head(state, w, &repo, &head_sha, last_good).await
+}
+
+enum Settled {
+    Running,
+    /// The pair ended; its head when that ran (the next base).
+    Ended(Option<i64>),
+}
+
+async fn settle_pair(state: &AppState, w: &WatchRow, submission_id: i64) -> Result<Settled> {
+    let outcome = store::pair_outcome(&state.db, submission_id).await?;
+    if outcome.state == "active" {
+        return Ok(Settled::Running);
+    }
+    let head = repos::commit_by_id(state.db.read(), outcome.head_commit_id).await?;
+    let good = (outcome.head_finished > 0).then_some(head.id);
+    let mut tx = state.db.begin().await?;
+    store::pair_ended(&mut tx, w.id, good).await?;
+    let (kind, detail) = match (&good, outcome.state.as_str()) {
+        (Some(_), _) => (
+            "tested",
+            format!("head {} tested (submission {submission_id}); it is the next base", head.sha),
+        ),
+        (None, "cancelled") => (
+            "cancelled",
+            format!("the pair of head {} was cancelled (submission {submission_id})", head.sha),
+        ),
+        (None, _) => (
+            "head_failed",
+            format!(
+                "head {} did not run ({}; submission {submission_id}): not compared; the next \
+                 head is compared against the last good one",
+                head.sha,
+                outcome.head_failure.as_deref().unwrap_or("no finished run")
+            ),
+        ),
+    };
+    store::event(&mut tx, w.id, kind, &detail).await?;
+    tx.commit().await?;
+    tracing::info!(watch = w.id, submission_id, kind, "watch pair ended");
+    Ok(Settled::Ended(good))
+}
+
+/// Fetches the mirror and resolves the branch to its head's full sha.
+async fn fetch_head(state: &AppState, repo: &RepoRow, branch: &str) -> Result<String> {
+    repos::sync_mirror(state, repo).await?;
+    Ok(repos::mirror_for(state, &repo.name).resolve(branch).await?)
+}
+
+/// Queues the new head against the last good head (or its parent).
+async fn submit_head(
+    state: &AppState,
+    w: &WatchRow,
+    repo: &RepoRow,
+    head_sha: &str,
+    last_good: Option<i64>,
+) -> Result<()> {
+    let head = repos::resolve_commit(state, repo, head_sha).await?;
+    let base = match last_good {
+        Some(id) => repos::commit_by_id(state.db.read(), id).await?,
+        None => submissions::parent_of(state, repo, &head).await?,
+    };
+    if base.id == head.id {
+        return Ok(());
+    }
+    let atomic_jobs = submissions::parse_job(&w.job_file)?;
+    let atomic_jobs: Vec<_> = atomic_jobs
+        .into_iter()
+        .map(|mut job| {
+            if w.tbox_group.is_some() {
+                job.tbox_group.clone_from(&w.tbox_group);
+            }
+            job
+        })
+        .collect();
+    let mut tx = state.db.begin().await?;
+    let robot = crate::auth::upsert_user(&mut tx, ROBOT_USER, None).await?;
+    let id = submissions::queue_pair(
+        state,
+        &mut tx,
+        NewPair {
+            user_id: robot,
+            repo_id: repo.id,
+            job_file: &w.job_file,
+            atomic_jobs: &atomic_jobs,
+            base: &base,
+            head: &head,
+            priority: 0,
+            max_runs: u32::try_from(w.runs_cap).unwrap_or(1),
+            kind: "watch",
+            bisect: true,
+            watch_id: Some(w.id),
+        },
+    )
+    .await?;
+    store::pair_started(&mut tx, w.id, id, head.id).await?;
+    let detail = format!(
+        "new head {} ({}) tested against {} (submission {id})",
+        head.sha, head.view.subject, base.sha
+    );
+    store::event(&mut tx, w.id, "submitted", &detail).await?;
+    tx.commit().await?;
+    state.wake_lessees();
+    tracing::info!(watch = w.id, submission = id, head = %head.sha, base = %base.sha, "watch submitted a new head");
+    Ok(())
+}

@@ -1,0 +1,306 @@
+//! SQL of watches and their events.
+
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+use super::types::{WatchEvent, WatchView};
+use crate::db::{Db, Tx};
+use crate::error::{Error, Result};
+use crate::jobs::truncate;
+use crate::time::now_ms;
+
+/// Longest event detail kept (git's stderr can be long).
+const MAX_EVENT_BYTES: usize = 4096;
+
+/// A `watches` row with its repo's name and the shas of its commits.
+#[derive(Debug, Clone)]
+pub struct WatchRow {
+    pub id: i64,
+    pub repo_id: i64,
+    pub repo_name: String,
+    pub branch: String,
+    pub job_name: String,
+    pub job_file: String,
+    pub tbox_group: Option<String>,
+    pub interval_secs: i64,
+    pub runs_cap: i64,
+    pub state: String,
+    pub last_seen_sha: Option<String>,
+    pub last_tested_sha: Option<String>,
+    pub last_good_commit_id: Option<i64>,
+    pub last_good_sha: Option<String>,
+    pub current_submission_id: Option<i64>,
+    pub next_check_at: i64,
+    pub checked_at: Option<i64>,
+    pub last_error: Option<String>,
+    pub created_at: i64,
+}
+
+const WATCH_SELECT: &str = "SELECT w.id, w.repo_id, r.name AS repo_name, w.branch, w.job_name, \
+     w.job_file, w.tbox_group, w.interval_secs, w.runs_cap, w.state, w.last_seen_sha, \
+     t.sha AS last_tested_sha, w.last_good_commit_id, g.sha AS last_good_sha, \
+     w.current_submission_id, w.next_check_at, w.checked_at, w.last_error, w.created_at \
+     FROM watches w JOIN repos r ON r.id = w.repo_id \
+     LEFT JOIN commits t ON t.id = w.last_tested_commit_id \
+     LEFT JOIN commits g ON g.id = w.last_good_commit_id";
+
+impl WatchRow {
+    fn from_row(row: &AnyRow) -> Result<WatchRow> {
+        Ok(WatchRow {
+            id: row.try_get("id")?,
+            repo_id: row.try_get("repo_id")?,
+            repo_name: row.try_get("repo_name")?,
+            branch: row.try_get("branch")?,
+            job_name: row.try_get("job_name")?,
+            job_file: row.try_get("job_file")?,
+            tbox_group: row.try_get("tbox_group")?,
+            interval_secs: row.try_get("interval_secs")?,
+            runs_cap: row.try_get("runs_cap")?,
+            state: row.try_get("state")?,
+            last_seen_sha: row.try_get("last_seen_sha")?,
+            last_tested_sha: row.try_get("last_tested_sha")?,
+            last_good_commit_id: row.try_get("last_good_commit_id")?,
+            last_good_sha: row.try_get("last_good_sha")?,
+            current_submission_id: row.try_get("current_submission_id")?,
+            next_check_at: row.try_get("next_check_at")?,
+            checked_at: row.try_get("checked_at")?,
+            last_error: row.try_get("last_error")?,
+            created_at: row.try_get("created_at")?,
+        })
+    }
+
+    pub fn view(&self) -> WatchView {
+        WatchView {
+            id: self.id,
+            repo: self.repo_name.clone(),
+            branch: self.branch.clone(),
+            job_name: self.job_name.clone(),
+            tbox_group: self.tbox_group.clone(),
+            interval_secs: u32::try_from(self.interval_secs).unwrap_or(u32::MAX),
+            max_runs: u32::try_from(self.runs_cap).unwrap_or(0),
+            state: self.state.clone(),
+            last_seen: self.last_seen_sha.clone(),
+            last_tested: self.last_tested_sha.clone(),
+            last_good: self.last_good_sha.clone(),
+            current_submission: self.current_submission_id,
+            last_error: self.last_error.clone(),
+            checked_at: self.checked_at,
+            created_at: self.created_at,
+        }
+    }
+}
+
+pub async fn get(db: &Db, id: i64) -> Result<WatchRow> {
+    let row = sqlx::query(&format!("{WATCH_SELECT} WHERE w.id = $1"))
+        .bind(id)
+        .fetch_optional(db.read())
+        .await?
+        .ok_or_else(|| Error::not_found("watch", id))?;
+    WatchRow::from_row(&row)
+}
+
+pub async fn list(db: &Db) -> Result<Vec<WatchRow>> {
+    let rows = sqlx::query(&format!("{WATCH_SELECT} ORDER BY w.id"))
+        .fetch_all(db.read())
+        .await?;
+    rows.iter().map(WatchRow::from_row).collect()
+}
+
+/// Active watches whose next check is due.
+pub async fn due(db: &Db, now: i64) -> Result<Vec<WatchRow>> {
+    let rows = sqlx::query(&format!(
+        "{WATCH_SELECT} WHERE w.state = 'active' AND w.next_check_at <= $1 ORDER BY w.next_check_at"
+    ))
+    .bind(now)
+    .fetch_all(db.read())
+    .await?;
+    rows.iter().map(WatchRow::from_row).collect()
+}
+
+/// Claims a due check: moves its next check one interval on, unless another
+/// replica did first.
+pub async fn claim(db: &Db, w: &WatchRow, now: i64) -> Result<bool> {
+    let mut tx = db.begin_relaxed().await?;
+    let done = sqlx::query(
+        "UPDATE watches SET next_check_at = $1 WHERE id = $2 AND next_check_at = $3 \
+         AND state = 'active'",
+    )
+    .bind(now + w.interval_secs * 1000)
+    .bind(w.id)
+    .bind(w.next_check_at)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(done.rows_affected() == 1)
+}
+
+pub struct NewWatch<'a> {
+    pub repo_id: i64,
+    pub branch: &'a str,
+    pub job_name: &'a str,
+    pub job_file: &'a str,
+    pub tbox_group: Option<&'a str>,
+    pub interval_secs: i64,
+    pub runs_cap: i64,
+    pub user_id: i64,
+}
+
+pub async fn insert(db: &Db, w: &NewWatch<'_>) -> Result<i64> {
+    let now = now_ms();
+    let mut tx = db.begin().await?;
+    let row = sqlx::query(
+        "INSERT INTO watches (repo_id, branch, job_name, job_file, tbox_group, interval_secs, \
+             runs_cap, user_id, next_check_at, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
+    )
+    .bind(w.repo_id)
+    .bind(w.branch)
+    .bind(w.job_name)
+    .bind(w.job_file)
+    .bind(w.tbox_group)
+    .bind(w.interval_secs)
+    .bind(w.runs_cap)
+    .bind(w.user_id)
+    .bind(now)
+    .bind(now)
+    .fetch_one(&mut *tx)
+    .await?;
+    let id: i64 = row.try_get("id")?;
+    event(&mut tx, id, "created", &format!("watching {}", w.branch)).await?;
+    tx.commit().await?;
+    Ok(id)
+}
+
+pub async fn remove(db: &Db, id: i64, by: &str) -> Result<()> {
+    let mut tx = db.begin().await?;
+    let done = sqlx::query("UPDATE watches SET state = 'removed' WHERE id = $1 AND state = 'active'")
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+    if done.rows_affected() == 1 {
+        event(&mut tx, id, "removed", &format!("removed by {by}")).await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+pub async fn event(tx: &mut Tx, watch_id: i64, kind: &str, detail: &str) -> Result<()> {
+    sqlx::query("INSERT INTO watch_events (watch_id, at, kind, detail) VALUES ($1, $2, $3, $4)")
+        .bind(watch_id)
+        .bind(now_ms())
+        .bind(kind)
+        .bind(truncate(detail, MAX_EVENT_BYTES))
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// Records what a fetch found (or why it failed), with an event on failure.
+pub async fn fetched(db: &Db, id: i64, seen: Result<&str, &str>) -> Result<()> {
+    let mut tx = db.begin().await?;
+    let (sha, error) = match seen {
+        Ok(sha) => (Some(sha), None),
+        Err(e) => (None, Some(e)),
+    };
+    sqlx::query(
+        "UPDATE watches SET last_seen_sha = COALESCE($1, last_seen_sha), last_error = $2, \
+         checked_at = $3 WHERE id = $4",
+    )
+    .bind(sha)
+    .bind(error.map(|e| truncate(e, MAX_EVENT_BYTES)))
+    .bind(now_ms())
+    .bind(id)
+    .execute(&mut *tx)
+    .await?;
+    if let Some(e) = error {
+        event(&mut tx, id, "fetch_failed", e).await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+/// The watch's pair ended: the head becomes the next base when it ran.
+pub async fn pair_ended(
+    tx: &mut Tx,
+    id: i64,
+    good_commit_id: Option<i64>,
+) -> Result<()> {
+    sqlx::query(
+        "UPDATE watches SET current_submission_id = NULL, \
+         last_good_commit_id = COALESCE($1, last_good_commit_id) WHERE id = $2",
+    )
+    .bind(good_commit_id)
+    .bind(id)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+pub async fn pair_started(
+    tx: &mut Tx,
+    id: i64,
+    submission_id: i64,
+    head_commit_id: i64,
+) -> Result<()> {
+    sqlx::query(
+        "UPDATE watches SET current_submission_id = $1, last_tested_commit_id = $2 WHERE id = $3",
+    )
+    .bind(submission_id)
+    .bind(head_commit_id)
+    .bind(id)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+pub async fn events(db: &Db, watch_id: i64, limit: i64) -> Result<Vec<WatchEvent>> {
+    let rows = sqlx::query(
+        "SELECT at, kind, detail FROM watch_events WHERE watch_id = $1 ORDER BY id DESC LIMIT $2",
+    )
+    .bind(watch_id)
+    .bind(limit)
+    .fetch_all(db.read())
+    .await?;
+    let mut events: Vec<WatchEvent> = rows
+        .iter()
+        .map(|r| {
+            Ok(WatchEvent {
+                at: r.try_get("at")?,
+                kind: r.try_get("kind")?,
+                detail: r.try_get("detail")?,
+            })
+        })
+        .collect::<Result<_>>()?;
+    events.reverse();
+    Ok(events)
+}
+
+/// A watch pair's outcome: its stored state, its head, and how the head's
+/// runs went (finished, failed, the first failure's kind).
+pub struct PairOutcome {
+    pub state: String,
+    pub head_commit_id: i64,
+    pub head_finished: i64,
+    pub head_failure: Option<String>,
+}
+
+pub async fn pair_outcome(db: &Db, submission_id: i64) -> Result<PairOutcome> {
+    let row = sqlx::query(
+        "SELECT s.state, s.head_commit_id, \
+             (SELECT COUNT(*) FROM jobs j WHERE j.submission_id = s.id AND j.side = 'head' \
+              AND j.state = 'finished') AS head_finished, \
+             (SELECT MIN(j.failure) FROM jobs j WHERE j.submission_id = s.id \
+              AND j.side = 'head' AND j.state = 'failed') AS head_failure \
+         FROM submissions s WHERE s.id = $1",
+    )
+    .bind(submission_id)
+    .fetch_optional(db.read())
+    .await?
+    .ok_or_else(|| Error::not_found("submission", submission_id))?;
+    Ok(PairOutcome {
+        state: row.try_get("state")?,
+        head_commit_id: row.try_get("head_commit_id")?,
+        head_finished: row.try_get("head_finished")?,
+        head_failure: row.try_get("head_failure")?,
+    })
+}

@@ -1,0 +1,60 @@
+//! Wire types of watches, shared by the REST handlers and the CLI.
+
+use serde::{Deserialize, Serialize};
+
+/// `POST /api/v1/watches`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WatchCreate {
+    pub repo: String,
+    pub branch: String,
+    /// The LKP-style job file run on every new head, as YAML text.
+    pub job_file: String,
+    /// Pin the watch's pairs to a machine class (else the first agent's).
+    pub tbox_group: Option<String>,
+    /// How often the mirror is fetched (default 600 s).
+    pub interval_secs: Option<u32>,
+    /// Cap on runs per side of each pair (default 10).
+    pub max_runs: Option<u32>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WatchView {
+    pub id: i64,
+    pub repo: String,
+    pub branch: String,
+    pub job_name: String,
+    pub tbox_group: Option<String>,
+    pub interval_secs: u32,
+    pub max_runs: u32,
+    /// `active` or `removed`.
+    pub state: String,
+    /// The branch head at the last fetch.
+    pub last_seen: Option<String>,
+    /// The last head submitted.
+    pub last_tested: Option<String>,
+    /// The last head that built, booted and ran: the next pair's base.
+    pub last_good: Option<String>,
+    /// The watch pair in progress.
+    pub current_submission: Option<i64>,
+    pub last_error: Option<String>,
+    /// Unix milliseconds.
+    pub checked_at: Option<i64>,
+    pub created_at: i64,
+}
+
+/// Something a watch did or saw.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WatchEvent {
+    /// Unix milliseconds.
+    pub at: i64,
+    /// `submitted`, `tested`, `head_failed`, `fetch_failed`, `removed`, ...
+    pub kind: String,
+    pub detail: String,
+}
+
+/// `GET /api/v1/watches/{id}`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WatchDetail {
+    pub watch: WatchView,
+    pub events: Vec<WatchEvent>,
+}
