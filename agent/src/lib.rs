@@ -12,6 +12,7 @@ pub mod client;
 pub mod config;
 pub mod console;
 pub mod daemon;
+pub mod elf;
 pub mod elf_notes;
 pub mod error;
 pub mod host_backend;
@@ -130,24 +131,27 @@ pub fn job_runner(args: &AgentArgs) -> Result<JobRunner> {
     if let Some(dir) = &args.ccache_dir {
         build.ccache_dir = Some(dir.clone());
     }
-    let builder = Builder::new(build, cache);
     let kbot_bench = find_binary(&args.kbot_bench);
     let backend = match args.backend {
         config::BackendArg::Host => Backend::Host,
         config::BackendArg::Kexec => Backend::Kexec,
-        config::BackendArg::Qemu => Backend::Qemu(QemuBackend::new(QemuConfig {
-            qemu: args.qemu.clone(),
-            topology: args.topology(),
-            busybox: args.busybox.clone(),
-            kbot_bench: kbot_bench.clone(),
-            force_accel: args.force_accel(),
-            boot_timeout: args.boot_timeout(),
-            run_timeout: args.run_timeout(),
-        })),
+        config::BackendArg::Qemu => {
+            let arch = elf::qemu_arch(&args.qemu).unwrap_or_else(|| build.arch.clone());
+            check_initramfs_binaries(&kbot_bench, &args.busybox, &arch)?;
+            Backend::Qemu(QemuBackend::new(QemuConfig {
+                qemu: args.qemu.clone(),
+                topology: args.topology(),
+                busybox: args.busybox.clone(),
+                kbot_bench: kbot_bench.clone(),
+                force_accel: args.force_accel(),
+                boot_timeout: args.boot_timeout(),
+                run_timeout: args.run_timeout(),
+            }))
+        }
     };
     Ok(JobRunner {
         backend,
-        builder,
+        builder: Builder::new(build, cache),
         host: HostConfig {
             kbot_bench,
             run_timeout: args.run_timeout(),
@@ -158,9 +162,37 @@ pub fn job_runner(args: &AgentArgs) -> Result<JobRunner> {
     })
 }
 
+/// Refuses, at start, a qemu agent whose initramfs binaries cannot run in a
+/// `guest_arch` guest: the guest has no dynamic loader, so a dynamically
+/// linked kbot-bench or busybox fails every run in /init.
+pub fn check_initramfs_binaries(kbot_bench: &Path, busybox: &Path, guest_arch: &str) -> Result<()> {
+    elf::require_guest_binary(
+        "kbot-bench",
+        kbot_bench,
+        guest_arch,
+        &format!(
+            "build a static {guest_arch} one with scripts/build-kbot-bench-static \
+             and give its path in --kbot-bench (KBOT_BENCH)"
+        ),
+    )?;
+    elf::require_guest_binary(
+        "busybox",
+        busybox,
+        guest_arch,
+        &format!(
+            "install a static {guest_arch} busybox (Debian: busybox-static) \
+             and give its path in --busybox (KBOT_BUSYBOX)"
+        ),
+    )?;
+    Ok(())
+}
+
 async fn daemon(args: &AgentArgs) -> Result<()> {
     let hardware = fingerprint(args)?;
     tracing::info!(machine = %hwinfo::describe(&hardware), backend = ?args.backend, "starting");
+    // Before enrolling: a configuration that cannot run jobs is refused
+    // without using up the one-time enrolment token.
+    let runner = Arc::new(job_runner(args)?);
     let enrolment = daemon::Enrolment {
         identity_file: args.work_dir.join("agent.json"),
         server: args.server.clone(),
@@ -175,7 +207,7 @@ async fn daemon(args: &AgentArgs) -> Result<()> {
     let id = daemon::enrol(&enrolment).await?;
     let d = daemon::Daemon {
         client: client::ApiClient::new(&args.server, Some(id.agent_token))?,
-        runner: Arc::new(job_runner(args)?),
+        runner,
         spool: Arc::new(spool::Spool::open(&args.work_dir.join("spool"))?),
         lease_wait_secs: args.lease_wait_secs,
     };
