@@ -26,6 +26,10 @@ pub struct Identity {
     pub server: String,
     pub agent_id: i64,
     pub agent_token: String,
+    /// The backend the server knows this agent by (absent in identities
+    /// written before it was recorded).
+    #[serde(default)]
+    pub backend: Option<BootBackend>,
 }
 
 pub struct Daemon {
@@ -49,6 +53,21 @@ pub struct Enrolment {
 /// The persisted identity, or a new one from the server (once).
 pub async fn enrol(e: &Enrolment) -> Result<Identity> {
     if let Some(id) = read_json::<Identity>(&e.identity_file)? {
+        // The server labels every result with the backend the agent enrolled
+        // with (a host-backend pair is an A/A test, a qemu one tests the
+        // commits): an identity must not carry results of another backend.
+        // Enrolling again under the same name would relabel the old results,
+        // so a changed backend needs a new name and work directory.
+        if let Some(old) = id.backend.filter(|b| *b != e.backend) {
+            return Err(AgentError::Config(format!(
+                "the agent in {} enrolled with the {} backend, not {}: the server \
+                 labels every result with its agent's backend; give this backend its own \
+                 agent name and work dir (KBOT_AGENT_NAME, KBOT_WORK_DIR)",
+                e.identity_file.display(),
+                backend_name(old),
+                backend_name(e.backend)
+            )));
+        }
         if id.server == e.server {
             return Ok(id);
         }
@@ -84,10 +103,19 @@ pub async fn enrol(e: &Enrolment) -> Result<Identity> {
         server: e.server.clone(),
         agent_id: resp.agent_id,
         agent_token: resp.agent_token,
+        backend: Some(e.backend),
     };
     write_json(&e.identity_file, &id)?;
     tracing::info!(agent_id = id.agent_id, "enrolled");
     Ok(id)
+}
+
+fn backend_name(b: BootBackend) -> &'static str {
+    match b {
+        BootBackend::Qemu => "qemu",
+        BootBackend::Kexec => "kexec",
+        BootBackend::Host => "host",
+    }
 }
 
 impl Daemon {
@@ -254,5 +282,53 @@ async fn drain_forever(spool: Arc<Spool>, client: ApiClient, wake: Arc<Notify>) 
                 tokio::time::sleep(wait).await;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn enrolment(dir: &std::path::Path, backend: BootBackend) -> Enrolment {
+        Enrolment {
+            identity_file: dir.join("agent.json"),
+            server: "http://127.0.0.1:9".into(),
+            token: Some("unused".into()),
+            name: "box-1".into(),
+            tbox_group: "box".into(),
+            backend,
+            hardware: crate::hwinfo::read_host().expect("hwinfo"),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_identity_keeps_its_backend() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut id = Identity {
+            server: "http://127.0.0.1:9".into(),
+            agent_id: 7,
+            agent_token: "secret".into(),
+            backend: Some(BootBackend::Host),
+        };
+        write_json(&dir.path().join("agent.json"), &id).expect("write");
+        let same = enrol(&enrolment(dir.path(), BootBackend::Host))
+            .await
+            .expect("the same backend reuses the identity");
+        assert_eq!(same.agent_id, 7);
+        let err = enrol(&enrolment(dir.path(), BootBackend::Qemu))
+            .await
+            .expect_err("a host identity is not reused for qemu");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("the host backend, not qemu") && msg.contains("KBOT_WORK_DIR"),
+            "{msg}"
+        );
+        // Identities from before the backend was recorded are kept.
+        id.backend = None;
+        write_json(&dir.path().join("agent.json"), &id).expect("write");
+        let old = enrol(&enrolment(dir.path(), BootBackend::Qemu))
+            .await
+            .expect("an identity without a backend is reused");
+        assert_eq!(old.agent_token, "secret");
     }
 }
