@@ -2,9 +2,12 @@
 FROM rust:1-bookworm AS build
 WORKDIR /src
 COPY . .
+# The qemu agent puts kbot-bench into the guest's initramfs, which has no
+# dynamic loader: the image ships the static build (it runs on the host too).
 RUN cargo build --release --locked -p kbot-server -p kbot-agent -p kbot-bench \
     && mkdir /out \
-    && find target/release -maxdepth 1 -type f -executable -name 'kbot-*' -exec cp {} /out/ \;
+    && find target/release -maxdepth 1 -type f -executable -name 'kbot-*' -exec cp {} /out/ \; \
+    && cp "$(scripts/build-kbot-bench-static)" /out/kbot-bench
 
 FROM debian:bookworm-slim
 # git for repo mirrors; the rest is what the agent needs to build and boot kernels.
