@@ -2,16 +2,23 @@
 //!
 //! ```text
 //! cargo run --release -p kbot-core --example calibrate -- [--trials 10000] [--seed 1]
+//!     [--initial-runs 3] [--min-runs N] [--batch N] [--max-runs N]
+//!     [--alpha A] [--rho R] [--margin-iqr M] [--same-alpha B]
 //! ```
 //!
+//! The optional flags override `StatsConfig` defaults (and the job's first
+//! run count) to compare designs; the documented tables use none of them.
+//!
 //! Prints Markdown tables (the "Statistics" section of BENCHMARKS.md):
-//! A/A false-positive rates of kbot's adaptive procedure and of 0-day's rule
-//! per noise model and CV, power for a 5% shift at 2% CV, and change-point
+//! A/A false-positive rates and runs spent by kbot's adaptive procedure, and
+//! 0-day's rule, per noise model and CV; power for a 5% shift at 2% CV; change-point
 //! detection on simulated histories.
 
 use std::collections::BTreeMap;
 
+use kbot_core::job::DEFAULT_RUNS;
 use kbot_core::stats::changepoint::{detect, ChangePointConfig};
+use kbot_core::stats::rng::SplitMix64;
 use kbot_core::stats::{compare_metric, zeroday, Comparison, Outcome, StatsConfig};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -77,26 +84,35 @@ struct Trial {
     runs_per_side: usize,
     zero_day_at_min: bool,
     zero_day_at_max: bool,
-    fixed_at_min: Outcome,
 }
 
 /// `different` reached with at most this many runs per side counts for power.
 const POWER_RUN_BUDGET: usize = 8;
+/// The first 0-day column applies 0-day's rule to the job's first runs, at
+/// least this many (0-day's own minimum).
+const ZERO_DAY_MIN_RUNS: usize = 3;
 
-/// Run kbot's adaptive procedure exactly as the server would: compare, ask
-/// `runs_wanted`, add runs, until no more are wanted.
-fn trial(rng: &mut StdRng, noise: Noise, cv: f64, shift: f64, cfg: &StatsConfig) -> Trial {
+/// Run kbot's adaptive procedure exactly as the server would: the job's
+/// `initial` runs per side, compare, ask `runs_wanted`, add runs, until no
+/// more are wanted.
+fn trial(
+    rng: &mut StdRng,
+    noise: Noise,
+    cv: f64,
+    shift: f64,
+    cfg: &StatsConfig,
+    initial: usize,
+) -> Trial {
     let base: Vec<f64> = (0..cfg.max_runs)
         .map(|_| noise.draw(rng, 1000.0, cv))
         .collect();
     let head: Vec<f64> = (0..cfg.max_runs)
         .map(|_| noise.draw(rng, 1000.0 * (1.0 + shift), cv))
         .collect();
-    let (mut nb, mut nh) = (cfg.min_runs, cfg.min_runs);
-    let mut first = None;
+    let start = initial.clamp(1, cfg.max_runs);
+    let (mut nb, mut nh) = (start, start);
     loop {
         let m = compare_metric(METRIC, &base[..nb], &head[..nh], cfg, 0);
-        first.get_or_insert(m.kbot.outcome);
         let cmp = Comparison {
             base_runs: nb,
             head_runs: nh,
@@ -104,13 +120,12 @@ fn trial(rng: &mut StdRng, noise: Noise, cv: f64, shift: f64, cfg: &StatsConfig)
         };
         let want = cmp.runs_wanted(cfg);
         if want.none() {
-            let min = cfg.min_runs;
+            let min = start.max(ZERO_DAY_MIN_RUNS);
             return Trial {
                 outcome: cmp.metrics[0].kbot.outcome,
                 runs_per_side: nb.max(nh),
                 zero_day_at_min: zeroday::verdict(METRIC, &base[..min], &head[..min], 5.0).changed,
                 zero_day_at_max: zeroday::verdict(METRIC, &base, &head, 5.0).changed,
-                fixed_at_min: first.unwrap_or(Outcome::Unknown),
             };
         }
         nb += want.base;
@@ -127,8 +142,8 @@ struct Tally {
     runs: usize,
     zd_min: usize,
     zd_max: usize,
-    fixed_different: usize,
     different_within_budget: usize,
+    same_within_6: usize,
 }
 
 impl Tally {
@@ -142,7 +157,7 @@ impl Tally {
         self.runs += t.runs_per_side;
         self.zd_min += usize::from(t.zero_day_at_min);
         self.zd_max += usize::from(t.zero_day_at_max);
-        self.fixed_different += usize::from(t.fixed_at_min == Outcome::Different);
+        self.same_within_6 += usize::from(t.outcome == Outcome::Same && t.runs_per_side <= 6);
         self.different_within_budget +=
             usize::from(t.outcome == Outcome::Different && t.runs_per_side <= POWER_RUN_BUDGET);
     }
@@ -156,62 +171,119 @@ impl Tally {
     }
 }
 
-fn run(trials: usize, seed: u64, noise: Noise, cv: f64, shift: f64, cfg: &StatsConfig) -> Tally {
-    // One stream per cell, so cells are reproducible independently.
-    let cell = seed ^ ((cv * 1e4) as u64) << 16 ^ ((shift * 1e4).abs() as u64) << 32 ^ noise as u64;
-    let mut rng = StdRng::seed_from_u64(cell);
+/// One stream per cell, independent across `--seed` values and cells: the
+/// cell's coordinates and the seed are mixed by SplitMix64's finaliser, so
+/// no two (seed, cell) pairs share a stream (XOR-ing small fields into the
+/// seed, as before, made seeds 0-3 permutations of one another's cells).
+fn cell_seed(seed: u64, noise: Noise, cv: f64, shift: f64) -> u64 {
+    let parts = [
+        seed,
+        noise as u64,
+        (cv * 1e6).round() as u64,
+        (shift * 1e6).round() as i64 as u64,
+    ];
+    parts.iter().fold(0x6b62_6f74_u64, |h, &p| {
+        SplitMix64::new(h ^ SplitMix64::new(p).next_u64()).next_u64()
+    })
+}
+
+struct Cell {
+    trials: usize,
+    seed: u64,
+    initial: usize,
+}
+
+fn run(cell: &Cell, noise: Noise, cv: f64, shift: f64, cfg: &StatsConfig) -> Tally {
+    let mut rng = StdRng::seed_from_u64(cell_seed(cell.seed, noise, cv, shift));
     let mut tally = Tally::default();
-    for _ in 0..trials {
-        tally.add(&trial(&mut rng, noise, cv, shift, cfg));
+    for _ in 0..cell.trials {
+        tally.add(&trial(&mut rng, noise, cv, shift, cfg, cell.initial));
     }
     tally
 }
 
-fn args() -> (usize, u64, usize, usize) {
+struct Args {
+    trials: usize,
+    seed: u64,
+    initial: usize,
+    cfg: StatsConfig,
+}
+
+fn args() -> Args {
     let a: Vec<String> = std::env::args().collect();
-    let get = |flag: &str, default: u64| {
+    let get = |flag: &str| -> Option<f64> {
         a.iter()
             .position(|x| x == flag)
             .and_then(|i| a.get(i + 1))
             .and_then(|v| v.parse().ok())
-            .unwrap_or(default)
     };
     let d = StatsConfig::default();
-    (
-        get("--trials", 10_000) as usize,
-        get("--seed", 1),
-        get("--min-runs", d.min_runs as u64) as usize,
-        get("--batch", d.batch_runs as u64) as usize,
-    )
+    let int = |flag: &str, default: usize| get(flag).map_or(default, |v| v as usize);
+    // The bootstrap CI does not enter the verdict; skipping it keeps the
+    // run in minutes on a shared 2-core machine.
+    let cfg = StatsConfig {
+        bootstrap_resamples: 0,
+        min_runs: int("--min-runs", d.min_runs),
+        batch_runs: int("--batch", d.batch_runs),
+        max_runs: int("--max-runs", d.max_runs),
+        alpha: get("--alpha").unwrap_or(d.alpha),
+        spending_rho: get("--rho").unwrap_or(d.spending_rho),
+        same_magnitude_iqr: get("--margin-iqr").unwrap_or(d.same_magnitude_iqr),
+        same_alpha: get("--same-alpha").unwrap_or(d.same_alpha),
+        ..d
+    };
+    Args {
+        trials: int("--trials", 10_000),
+        seed: get("--seed").map_or(1, |v| v as u64),
+        initial: int("--initial-runs", DEFAULT_RUNS as usize),
+        cfg,
+    }
 }
 
 fn main() {
-    let (trials, seed, min_runs, batch_runs) = args();
-    // The bootstrap CI does not enter the verdict; skipping it keeps the
-    // 120,000-comparison run in minutes on a shared 2-core machine.
-    let cfg = StatsConfig {
-        bootstrap_resamples: 0,
-        min_runs,
-        batch_runs,
-        ..StatsConfig::default()
+    let Args {
+        trials,
+        seed,
+        initial,
+        cfg,
+    } = args();
+    if let Err(e) = cfg.validate() {
+        eprintln!("calibrate: {e}");
+        std::process::exit(2);
+    }
+    let cell = Cell {
+        trials,
+        seed,
+        initial,
     };
     println!("trials per cell: {trials}, seed: {seed}, metric: {METRIC}");
+    let levels: Vec<String> = cfg
+        .look_schedule()
+        .iter()
+        .map(|&n| format!("{n}: {:.4}", cfg.look_alpha(n)))
+        .collect();
     println!(
-        "kbot: alpha {} over {} looks ({:.4} per look), min_runs {}, batch {}, cap {}\n",
+        "kbot: alpha {} spent as alpha·t^{} over looks at {} runs/side; job's runs {initial}; \
+         same: margin {} IQR, TOST at {}\n",
         cfg.alpha,
-        cfg.looks(),
-        cfg.look_alpha(),
-        cfg.min_runs,
-        cfg.batch_runs,
-        cfg.max_runs
+        cfg.spending_rho,
+        levels.join(", "),
+        cfg.same_magnitude_iqr,
+        cfg.same_alpha,
     );
+    aa_table(&cell, &cfg);
+    power_table(&cell, &cfg);
+    changepoints(seed, trials / 20);
+}
 
-    println!("### A/A (no change): false-positive rate\n");
-    println!("| noise | CV | kbot `different` (adaptive) | kbot `same` | kbot `unknown` | mean runs/side | kbot first look ({} runs) | 0-day at {} runs | 0-day at {} runs |", cfg.min_runs, cfg.min_runs, cfg.max_runs);
+fn aa_table(cell: &Cell, cfg: &StatsConfig) {
+    let zd_min = cell.initial.max(ZERO_DAY_MIN_RUNS);
+    println!("### A/A (no change): false alarms and runs spent\n");
+    println!("| noise | CV | kbot `different` | kbot `same` | kbot `unknown` | mean runs/side | `same` within 6 runs | 0-day at {zd_min} runs | 0-day at {} runs |", cfg.max_runs);
     println!("|---|---|---|---|---|---|---|---|---|");
     for noise in Noise::ALL {
-        for cv in [0.01, 0.02, 0.05] {
-            let t = run(trials, seed, noise, cv, 0.0, &cfg);
+        for cv in [0.01, 0.02, 0.05, 0.10] {
+            let t = run(cell, noise, cv, 0.0, cfg);
             println!(
                 "| {} | {:.0}% | {} | {} | {} | {} | {} | {} | {} |",
                 noise.name(),
@@ -220,15 +292,18 @@ fn main() {
                 t.pct(t.same),
                 t.pct(t.unknown),
                 t.mean_runs(),
-                t.pct(t.fixed_different),
+                t.pct(t.same_within_6),
                 t.pct(t.zd_min),
                 t.pct(t.zd_max)
             );
         }
     }
+}
 
+fn power_table(cell: &Cell, cfg: &StatsConfig) {
+    let zd_min = cell.initial.max(ZERO_DAY_MIN_RUNS);
     println!("\n### Power: 5% drop at 2% CV\n");
-    println!("| noise | cap/side | kbot `different` | of which within {POWER_RUN_BUDGET} runs/side | mean runs/side | kbot first look ({} runs) | 0-day at {} runs | 0-day at cap |", cfg.min_runs, cfg.min_runs);
+    println!("| noise | cap/side | kbot `different` | of which within {POWER_RUN_BUDGET} runs/side | kbot `same` (wrong) | mean runs/side | 0-day at {zd_min} runs | 0-day at cap |");
     println!("|---|---|---|---|---|---|---|---|");
     for cap in [8, 10] {
         let capped = StatsConfig {
@@ -236,22 +311,20 @@ fn main() {
             ..cfg.clone()
         };
         for noise in Noise::ALL {
-            let t = run(trials, seed, noise, 0.02, -0.05, &capped);
+            let t = run(cell, noise, 0.02, -0.05, &capped);
             println!(
                 "| {} | {} | {} | {} | {} | {} | {} | {} |",
                 noise.name(),
                 cap,
                 t.pct(t.different),
                 t.pct(t.different_within_budget),
+                t.pct(t.same),
                 t.mean_runs(),
-                t.pct(t.fixed_different),
                 t.pct(t.zd_min),
                 t.pct(t.zd_max)
             );
         }
     }
-
-    changepoints(seed, trials / 20);
 }
 
 /// Change-point detection on histories of 200 points at 2% normal noise:

@@ -13,8 +13,8 @@ pub mod bisect;
 pub mod changepoint;
 pub mod describe;
 pub mod effect;
-pub mod rank_tests;
 pub mod parametric;
+pub mod rank_tests;
 pub mod rng;
 pub mod sequential;
 pub mod special;
@@ -376,9 +376,16 @@ mod tests {
     fn look_levels_spend_alpha_unevenly() {
         let cfg = StatsConfig::default();
         assert_eq!(cfg.look_schedule(), [4, 6, 8, 10]);
-        let levels: Vec<f64> = cfg.look_schedule().iter().map(|&n| cfg.look_alpha(n)).collect();
+        let levels: Vec<f64> = cfg
+            .look_schedule()
+            .iter()
+            .map(|&n| cfg.look_alpha(n))
+            .collect();
         assert!(levels.windows(2).all(|w| w[0] < w[1]), "{levels:?}");
-        assert!(levels[3] > 0.5 * cfg.alpha && levels[3] < cfg.alpha, "{levels:?}");
+        assert!(
+            levels[3] > 0.5 * cfg.alpha && levels[3] < cfg.alpha,
+            "{levels:?}"
+        );
         // Between looks, the earlier look's level; below min_runs, none.
         assert_eq!(cfg.look_alpha(5), levels[0]);
         assert_eq!(cfg.look_alpha(3), 0.0);

@@ -80,6 +80,11 @@ fn tie_correction(a: &[f64], b: &[f64]) -> f64 {
 /// binomial `[n+m choose n]_q = Π_{i=1..n} (1 − q^{m+i}) / (1 − q^i)`,
 /// truncated at degree k, divided by C(n+m, n).
 fn exact_u_cdf(n: usize, m: usize, k: usize) -> f64 {
+    exact_u_cdf_table(n, m, k)[k]
+}
+
+/// `P(U ≤ j)` for every j in 0..=k, from one polynomial product.
+fn exact_u_cdf_table(n: usize, m: usize, k: usize) -> Vec<f64> {
     let mut c = vec![0.0f64; k + 1];
     c[0] = 1.0;
     for i in 1..=n {
@@ -93,8 +98,39 @@ fn exact_u_cdf(n: usize, m: usize, k: usize) -> f64 {
             c[d] += c[d - i];
         }
     }
-    let count: f64 = c.iter().sum();
-    count / binomial(n + m, n)
+    let total = binomial(n + m, n);
+    let mut acc = 0.0;
+    c.iter()
+        .map(|x| {
+            acc += x;
+            acc / total
+        })
+        .collect()
+}
+
+/// Distribution-free confidence interval for the shift of `b` over `a`
+/// (Moses 1953, the interval that inverts Mann-Whitney): the order
+/// statistics of the n·m differences `b_j − a_i` cut at the exact
+/// lower-β critical value of U, so each side misses with probability ≤ β.
+/// `None` when the samples are too small for any interval at that β.
+pub fn shift_ci(a: &[f64], b: &[f64], beta: f64) -> Option<(f64, f64)> {
+    let (n, m) = (a.len(), b.len());
+    if n == 0 || m == 0 || n.max(m) > MWU_EXACT_MAX {
+        return None;
+    }
+    let nm = n * m;
+    let cdf = exact_u_cdf_table(n, m, nm / 2);
+    let c = cdf.iter().take_while(|&&p| p <= beta).count();
+    if c == 0 {
+        return None;
+    }
+    let mut diffs: Vec<f64> = b
+        .iter()
+        .flat_map(|y| a.iter().map(move |x| y - x))
+        .collect();
+    diffs.sort_by(f64::total_cmp);
+    // U ≤ c − 1 has probability ≤ β: drop c − 1 differences on each side.
+    Some((diffs[c - 1], diffs[nm - c]))
 }
 
 fn binomial(n: usize, k: usize) -> f64 {
@@ -208,6 +244,18 @@ mod tests {
         assert!((kolmogorov_smirnov_p(&a, &b) - 2.0 / 252.0).abs() < 1e-12);
         // Identical samples: D = 0, p = 1.
         assert_eq!(kolmogorov_smirnov_p(&a, &a), 1.0);
+    }
+
+    #[test]
+    fn moses_interval() {
+        // 5 vs 5: P(U ≤ 4) = 0.0476 ≤ 0.05 < P(U ≤ 5), so the 90% interval
+        // drops 4 of the 25 differences on each side.
+        let a = [0.0, 1.0, 2.0, 3.0, 4.0];
+        let b = [10.0, 11.0, 12.0, 13.0, 14.0];
+        let (lo, hi) = shift_ci(&a, &b, 0.05).expect("ci");
+        assert!(lo > 7.0 && hi < 13.0 && lo < 10.0 && hi > 10.0, "{lo} {hi}");
+        // 2 vs 2: P(U = 0) = 1/6 > 0.05, no interval.
+        assert_eq!(shift_ci(&[1.0, 2.0], &[3.0, 4.0], 0.05), None);
     }
 
     #[test]

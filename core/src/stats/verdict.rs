@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 
 use super::describe::{iqr_sorted, median_sorted, sorted};
 use super::effect::{looks_bimodal, median_ratio_ci};
-use super::rank_tests::{cliffs_delta, kolmogorov_smirnov_p, mann_whitney_p};
+use super::parametric::{t_quantile_two_sided, welch_if_well_behaved, Welch};
+use super::rank_tests::{cliffs_delta, kolmogorov_smirnov_p, mann_whitney_p, shift_ci};
 use super::special::normal_sf;
 use super::StatsConfig;
 use crate::metrics;
@@ -15,11 +16,10 @@ use crate::metrics;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
-    /// p below the per-look `alpha` and the change above the metric's floor: report it.
+    /// p below the look's `alpha` and the change above the metric's floor: report it.
     Different,
-    /// Either p is above the "same" threshold (an effect of the configured
-    /// size would almost surely have shown), or the change is significant but
-    /// below the metric's floor.
+    /// The equivalence test rules out any change beyond the `same` margin,
+    /// or the change is significant but below the metric's floor.
     Same,
     /// Neither: more runs are needed.
     Unknown,
@@ -29,14 +29,27 @@ pub enum Outcome {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KbotVerdict {
     pub outcome: Outcome,
-    /// The per-look significance level p had to beat ([`StatsConfig::look_alpha`]).
+    /// The level p had to beat at this look ([`StatsConfig::look_alpha`]).
     pub alpha: f64,
-    /// `min(p_mann_whitney, p_kolmogorov_smirnov)`.
+    /// The p that decides: `p_welch` when the samples passed its gate and
+    /// have at least 5 runs per side, else `min(p_mann_whitney, p_kolmogorov_smirnov)`.
     pub p_value: f64,
     pub p_mann_whitney: f64,
     pub p_kolmogorov_smirnov: f64,
-    /// p above this (and above `alpha`) means `same`.
+    /// Welch's t on the logs, when both samples passed the outlier/ties gate.
+    #[serde(default)]
+    pub p_welch: Option<f64>,
+    /// Pinpoint's "high threshold" for this sample size and margin
+    /// (informational: `same` now comes from the equivalence test).
     pub same_threshold: f64,
+    /// The relative change `same` rules out: ±`same_margin` on the ratio scale.
+    #[serde(default)]
+    pub same_margin: f64,
+    /// The equivalence test's `1 − 2·same_alpha` interval of the head/base
+    /// ratio (Welch on logs, or Moses' rank interval); `same` needs it
+    /// inside `1 ± same_margin`.
+    #[serde(default)]
+    pub equivalence_ci: Option<(f64, f64)>,
     /// `median(head) / median(base)`; NaN when the base median is 0.
     pub median_ratio: f64,
     /// Bootstrap CI of `median_ratio` at `StatsConfig::ci_level`.
@@ -55,6 +68,13 @@ const IQR_IN_SIGMA: f64 = 1.348_979_5;
 /// negative rate at 1% (`thresholds_performance.py`, `P_VALUE = 0.01`).
 const Z_FALSE_NEGATIVE: f64 = 2.326_347_9;
 
+/// Fewest runs per side on which Welch's t may decide `different`. With 4,
+/// two sides that each landed wholly in one mode of a bimodal benchmark
+/// (70/30 modes: 0.4% of A/A pairs) look like a clean shift and no gate can
+/// tell; with 5 that falls to 0.08%, and the rank tests cannot decide below
+/// 5 anyway (the exact Mann-Whitney p is at least 2/C(8,4) = 0.029 on 4 v 4).
+const WELCH_MIN_RUNS: usize = 5;
+
 /// Judge one metric. `salt` varies the bootstrap stream between metrics.
 pub fn verdict(
     metric: &str,
@@ -64,36 +84,34 @@ pub fn verdict(
     salt: u64,
 ) -> KbotVerdict {
     let (sb, sh) = (sorted(base), sorted(head));
+    let (base_bimodal, head_bimodal) = (looks_bimodal(&sb), looks_bimodal(&sh));
     let p_mann_whitney = mann_whitney_p(&sb, &sh);
     let p_kolmogorov_smirnov = kolmogorov_smirnov_p(&sb, &sh);
-    let p_value = p_mann_whitney.min(p_kolmogorov_smirnov);
+    // A mixture of modes is exactly where a t-test's normal model fails.
+    let welch = if base_bimodal || head_bimodal {
+        None
+    } else {
+        welch_if_well_behaved(&sb, &sh)
+    };
+    let p_welch = welch.map(|w| w.p);
+    let p_value = deciding_p(p_welch, p_mann_whitney.min(p_kolmogorov_smirnov), &sb, &sh);
     let (mb, mh) = (median_sorted(&sb), median_sorted(&sh));
     let median_ratio = if mb != 0.0 { mh / mb } else { f64::NAN };
     let above_floor = above_floor(metric, &sb, &sh, mb, mh);
+    let alpha = cfg.look_alpha(sb.len().min(sh.len()));
+    let equivalence = equivalence(metric, &sb, &sh, welch.as_ref(), cfg);
+    let outcome = decide(alpha, p_value, above_floor, equivalence);
     let magnitude = same_magnitude(metric, &sb, &sh, mb, cfg);
-    let alpha = cfg.look_alpha();
-    let same_threshold = same_threshold(sb.len(), sh.len(), magnitude).max(alpha);
-    let enough = sb.len() >= 2 && sh.len() >= 2;
-    let outcome = if !enough {
-        Outcome::Unknown
-    } else if p_value < alpha {
-        if above_floor {
-            Outcome::Different
-        } else {
-            Outcome::Same
-        }
-    } else if p_value > same_threshold {
-        Outcome::Same
-    } else {
-        Outcome::Unknown
-    };
     KbotVerdict {
         outcome,
         alpha,
         p_value,
         p_mann_whitney,
         p_kolmogorov_smirnov,
-        same_threshold,
+        p_welch,
+        same_threshold: same_threshold(sb.len(), sh.len(), magnitude),
+        same_margin: equivalence.map_or(f64::NAN, |e| e.margin.exp() - 1.0),
+        equivalence_ci: equivalence.map(|e| (e.lo.exp(), e.hi.exp())),
         median_ratio,
         median_ratio_ci: median_ratio_ci(
             &sb,
@@ -104,9 +122,90 @@ pub fn verdict(
         ),
         cliffs_delta: cliffs_delta(&sb, &sh),
         above_floor,
-        base_bimodal: looks_bimodal(&sb),
-        head_bimodal: looks_bimodal(&sh),
+        base_bimodal,
+        head_bimodal,
     }
+}
+
+/// One family per comparison, chosen by the gate: Welch's p when it may
+/// decide, else the rank tests'. Taking the smallest of all three was
+/// measured to raise the A/A rate about 1.5x at a look.
+fn deciding_p(p_welch: Option<f64>, rank_p: f64, sb: &[f64], sh: &[f64]) -> f64 {
+    match p_welch {
+        Some(p) if sb.len().min(sh.len()) >= WELCH_MIN_RUNS => p,
+        _ => rank_p,
+    }
+}
+
+fn decide(alpha: f64, p: f64, above_floor: bool, equivalence: Option<Equivalence>) -> Outcome {
+    if alpha <= 0.0 {
+        Outcome::Unknown
+    } else if p < alpha {
+        if above_floor {
+            Outcome::Different
+        } else {
+            Outcome::Same
+        }
+    } else if equivalence.is_some_and(|e| e.holds()) {
+        Outcome::Same
+    } else {
+        Outcome::Unknown
+    }
+}
+
+/// The equivalence test on the log scale: an interval for ln(head/base)
+/// and the margin it must lie within.
+#[derive(Debug, Clone, Copy)]
+struct Equivalence {
+    lo: f64,
+    hi: f64,
+    margin: f64,
+}
+
+impl Equivalence {
+    fn holds(&self) -> bool {
+        -self.margin < self.lo && self.hi < self.margin
+    }
+}
+
+/// Two one-sided tests (Schuirmann 1987) as one `1 − 2β` interval: Welch's
+/// on the logs when the samples passed its gate, else Moses' rank interval
+/// on the logs. The margin is the metric's floor or `same_magnitude_iqr`
+/// spreads, whichever is wider: a change the robot could not tell from the
+/// noise at these run counts is not one `same` claims to rule out, and the
+/// power target (2.5σ) lies beyond it. `None` when values are not all
+/// positive or the samples are too small for an interval.
+fn equivalence(
+    metric: &str,
+    sb: &[f64],
+    sh: &[f64],
+    welch: Option<&Welch>,
+    cfg: &StatsConfig,
+) -> Option<Equivalence> {
+    let floor = ratio_floor(metric).ln();
+    if let Some(w) = welch.filter(|w| w.logs) {
+        let half = t_quantile_two_sided(2.0 * cfg.same_alpha, w.df) * w.se;
+        let margin = floor.max(cfg.same_magnitude_iqr * IQR_IN_SIGMA * w.sd);
+        return Some(Equivalence {
+            lo: w.diff - half,
+            hi: w.diff + half,
+            margin,
+        });
+    }
+    if sb.iter().chain(sh).any(|&x| x <= 0.0) {
+        return None;
+    }
+    let (lb, lh): (Vec<f64>, Vec<f64>) = (
+        sb.iter().map(|x| x.ln()).collect(),
+        sh.iter().map(|x| x.ln()).collect(),
+    );
+    let (lo, hi) = shift_ci(&lb, &lh, cfg.same_alpha)?;
+    let spread = 0.5 * (iqr_sorted(&lb) + iqr_sorted(&lh));
+    Some(Equivalence {
+        lo,
+        hi,
+        margin: floor.max(cfg.same_magnitude_iqr * spread),
+    })
 }
 
 /// The metric's floor, 0-day's: a median ratio above 1.01 (1.05 for stats
