@@ -7,7 +7,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use kbot_core::api::BootBackend;
 
-use crate::qemu::{Accel, Topology};
+use crate::monitors::InterferenceLimits;
+use crate::qemu::{Accel, Clock, QemuConfig, Topology};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -33,6 +34,38 @@ pub enum CommandKind {
     },
     /// Run one job locally without a server and print its metrics.
     Run(RunArgs),
+    /// Measure guest noise (qemu backend): boot a built kernel several times,
+    /// run one kbot-bench command several times per boot, and print each
+    /// execution's KPI as a JSON line (`scripts/guest-noise` makes the table).
+    GuestNoise(NoiseArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct NoiseArgs {
+    /// The bzImage to boot.
+    #[arg(long)]
+    pub kernel: PathBuf,
+    #[arg(long, default_value_t = 2)]
+    pub boots: u32,
+    /// Executions per boot, all reported (none discarded as warm-up).
+    #[arg(long, default_value_t = 4)]
+    pub runs_per_boot: u32,
+    /// The metric to report (e.g. `lmbench3.PIPE.bandwidth.MB/sec`).
+    #[arg(long)]
+    pub kpi: String,
+    /// The metric prefix the command prints with (its `--prefix`).
+    #[arg(long)]
+    pub prefix: String,
+    /// A name for the workload in the output.
+    #[arg(long)]
+    pub label: String,
+    /// Scratch directory for initramfs, console and results files.
+    #[arg(long, default_value = "/tmp/kbot-guest-noise")]
+    pub dir: PathBuf,
+    /// The kbot-bench command line inside the guest (after `--`), without
+    /// `--prefix`/`--json`.
+    #[arg(last = true, required = true)]
+    pub bench_args: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -70,6 +103,14 @@ impl From<BackendArg> for BootBackend {
             BackendArg::Host => BootBackend::Host,
         }
     }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ClockArg {
+    /// `-icount shift=N,sleep=off`: instruction-counted guest time, one vCPU.
+    Icount,
+    /// The host's clock, the tbox group's vCPUs.
+    Wall,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -162,6 +203,8 @@ pub struct AgentArgs {
     pub accel: AccelArg,
     #[command(flatten)]
     pub guest: GuestArgs,
+    #[command(flatten)]
+    pub measure: GuestMeasureArgs,
     #[arg(
         long,
         env = "KBOT_BOOT_TIMEOUT_SECS",
@@ -217,6 +260,87 @@ pub struct GuestArgs {
     pub guest_memory_mib: u64,
 }
 
+/// How the qemu backend measures (see README, "Measuring in QEMU guests").
+#[derive(Debug, Clone, Args)]
+pub struct GuestMeasureArgs {
+    /// The guest's clock: icount (deterministic, one vCPU) or wall.
+    #[arg(
+        long,
+        env = "KBOT_QEMU_CLOCK",
+        value_enum,
+        default_value = "icount",
+        global = true
+    )]
+    pub qemu_clock: ClockArg,
+    /// icount: 2^shift ns of guest time per instruction.
+    #[arg(long, env = "KBOT_QEMU_ICOUNT_SHIFT", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=10), global = true)]
+    pub qemu_icount_shift: u32,
+    /// Wall clock: pin each vCPU thread to its own host CPU.
+    #[arg(long, env = "KBOT_QEMU_PIN_VCPUS", default_value_t = true, action = clap::ArgAction::Set, global = true)]
+    pub qemu_pin_vcpus: bool,
+    /// Executions of each command run and discarded before the measured ones.
+    #[arg(
+        long,
+        env = "KBOT_QEMU_WARMUP_RUNS",
+        default_value_t = 0,
+        global = true
+    )]
+    pub qemu_warmup_runs: u32,
+    /// Wall clock: a run is redone when other host processes used more than
+    /// this percentage of all host CPUs during it.
+    #[arg(
+        long,
+        env = "KBOT_QEMU_MAX_HOST_OTHER_PCT",
+        default_value_t = 10.0,
+        global = true
+    )]
+    pub qemu_max_host_other_pct: f64,
+    /// Wall clock: ... or the hypervisor stole more than this percentage.
+    #[arg(
+        long,
+        env = "KBOT_QEMU_MAX_STEAL_PCT",
+        default_value_t = 5.0,
+        global = true
+    )]
+    pub qemu_max_steal_pct: f64,
+    /// Wall clock: ... or tasks stalled on memory (PSI) more than this percentage of the time.
+    #[arg(
+        long,
+        env = "KBOT_QEMU_MAX_MEMORY_STALL_PCT",
+        default_value_t = 5.0,
+        global = true
+    )]
+    pub qemu_max_memory_stall_pct: f64,
+    /// Wall clock: redo a run measured under interference this many times,
+    /// then report an infrastructure failure (the server retries the job).
+    #[arg(
+        long,
+        env = "KBOT_QEMU_INTERFERENCE_RETRIES",
+        default_value_t = 2,
+        global = true
+    )]
+    pub qemu_interference_retries: u32,
+}
+
+impl GuestMeasureArgs {
+    pub fn clock(&self) -> Clock {
+        match self.qemu_clock {
+            ClockArg::Icount => Clock::Icount {
+                shift: self.qemu_icount_shift,
+            },
+            ClockArg::Wall => Clock::Wall,
+        }
+    }
+
+    pub fn interference(&self) -> InterferenceLimits {
+        InterferenceLimits {
+            max_other: self.qemu_max_host_other_pct / 100.0,
+            max_steal: self.qemu_max_steal_pct / 100.0,
+            max_memory_stall: self.qemu_max_memory_stall_pct / 100.0,
+        }
+    }
+}
+
 impl AgentArgs {
     pub fn topology(&self) -> Topology {
         let g = &self.guest;
@@ -234,6 +358,24 @@ impl AgentArgs {
             AccelArg::Auto => None,
             AccelArg::Kvm => Some(Accel::Kvm),
             AccelArg::Tcg => Some(Accel::Tcg),
+        }
+    }
+
+    /// The qemu backend's configuration, with `kbot_bench` as the guest's.
+    pub fn qemu_config(&self, kbot_bench: PathBuf) -> QemuConfig {
+        QemuConfig {
+            qemu: self.qemu.clone(),
+            topology: self.topology(),
+            busybox: self.busybox.clone(),
+            kbot_bench,
+            force_accel: self.force_accel(),
+            boot_timeout: self.boot_timeout(),
+            run_timeout: self.run_timeout(),
+            clock: self.measure.clock(),
+            pin_vcpus: self.measure.qemu_pin_vcpus,
+            warmup_runs: self.measure.qemu_warmup_runs,
+            interference: self.measure.interference(),
+            interference_retries: self.measure.qemu_interference_retries,
         }
     }
 
@@ -302,6 +444,28 @@ mod tests {
             matches!(cli.command, Some(CommandKind::Run(ref r)) if r.commit.as_deref() == Some("abc"))
         );
         assert!(Cli::try_parse_from(["kbot-agent", "--backend", "pxe"]).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn the_qemu_clock_defaults_to_icount_and_wall_is_an_option() -> Result<(), clap::Error> {
+        let cli = Cli::try_parse_from(["kbot-agent", "hwinfo"])?;
+        assert_eq!(cli.agent.measure.clock(), Clock::Icount { shift: 0 });
+        assert_eq!(
+            cli.agent.measure.clock().describe(),
+            "icount shift=0,sleep=off"
+        );
+        let cli = Cli::try_parse_from([
+            "kbot-agent",
+            "--qemu-clock",
+            "wall",
+            "--qemu-max-host-other-pct",
+            "25",
+            "hwinfo",
+        ])?;
+        assert_eq!(cli.agent.measure.clock(), Clock::Wall);
+        assert_eq!(cli.agent.measure.interference().max_other, 0.25);
+        assert!(Cli::try_parse_from(["kbot-agent", "--qemu-clock", "kvmclock"]).is_err());
         Ok(())
     }
 }

@@ -7,6 +7,9 @@ use std::collections::BTreeMap;
 
 /// Printed on the console by /init once userspace runs (boot succeeded).
 pub const INIT_MARKER: &str = "KBOT-INIT";
+/// Printed on the console by /init when the measured runs start (after the
+/// warm-up executions): the host is watched for interference from here.
+pub const MEASURE_MARKER: &str = "KBOT-MEASURE";
 /// Printed on the console by /init after the last workload.
 pub const DONE_MARKER: &str = "KBOT-DONE";
 pub const BEGIN: &str = "@@KBOT-BEGIN ";

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use kbot_core::programs::{Invocation, Repeat};
 
-use crate::console::{BEGIN, DONE_MARKER, END, INIT_MARKER};
+use crate::console::{BEGIN, DONE_MARKER, END, INIT_MARKER, MEASURE_MARKER};
 use crate::error::{AgentError, Result};
 
 /// Busybox applets /init uses, installed as symlinks in /bin.
@@ -17,8 +17,10 @@ const APPLETS: &[&str] = &[
     "sh", "mount", "cat", "uname", "reboot", "grep", "cut", "sleep", "mkdir", "poweroff",
 ];
 
-/// The /init shell script for a workload.
-pub fn init_script(plan: &[Invocation]) -> String {
+/// The /init shell script for a workload: `warmup` executions of each
+/// invocation first (their output in `warmup.<i>.<n>` sections, which are
+/// not parsed), then the monitors' `before` snapshot and the measured runs.
+pub fn init_script(plan: &[Invocation], warmup: u32) -> String {
     let mut s = String::from(
         "#!/bin/sh\n\
          export PATH=/bin\n\
@@ -32,11 +34,18 @@ pub fn init_script(plan: &[Invocation]) -> String {
     s.push_str(&format!(
         "section() {{ name=$1; shift; echo \"{BEGIN}$name\"; \"$@\"; rc=$?; echo \"{END}$name rc=$rc\"; }}\n\
          snap() {{ for f in uptime vmstat stat interrupts; do section $f.$1 cat /proc/$f; done; }}\n\
-         secs() {{ cut -d. -f1 /proc/uptime; }}\n"
+         secs() {{ cut -d. -f1 /proc/uptime; }}\n\
+         quiet() {{ \"$@\" >/dev/null 2>&1; }}\n"
     ));
-    s.push_str(
-        "{\nsection uname uname -r\nsection nproc grep -c ^processor /proc/cpuinfo\nsnap before\n",
-    );
+    s.push_str("{\nsection uname uname -r\nsection nproc grep -c ^processor /proc/cpuinfo\n");
+    if warmup > 0 {
+        for (i, inv) in plan.iter().enumerate() {
+            s.push_str(&warmup_lines(i, inv, warmup));
+        }
+    }
+    s.push_str(&format!(
+        "echo {MEASURE_MARKER} >/dev/console\nsnap before\n"
+    ));
     for (i, inv) in plan.iter().enumerate() {
         s.push_str(&run_lines(i, inv));
     }
@@ -48,13 +57,9 @@ pub fn init_script(plan: &[Invocation]) -> String {
 /// The shell lines that run invocation `i` as its [`Repeat`] says, each
 /// execution in its own `output.<i>.<n>` section (stderr in `stderr.<i>.<n>`).
 fn run_lines(i: usize, inv: &Invocation) -> String {
-    let argv: Vec<String> = std::iter::once(inv.program.as_str())
-        .chain(inv.args.iter().map(String::as_str))
-        .map(quote)
-        .collect();
     let once = format!(
         "section output.{i}.$n {} 2>/tmp/err.{i}.$n\nsection stderr.{i}.$n cat /tmp/err.{i}.$n\nn=$((n+1))\n",
-        argv.join(" ")
+        argv(inv)
     );
     match inv.repeat {
         Repeat::Times(times) => format!("n=0\nwhile [ $n -lt {} ]; do\n{once}done\n", times.max(1)),
@@ -62,6 +67,22 @@ fn run_lines(i: usize, inv: &Invocation) -> String {
             "n=0\nstart=$(secs)\nwhile :; do\n{once}[ $(( $(secs) - start )) -ge {secs} ] && break\ndone\n"
         ),
     }
+}
+
+/// `times` discarded executions of invocation `i`, whatever its [`Repeat`].
+fn warmup_lines(i: usize, inv: &Invocation, times: u32) -> String {
+    format!(
+        "n=0\nwhile [ $n -lt {times} ]; do\nsection warmup.{i}.$n quiet {}\nn=$((n+1))\ndone\n",
+        argv(inv)
+    )
+}
+
+fn argv(inv: &Invocation) -> String {
+    std::iter::once(inv.program.as_str())
+        .chain(inv.args.iter().map(String::as_str))
+        .map(quote)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Single-quotes a word for sh.
@@ -151,10 +172,13 @@ mod tests {
 
     #[test]
     fn the_script_quotes_arguments_and_repeats() {
-        let s = init_script(&[
-            inv(&["bw_pipe", "--sched", "CUSTOM 0,1"], Repeat::Times(2)),
-            inv(&["messaging", "it's"], Repeat::ForSeconds(30)),
-        ]);
+        let s = init_script(
+            &[
+                inv(&["bw_pipe", "--sched", "CUSTOM 0,1"], Repeat::Times(2)),
+                inv(&["messaging", "it's"], Repeat::ForSeconds(30)),
+            ],
+            0,
+        );
         assert!(s.contains(
             "section output.0.$n 'kbot-bench' 'bw_pipe' '--sched' 'CUSTOM 0,1' 2>/tmp/err.0.$n"
         ));
@@ -162,6 +186,20 @@ mod tests {
         assert!(s.contains("'it'\\''s'"));
         assert!(s.contains("-ge 30 ] && break"));
         assert!(s.ends_with("reboot -f\n"));
+        assert!(!s.contains("warmup"));
+    }
+
+    /// Warm-up executions run before the monitors' first snapshot, and their
+    /// output goes to sections the agent does not parse.
+    #[test]
+    fn warmup_runs_come_first_and_are_discarded() {
+        let s = init_script(&[inv(&["pipen", "-s", "1"], Repeat::ForSeconds(30))], 2);
+        let warm = s.find(
+            "while [ $n -lt 2 ]; do\nsection warmup.0.$n quiet 'kbot-bench' 'pipen' '-s' '1'\n",
+        );
+        let before = s.find("snap before");
+        let measured = s.find("section output.0.$n");
+        assert!(warm.is_some() && warm < before && before < measured, "{s}");
     }
 
     /// The archive is what GNU cpio reads back, with the right types.

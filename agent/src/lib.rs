@@ -15,6 +15,7 @@ pub mod daemon;
 pub mod elf;
 pub mod elf_notes;
 pub mod error;
+pub mod guest_noise;
 pub mod host_backend;
 pub mod hwinfo;
 pub mod initramfs;
@@ -43,7 +44,7 @@ use crate::config::{AgentArgs, Cli, CommandKind};
 use crate::host_backend::HostConfig;
 use crate::job_runner::{Backend, JobRunner};
 use crate::kernel_build::{BuildConfig, Builder};
-use crate::qemu::{QemuBackend, QemuConfig};
+use crate::qemu::QemuBackend;
 
 /// Runs the command the CLI names.
 pub async fn run_cli(cli: Cli) -> Result<()> {
@@ -60,6 +61,7 @@ pub async fn run_cli(cli: Cli) -> Result<()> {
             Ok(())
         }
         CommandKind::Run(args) => local_run::run(&cli.agent, &args).await,
+        CommandKind::GuestNoise(args) => guest_noise::run(&cli.agent, args).await,
         CommandKind::Daemon => daemon(&cli.agent).await,
     }
 }
@@ -83,7 +85,7 @@ fn print_hardware(hw: &Hardware) {
 pub fn fingerprint(args: &AgentArgs) -> Result<Hardware> {
     let mut hw = hwinfo::read_host()?;
     if args.backend == config::BackendArg::Qemu {
-        let t = args.topology();
+        let t = qemu::guest_topology(&args.topology(), args.measure.clock());
         hw.sockets = t.sockets;
         hw.cores = t.sockets * t.cores_per_socket;
         hw.threads = t.cpus();
@@ -138,15 +140,7 @@ pub fn job_runner(args: &AgentArgs) -> Result<JobRunner> {
         config::BackendArg::Qemu => {
             let arch = elf::qemu_arch(&args.qemu).unwrap_or_else(|| build.arch.clone());
             check_initramfs_binaries(&kbot_bench, &args.busybox, &arch)?;
-            Backend::Qemu(QemuBackend::new(QemuConfig {
-                qemu: args.qemu.clone(),
-                topology: args.topology(),
-                busybox: args.busybox.clone(),
-                kbot_bench: kbot_bench.clone(),
-                force_accel: args.force_accel(),
-                boot_timeout: args.boot_timeout(),
-                run_timeout: args.run_timeout(),
-            }))
+            Backend::Qemu(QemuBackend::new(args.qemu_config(kbot_bench.clone())))
         }
     };
     Ok(JobRunner {

@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 use kbot_core::api::{FailureKind, JobState, ResultUpload};
 use kbot_core::programs::Invocation;
 
-use crate::console::{self, Section, DONE_MARKER, INIT_MARKER};
+use crate::console::{self, Section, DONE_MARKER, INIT_MARKER, MEASURE_MARKER};
 use crate::error::{AgentError, Result};
 use crate::initramfs;
-use crate::monitors::{self, Snapshot};
+use crate::monitors::{self, HostLoad, HostSample, InterferenceLimits, Snapshot};
 use crate::outcome::{now_ms, Failure, Outcome};
 use crate::process::{kill_group, tail, Cancel};
 use crate::workload::{self, Execution};
@@ -96,6 +96,39 @@ impl Accel {
     }
 }
 
+/// How time passes in the guest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Clock {
+    /// `-icount shift=N,sleep=off` on single-threaded TCG: every guest
+    /// instruction advances the guest's clock by 2^N ns and idle time is
+    /// skipped, so what the guest measures is instructions executed, the
+    /// same on every boot whatever else the host does.
+    Icount { shift: u32 },
+    /// The host's clock (multi-threaded TCG, or KVM where it works): the
+    /// guest measures host time, with the host's noise.
+    Wall,
+}
+
+impl Clock {
+    /// The `qemu_clock` entry of each result's tuning map: both sides of a
+    /// pair must show the same.
+    pub fn describe(self) -> String {
+        match self {
+            Clock::Icount { shift } => format!("icount shift={shift},sleep=off"),
+            Clock::Wall => "wall".to_string(),
+        }
+    }
+}
+
+/// The guest kernel's command line. `oops=panic` and `panic=-1`: a broken
+/// kernel ends the VM at once. The rest keeps the guest quiet while it
+/// measures: `tsc=reliable` stops the clocksource watchdog (a timer every
+/// 0.5 s that, under wall-clock TCG, can declare the TSC unstable and switch
+/// clocksources in the middle of a run), `nowatchdog` the lockup detectors'
+/// per-CPU timers, `audit=0` audit records.
+pub const KERNEL_CMDLINE: &str =
+    "console=ttyS0 panic=-1 oops=panic rdinit=/init tsc=reliable nowatchdog audit=0";
+
 /// What the backend needs besides the kernel.
 #[derive(Debug, Clone)]
 pub struct QemuConfig {
@@ -104,28 +137,99 @@ pub struct QemuConfig {
     /// Static busybox and kbot-bench put into the initramfs.
     pub busybox: PathBuf,
     pub kbot_bench: PathBuf,
-    /// `None`: probe KVM and fall back to TCG.
+    /// `None`: probe KVM and fall back to TCG (wall clock only: icount is TCG).
     pub force_accel: Option<Accel>,
     pub boot_timeout: Duration,
     pub run_timeout: Duration,
+    pub clock: Clock,
+    /// Pin each vCPU thread to its own host CPU (wall clock only).
+    pub pin_vcpus: bool,
+    /// Executions of each invocation run and discarded before the measured ones.
+    pub warmup_runs: u32,
+    /// When a wall-clock run counts as measured under host interference.
+    pub interference: InterferenceLimits,
+    /// Wall clock: how often a run measured under interference is redone
+    /// before the job is reported as an infrastructure failure.
+    pub interference_retries: u32,
+}
+
+impl QemuConfig {
+    /// The guest machine QEMU is given (see [`guest_topology`]).
+    pub fn guest_topology(&self) -> Topology {
+        guest_topology(&self.topology, self.clock)
+    }
+}
+
+/// vCPUs of an icount guest. QEMU 7.2's x86 SMP guests under `-icount`
+/// do not come up (see BENCHMARKS.md, "Guest noise"), so icount guests get
+/// one CPU and one NUMA node.
+pub const ICOUNT_CPUS: u32 = 1;
+
+/// The topology a guest gets with `clock`: the tbox group's under the wall
+/// clock, one CPU under icount.
+pub fn guest_topology(topology: &Topology, clock: Clock) -> Topology {
+    match clock {
+        Clock::Wall => topology.clone(),
+        Clock::Icount { .. } => Topology {
+            sockets: 1,
+            cores_per_socket: ICOUNT_CPUS,
+            threads_per_core: 1,
+            numa_nodes: 1,
+            memory_mib: topology.memory_mib,
+        },
+    }
 }
 
 pub struct QemuBackend {
-    cfg: QemuConfig,
+    /// Boxed: the backend sits in an enum beside data-less variants.
+    cfg: Box<QemuConfig>,
     accel: OnceLock<(Accel, String)>,
 }
 
 /// Progress seen on the console.
 enum ConsoleEvent {
     Init,
+    Measure,
     Fatal(String),
     Done,
+}
+
+/// One boot of the guest, as the host saw it.
+#[derive(Debug)]
+pub struct BootRecord {
+    watch: Watch,
+    /// The results channel (ttyS1) as written.
+    pub channel: String,
+    /// The host's load from the start of the measured runs to their end.
+    pub host: Option<HostLoad>,
+}
+
+impl BootRecord {
+    pub fn console(&self) -> &str {
+        &self.watch.console
+    }
+
+    /// Wall time from QEMU's start to its exit.
+    pub fn wall(&self) -> Duration {
+        self.watch.wall
+    }
+
+    /// Each measured execution's stdout in order, or why there is none.
+    pub fn executions(&self) -> std::result::Result<Vec<Execution>, String> {
+        if self.watch.init_after.is_none() || self.watch.fatal.is_some() || !self.watch.done {
+            return Err(format!(
+                "the guest did not finish cleanly\n{}",
+                tail(&self.watch.console, TAIL_LINES)
+            ));
+        }
+        executions(&console::sections(&self.channel))
+    }
 }
 
 impl QemuBackend {
     pub fn new(cfg: QemuConfig) -> QemuBackend {
         QemuBackend {
-            cfg,
+            cfg: Box::new(cfg),
             accel: OnceLock::new(),
         }
     }
@@ -138,15 +242,25 @@ impl QemuBackend {
     /// first kernel it boots.
     pub fn accel(&self, kernel: &Path) -> (Accel, String) {
         self.accel
-            .get_or_init(|| match self.cfg.force_accel {
-                Some(a) => (a, format!("{} (configured)", a.name())),
-                None => probe_accel(&self.cfg.qemu, kernel),
+            .get_or_init(|| match (self.cfg.clock, self.cfg.force_accel) {
+                (Clock::Icount { .. }, _) => (
+                    Accel::Tcg,
+                    "tcg (icount: instruction counting is TCG's)".to_string(),
+                ),
+                (Clock::Wall, Some(a)) => (a, format!("{} (configured)", a.name())),
+                (Clock::Wall, None) => probe_accel(&self.cfg.qemu, kernel),
             })
             .clone()
     }
 
+    pub fn clock(&self) -> Clock {
+        self.cfg.clock
+    }
+
     /// Boots `kernel`, runs `plan` inside the guest and returns the result
-    /// or the failure. `dir` receives the initramfs, console and results files.
+    /// or the failure. `dir` receives the initramfs, console and results
+    /// files. A wall-clock run measured under host interference is redone
+    /// (up to `interference_retries` times), never returned as a result.
     pub fn run(
         &self,
         kernel: &Path,
@@ -156,17 +270,92 @@ impl QemuBackend {
         on_state: &dyn Fn(JobState, &str),
     ) -> Result<Outcome> {
         let started_at = now_ms();
-        let (accel, accel_note) = self.accel(kernel);
+        let (_, accel_note) = self.accel(kernel);
+        let attempts = match self.cfg.clock {
+            Clock::Wall => 1 + self.cfg.interference_retries,
+            Clock::Icount { .. } => 1,
+        };
+        let mut redone: Vec<String> = Vec::new();
+        for attempt in 1..=attempts {
+            let boot = self.boot(kernel, plan, self.cfg.warmup_runs, dir, cancel, on_state)?;
+            let interference = boot
+                .host
+                .as_ref()
+                .and_then(|l| l.interference(&self.cfg.interference));
+            let mut tuning = self.tuning(&accel_note);
+            tuning.insert(
+                "host_interference".to_string(),
+                interference_note(self.cfg.clock, boot.host.as_ref(), &redone),
+            );
+            tuning.insert("pinning".to_string(), boot.watch.pinned.clone());
+            let out = assemble(Assembly {
+                plan,
+                watch: boot.watch,
+                channel: &boot.channel,
+                tuning,
+                topology: &self.cfg.guest_topology(),
+                started_at,
+            });
+            match (out, interference) {
+                (Outcome::Success(_), Some(why)) if self.cfg.clock == Clock::Wall => {
+                    tracing::warn!(attempt, attempts, %why, "run measured under host interference; redoing it");
+                    on_state(
+                        JobState::Running,
+                        &format!("measured under host interference ({why}); redoing the run"),
+                    );
+                    redone.push(why);
+                }
+                (out, _) => return Ok(out),
+            }
+        }
+        Ok(Outcome::Failed(Failure::new(
+            FailureKind::Infrastructure,
+            format!(
+                "all {attempts} wall-clock runs were measured under host interference: {}",
+                redone.join(" | ")
+            ),
+        )))
+    }
+
+    /// What the result records about how it was measured.
+    fn tuning(&self, accel_note: &str) -> BTreeMap<String, String> {
+        let mut tuning = BTreeMap::new();
+        tuning.insert("accel".to_string(), accel_note.to_string());
+        tuning.insert("qemu_clock".to_string(), self.cfg.clock.describe());
+        tuning.insert(
+            "cpufreq_governor".to_string(),
+            "unavailable (QEMU guest has no cpufreq)".to_string(),
+        );
+        tuning.insert("guest_cmdline".to_string(), KERNEL_CMDLINE.to_string());
+        tuning.insert(
+            "warmup_runs".to_string(),
+            format!("{} per invocation, discarded", self.cfg.warmup_runs),
+        );
+        tuning
+    }
+
+    /// One boot of `kernel` running `plan` (each invocation after `warmup`
+    /// discarded executions), with the host watched during the measured part.
+    pub fn boot(
+        &self,
+        kernel: &Path,
+        plan: &[Invocation],
+        warmup: u32,
+        dir: &Path,
+        cancel: &Cancel,
+        on_state: &dyn Fn(JobState, &str),
+    ) -> Result<BootRecord> {
+        let (accel, _) = self.accel(kernel);
         let initrd = dir.join("initramfs.cpio");
         initramfs::write(
             &initrd,
             &self.cfg.busybox,
             &self.cfg.kbot_bench,
-            &initramfs::init_script(plan),
+            &initramfs::init_script(plan, warmup),
         )?;
         let results = dir.join("results.txt");
         let _ = std::fs::remove_file(&results);
-        let mut cmd = self.command(accel, kernel, &initrd, &results)?;
+        let mut cmd = qemu_command(&self.cfg, accel, kernel, &initrd, &results)?;
         on_state(
             JobState::Booting,
             &format!("qemu {} {}", accel.name(), process_args(&cmd)),
@@ -175,57 +364,33 @@ impl QemuBackend {
         std::fs::write(dir.join("console.log"), &watch.console)
             .map_err(|e| AgentError::io("writing console.log", e))?;
         let channel = std::fs::read_to_string(&results).unwrap_or_default();
-        let mut tuning = BTreeMap::new();
-        tuning.insert("accel".to_string(), accel_note);
-        tuning.insert(
-            "cpufreq_governor".to_string(),
-            "unavailable (QEMU guest has no cpufreq)".to_string(),
-        );
-        tuning.insert(
-            "pinning".to_string(),
-            "inside the guest by kbot-bench placement; vCPU threads not pinned on the host"
-                .to_string(),
-        );
-        Ok(assemble(Assembly {
-            plan,
+        let host = match (&watch.host_before, &watch.host_after) {
+            (Some(b), Some(a)) => monitors::host_load(b, a),
+            _ => None,
+        };
+        Ok(BootRecord {
             watch,
-            channel: &channel,
-            tuning,
-            topology: &self.cfg.topology,
-            started_at,
-        }))
+            channel,
+            host,
+        })
     }
 
-    fn command(
-        &self,
-        accel: Accel,
-        kernel: &Path,
-        initrd: &Path,
-        results: &Path,
-    ) -> Result<Command> {
-        let mut cmd = Command::new(&self.cfg.qemu);
-        cmd.args([
-            "-accel",
-            accel.name(),
-            "-nodefaults",
-            "-no-user-config",
-            "-display",
-            "none",
-            "-no-reboot",
-        ]);
-        if accel == Accel::Kvm {
-            cmd.args(["-cpu", "host"]);
+    /// Pins the vCPU threads of QEMU `pid` (wall clock), or says why not.
+    fn pin(&self, pid: u32) -> String {
+        match self.cfg.clock {
+            Clock::Icount { .. } => {
+                "not pinned: under icount the guest's timing does not depend on host placement"
+                    .to_string()
+            }
+            Clock::Wall if !self.cfg.pin_vcpus => "not pinned (configured)".to_string(),
+            Clock::Wall => match pin_vcpu_threads(pid, self.cfg.topology.cpus()) {
+                Ok(note) => note,
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not pin the vCPU threads");
+                    format!("not pinned: {e}")
+                }
+            },
         }
-        cmd.args(self.cfg.topology.qemu_args()?);
-        cmd.arg("-kernel").arg(kernel).arg("-initrd").arg(initrd);
-        // oops=panic and panic=-1: a broken kernel ends the VM at once.
-        cmd.args([
-            "-append",
-            "console=ttyS0 panic=-1 oops=panic softlockup_panic=1 rdinit=/init",
-        ]);
-        cmd.args(["-serial", "stdio", "-serial"])
-            .arg(format!("file:{}", results.display()));
-        Ok(cmd)
     }
 
     /// Runs QEMU until it exits, a deadline passes or the job is cancelled.
@@ -250,7 +415,15 @@ impl QemuBackend {
             .ok_or_else(|| AgentError::Config("qemu has no stdout".into()))?;
         let reader = std::thread::spawn(move || read_console(stdout, tx));
         let start = Instant::now();
-        let mut w = Watch::default();
+        let pid = child.id();
+        let mut w = Watch {
+            pinned: self.pin(pid),
+            ..Watch::default()
+        };
+        let sample = || {
+            let at = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+            HostSample::read(pid, at)
+        };
         let mut deadline = start + self.cfg.boot_timeout;
         loop {
             if cancel.is_cancelled() {
@@ -260,9 +433,11 @@ impl QemuBackend {
             match rx.recv_timeout(Duration::from_millis(200)) {
                 Ok(ConsoleEvent::Init) => {
                     w.init_after = Some(start.elapsed());
+                    w.host_before = Some(sample());
                     on_state(JobState::Running, "guest /init started");
                     deadline = Instant::now() + self.cfg.run_timeout;
                 }
+                Ok(ConsoleEvent::Measure) => w.host_before = Some(sample()),
                 // The rest of the trace follows; panic=-1 ends QEMU shortly.
                 Ok(ConsoleEvent::Fatal(line)) if w.fatal.is_none() => {
                     w.fatal = Some(line);
@@ -270,6 +445,7 @@ impl QemuBackend {
                 }
                 Ok(ConsoleEvent::Done) => {
                     w.done = true;
+                    w.host_after = Some(sample());
                     deadline = Instant::now() + Duration::from_secs(30);
                 }
                 Ok(ConsoleEvent::Fatal(_)) | Err(RecvTimeoutError::Timeout) => {}
@@ -300,6 +476,148 @@ fn process_args(cmd: &Command) -> String {
     crate::process::describe(cmd)
 }
 
+/// QEMU's command line for one boot of `kernel` with `initrd`, the guest's
+/// second serial port written to `results`.
+fn qemu_command(
+    cfg: &QemuConfig,
+    accel: Accel,
+    kernel: &Path,
+    initrd: &Path,
+    results: &Path,
+) -> Result<Command> {
+    let mut cmd = Command::new(&cfg.qemu);
+    match cfg.clock {
+        // icount runs every vCPU on one TCG thread; a fixed RTC start makes
+        // every boot see the same date.
+        Clock::Icount { shift } => cmd.args([
+            "-accel".to_string(),
+            "tcg,thread=single".to_string(),
+            "-icount".to_string(),
+            format!("shift={shift},sleep=off"),
+            "-rtc".to_string(),
+            "base=2026-01-01T00:00:00,clock=vm".to_string(),
+        ]),
+        Clock::Wall => cmd.args(["-accel", accel.name()]),
+    };
+    if accel == Accel::Kvm && cfg.clock == Clock::Wall {
+        cmd.args(["-cpu", "host"]);
+    }
+    cmd.args([
+        "-nodefaults",
+        "-no-user-config",
+        "-display",
+        "none",
+        "-no-reboot",
+        // Thread names ("CPU 0/TCG") let the agent find the vCPU threads.
+        "-name",
+        "kbot-guest,debug-threads=on",
+    ]);
+    cmd.args(cfg.guest_topology().qemu_args()?);
+    cmd.arg("-kernel").arg(kernel).arg("-initrd").arg(initrd);
+    cmd.args(["-append", KERNEL_CMDLINE]);
+    cmd.args(["-serial", "stdio", "-serial"])
+        .arg(format!("file:{}", results.display()));
+    Ok(cmd)
+}
+
+/// The `host_interference` entry of a result's tuning map.
+fn interference_note(clock: Clock, load: Option<&HostLoad>, redone: &[String]) -> String {
+    let seen = load.map_or_else(
+        || "host load not measured (no /proc samples)".to_string(),
+        HostLoad::describe,
+    );
+    let mut note = match clock {
+        Clock::Icount { .. } => format!(
+            "not judged: under icount the guest's clock counts instructions, not host time ({seen})"
+        ),
+        Clock::Wall => format!("none: {seen}"),
+    };
+    if !redone.is_empty() {
+        note.push_str(&format!(
+            "; {} earlier run(s) redone: {}",
+            redone.len(),
+            redone.join(" | ")
+        ));
+    }
+    note
+}
+
+/// vCPU index of a QEMU thread name (`CPU 1/TCG`, `CPU 0/KVM`).
+fn vcpu_index(comm: &str) -> Option<u32> {
+    comm.trim()
+        .strip_prefix("CPU ")?
+        .split('/')
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Which host CPU each vCPU thread goes to: vCPU n on the n-th CPU the
+/// agent may use, wrapping when the guest has more vCPUs than that.
+fn vcpu_pins(threads: &[(i32, String)], host_cpus: &[usize]) -> Vec<(i32, u32, usize)> {
+    if host_cpus.is_empty() {
+        return Vec::new();
+    }
+    let mut pins: Vec<(i32, u32, usize)> = threads
+        .iter()
+        .filter_map(|(tid, comm)| {
+            let n = vcpu_index(comm)?;
+            Some((*tid, n, host_cpus[n as usize % host_cpus.len()]))
+        })
+        .collect();
+    pins.sort_by_key(|p| p.1);
+    pins
+}
+
+/// The threads of process `pid` with their names.
+fn threads_of(pid: u32) -> Vec<(i32, String)> {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| {
+            let tid = e.file_name().to_str()?.parse().ok()?;
+            let comm = std::fs::read_to_string(e.path().join("comm")).ok()?;
+            Some((tid, comm.trim().to_string()))
+        })
+        .collect()
+}
+
+/// Pins the `vcpus` vCPU threads of QEMU `pid` to host CPUs (waiting up to
+/// 5 s for QEMU to create them) and says where they went.
+fn pin_vcpu_threads(pid: u32, vcpus: u32) -> Result<String> {
+    use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
+    use nix::unistd::Pid;
+    let allowed = sched_getaffinity(Pid::from_raw(0))
+        .map_err(|e| AgentError::Config(format!("sched_getaffinity: {e}")))?;
+    let host_cpus: Vec<usize> = (0..CpuSet::count())
+        .filter(|&c| allowed.is_set(c).unwrap_or(false))
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let pins = loop {
+        let pins = vcpu_pins(&threads_of(pid), &host_cpus);
+        if pins.len() >= vcpus as usize || Instant::now() >= deadline {
+            break pins;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    if pins.is_empty() {
+        return Err(AgentError::Config(format!(
+            "no vCPU threads (`CPU n/...`) found in QEMU process {pid}"
+        )));
+    }
+    let mut placed = Vec::new();
+    for (tid, vcpu, cpu) in pins {
+        let mut set = CpuSet::new();
+        set.set(cpu)
+            .map_err(|e| AgentError::Config(format!("CPU {cpu}: {e}")))?;
+        sched_setaffinity(Pid::from_raw(tid), &set)
+            .map_err(|e| AgentError::Config(format!("pinning vCPU {vcpu}: {e}")))?;
+        placed.push(format!("vCPU {vcpu} -> host CPU {cpu}"));
+    }
+    Ok(format!("vCPU threads pinned: {}", placed.join(", ")))
+}
+
 /// Reads the console, forwarding progress; returns the whole text.
 fn read_console(stdout: impl std::io::Read, tx: mpsc::Sender<ConsoleEvent>) -> String {
     let mut all = String::new();
@@ -311,6 +629,8 @@ fn read_console(stdout: impl std::io::Read, tx: mpsc::Sender<ConsoleEvent>) -> S
         let trimmed = line.trim_end();
         let event = if trimmed == INIT_MARKER {
             Some(ConsoleEvent::Init)
+        } else if trimmed == MEASURE_MARKER {
+            Some(ConsoleEvent::Measure)
         } else if trimmed == DONE_MARKER {
             Some(ConsoleEvent::Done)
         } else {
@@ -333,6 +653,11 @@ struct Watch {
     done: bool,
     timed_out: bool,
     wall: Duration,
+    /// The host at the start and the end of the measured runs.
+    host_before: Option<HostSample>,
+    host_after: Option<HostSample>,
+    /// Where the vCPU threads ran.
+    pinned: String,
 }
 
 struct Assembly<'a> {
@@ -607,6 +932,138 @@ mod tests {
         );
         assert!(topo(3, 2).qemu_args().is_err());
         Ok(())
+    }
+
+    fn config(clock: Clock) -> QemuConfig {
+        QemuConfig {
+            qemu: PathBuf::from("qemu-system-x86_64"),
+            topology: topo(1, 1),
+            busybox: PathBuf::from("/bin/busybox"),
+            kbot_bench: PathBuf::from("kbot-bench"),
+            force_accel: None,
+            boot_timeout: Duration::from_secs(60),
+            run_timeout: Duration::from_secs(60),
+            clock,
+            pin_vcpus: true,
+            warmup_runs: 0,
+            interference: InterferenceLimits::default(),
+            interference_retries: 2,
+        }
+    }
+
+    fn command_line(cfg: &QemuConfig, accel: Accel) -> Result<Vec<String>> {
+        let cmd = qemu_command(
+            cfg,
+            accel,
+            Path::new("/k/bzImage"),
+            Path::new("/r/initramfs.cpio"),
+            Path::new("/r/results.txt"),
+        )?;
+        Ok(cmd
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect())
+    }
+
+    /// icount: single-threaded TCG with instruction-counted time that skips
+    /// idle, a fixed RTC, one vCPU whatever the tbox group says, the quiet
+    /// command line, and the results port.
+    #[test]
+    fn the_icount_command_line_is_deterministic_tcg_on_one_cpu() -> Result<()> {
+        let cfg = config(Clock::Icount { shift: 0 });
+        let args = command_line(&cfg, Accel::Tcg)?;
+        let joined = args.join(" ");
+        assert!(
+            joined.starts_with("-accel tcg,thread=single -icount shift=0,sleep=off -rtc base=2026-01-01T00:00:00,clock=vm "),
+            "{joined}"
+        );
+        assert!(
+            joined.contains("-smp cpus=1,sockets=1,cores=1,threads=1"),
+            "{joined}"
+        );
+        assert!(!joined.contains("-numa"), "{joined}");
+        assert!(!joined.contains("-cpu host"), "{joined}");
+        let append = args
+            .iter()
+            .position(|a| a == "-append")
+            .map(|i| &args[i + 1]);
+        assert_eq!(append.map(String::as_str), Some(KERNEL_CMDLINE));
+        assert!(
+            joined.ends_with("-serial stdio -serial file:/r/results.txt"),
+            "{joined}"
+        );
+        // The fingerprint the server sees matches the guest QEMU gets.
+        assert_eq!(cfg.guest_topology().cpus(), ICOUNT_CPUS);
+        Ok(())
+    }
+
+    #[test]
+    fn the_wall_clock_command_line_keeps_the_tbox_topology() -> Result<()> {
+        let mut cfg = config(Clock::Wall);
+        cfg.topology = topo(2, 2);
+        let joined = command_line(&cfg, Accel::Kvm)?.join(" ");
+        assert!(joined.starts_with("-accel kvm -cpu host "), "{joined}");
+        assert!(!joined.contains("-icount"), "{joined}");
+        assert!(
+            joined.contains("-smp cpus=4,sockets=2,cores=2,threads=1"),
+            "{joined}"
+        );
+        assert!(
+            joined.contains("-name kbot-guest,debug-threads=on"),
+            "{joined}"
+        );
+        let tcg = command_line(&config(Clock::Wall), Accel::Tcg)?.join(" ");
+        assert!(tcg.starts_with("-accel tcg -nodefaults"), "{tcg}");
+        Ok(())
+    }
+
+    #[test]
+    fn icount_never_probes_kvm_and_records_its_clock() {
+        let b = QemuBackend::new(config(Clock::Icount { shift: 3 }));
+        let (accel, note) = b.accel(Path::new("/nonexistent/bzImage"));
+        assert_eq!(accel, Accel::Tcg);
+        assert!(note.contains("icount"), "{note}");
+        let tuning = b.tuning(&note);
+        assert_eq!(tuning["qemu_clock"], "icount shift=3,sleep=off");
+        assert_eq!(tuning["guest_cmdline"], KERNEL_CMDLINE);
+    }
+
+    #[test]
+    fn vcpu_threads_go_to_their_own_host_cpus() {
+        let threads = vec![
+            (100, "qemu-system-x86".to_string()),
+            (103, "CPU 1/TCG".to_string()),
+            (101, "CPU 0/TCG".to_string()),
+            (104, "CPU 2/KVM".to_string()),
+            (102, "worker".to_string()),
+        ];
+        assert_eq!(
+            vcpu_pins(&threads, &[2, 5]),
+            vec![(101, 0, 2), (103, 1, 5), (104, 2, 2)]
+        );
+        assert!(vcpu_pins(&threads, &[]).is_empty());
+        assert_eq!(vcpu_index("ALL CPUs/TCG"), None);
+    }
+
+    #[test]
+    fn the_interference_note_says_what_was_judged() {
+        let load = HostLoad {
+            host_cpus: 2,
+            other: 0.4,
+            steal: 0.0,
+            guest: 0.5,
+            memory_stall: None,
+            seconds: 30.0,
+        };
+        let wall = interference_note(Clock::Wall, Some(&load), &["steal 9%".to_string()]);
+        assert!(wall.starts_with("none: over 30 s"), "{wall}");
+        assert!(wall.contains("other processes 40%"), "{wall}");
+        assert!(
+            wall.ends_with("1 earlier run(s) redone: steal 9%"),
+            "{wall}"
+        );
+        let icount = interference_note(Clock::Icount { shift: 0 }, Some(&load), &[]);
+        assert!(icount.starts_with("not judged"), "{icount}");
     }
 
     #[test]
