@@ -15,7 +15,9 @@ use crate::error::{Error, HtmlError};
 use crate::state::AppState;
 use crate::submissions;
 pub use views::format_time;
-use views::{AgentRow, ComparisonRow, EventRow, JobRow, SubmissionRow, SubmissionSummary};
+use views::{
+    AgentRow, BootNote, ComparisonRow, EventRow, JobRow, SubmissionRow, SubmissionSummary,
+};
 
 type PageResult = Result<Html<String>, HtmlError>;
 
@@ -29,6 +31,7 @@ struct SubmissionsPage {
 #[template(path = "submission.html")]
 struct SubmissionPage {
     s: SubmissionSummary,
+    boot_notes: Vec<BootNote>,
     comparisons: Vec<ComparisonRow>,
     tables: Vec<String>,
     jobs: Vec<JobRow>,
@@ -72,9 +75,19 @@ pub async fn submission(State(state): State<AppState>, Path(id): Path<i64>) -> P
     let stored = submissions::comparisons(&state.db, id).await?;
     let events = submissions::events(&state.db, id, 0, PAGE_EVENTS).await?;
     let tables = comparisons::submission_tables(&state, id).await?;
+    let booted = comparisons::booted_commits_by_position(&state.db, id).await?;
     let label = |index: u32| views::job_label(detail.atomic_jobs.get(index as usize));
     render(&SubmissionPage {
         s: SubmissionSummary::from(&detail.submission),
+        boot_notes: booted
+            .iter()
+            .filter_map(|(position, b)| {
+                Some(BootNote {
+                    job: label(u32::try_from(*position).ok()?),
+                    note: b.note()?,
+                })
+            })
+            .collect(),
         comparisons: stored
             .iter()
             .map(|c| ComparisonRow::new(c, label(c.job_index)))

@@ -88,6 +88,8 @@ pub struct ComparisonRow {
     pub verdict: String,
     pub base_runs: u32,
     pub head_runs: u32,
+    /// The runs did not boot the commits (host backend): the verdict is A/A.
+    pub not_a_commit_test: bool,
 }
 
 impl ComparisonRow {
@@ -106,8 +108,15 @@ impl ComparisonRow {
             verdict: c.verdict.clone(),
             base_runs: c.base_runs,
             head_runs: c.head_runs,
+            not_a_commit_test: c.boot_note.is_some(),
         }
     }
+}
+
+/// A job whose runs did not all boot their commits, and why.
+pub struct BootNote {
+    pub job: String,
+    pub note: String,
 }
 
 pub struct JobRow {

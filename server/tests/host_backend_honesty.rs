@@ -1,0 +1,165 @@
+//! A pair measured on the `host` backend ran the same running kernel on
+//! both sides: its comparison is an A/A test and says so, in
+//! `comparisons::booted_commits`, in the REST results and on the dashboard;
+//! a pair whose runs booted their commits (a `qemu` agent) carries no such
+//! note.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::agent::TestAgent;
+use common::{backends, hardware, TestServer, ONE_JOB};
+use kbot_core::api::{BootBackend, EnrollRequest, EnrollResponse};
+use kbot_server::comparisons::booted_commits;
+use kbot_server::submissions::types::{SubmissionDetail, SubmissionResults};
+
+const AA_NOTE: &str = "host backend: both sides ran the running kernel 6.1.0; \
+                       this is an A/A comparison, not a test of the commits";
+
+async fn enroll_as<'a>(
+    t: &'a TestServer,
+    name: &str,
+    tbox_group: &str,
+    backend: BootBackend,
+) -> TestAgent<'a> {
+    let request = EnrollRequest {
+        enrollment_token: t.enrollment_token().await,
+        name: name.to_string(),
+        tbox_group: tbox_group.to_string(),
+        backend,
+        hardware: hardware(),
+    };
+    let response = t
+        .http
+        .post(t.url("/api/v1/agents/enroll"))
+        .json(&request)
+        .send()
+        .await
+        .expect("enroll request");
+    assert_eq!(response.status(), 200, "enrolment of {name}");
+    let enrolled: EnrollResponse = response.json().await.expect("enroll response");
+    TestAgent {
+        t,
+        token: enrolled.agent_token,
+        id: enrolled.agent_id,
+    }
+}
+
+async fn get<T: serde::de::DeserializeOwned>(t: &TestServer, token: &str, path: &str) -> T {
+    let response = t
+        .http
+        .get(t.url(path))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("GET");
+    assert_eq!(response.status(), 200, "GET {path}");
+    response.json().await.expect("JSON body")
+}
+
+/// Runs `agent`'s jobs (both sides alike, a little noise) until submission
+/// `id` is done.
+async fn run_until_done(t: &TestServer, agent: &TestAgent<'_>, user: &str, id: i64) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        while let Some(job) = agent.lease().await {
+            let value = 100.0 + f64::from(job.run_index % 7);
+            let response = agent.upload(job.job_id, value).await;
+            assert_eq!(response.status(), 200, "upload");
+        }
+        let detail: SubmissionDetail = get(t, user, &format!("/api/v1/submissions/{id}")).await;
+        if detail.submission.state == "done" {
+            return;
+        }
+        assert!(Instant::now() < deadline, "submission {id} never settled");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn host_backend_pairs_are_marked_a_a_and_booted_pairs_are_not() {
+    for backend in backends() {
+        let t = TestServer::start(backend).await;
+        let (_, user) = kbot_server::auth::create_user_token(t.db(), "alice", None)
+            .await
+            .expect("user token");
+        let host = enroll_as(&t, "box-host-1", "box-host", BootBackend::Host).await;
+        let qemu = enroll_as(&t, "vm-qemu-1", "vm-qemu", BootBackend::Qemu).await;
+
+        // Each submission's first lease pins it to that agent's tbox group.
+        let aa = t.seed("alice", ONE_JOB, 2, 0).await;
+        run_until_done(&t, &host, &user, aa.submission_id).await;
+        let ab = t.seed("alice", ONE_JOB, 2, 0).await;
+        run_until_done(&t, &qemu, &user, ab.submission_id).await;
+
+        // The function the comparison code calls.
+        let on_host = booted_commits(t.db(), aa.atomic_job_ids[0])
+            .await
+            .expect("booted_commits");
+        assert!(!on_host.tests_the_commits(), "{backend:?}: {on_host:?}");
+        assert_eq!(on_host.host_runs, on_host.finished_runs);
+        assert!(on_host.finished_runs >= 4, "{on_host:?}");
+        assert_eq!(on_host.host_kernels, vec!["6.1.0".to_string()]);
+        assert_eq!(on_host.note().as_deref(), Some(AA_NOTE));
+        let booted = booted_commits(t.db(), ab.atomic_job_ids[0])
+            .await
+            .expect("booted_commits");
+        assert!(booted.tests_the_commits(), "{backend:?}: {booted:?}");
+        assert_eq!(booted.booted_runs, booted.finished_runs);
+        assert_eq!(booted.note(), None);
+        let nothing = booted_commits(t.db(), i64::MAX).await.expect("no runs");
+        assert!(!nothing.tests_the_commits() && nothing.finished_runs == 0);
+
+        // REST: every comparison row of the host pair carries the note.
+        let results: SubmissionResults = get(
+            &t,
+            &user,
+            &format!("/api/v1/submissions/{}/results", aa.submission_id),
+        )
+        .await;
+        assert!(!results.comparisons.is_empty(), "{backend:?}");
+        for c in &results.comparisons {
+            assert!(!c.tests_the_commits, "{}", c.metric);
+            assert_eq!(c.boot_note.as_deref(), Some(AA_NOTE), "{}", c.metric);
+        }
+        let results: SubmissionResults = get(
+            &t,
+            &user,
+            &format!("/api/v1/submissions/{}/results", ab.submission_id),
+        )
+        .await;
+        assert!(!results.comparisons.is_empty());
+        for c in &results.comparisons {
+            assert!(c.tests_the_commits, "{}", c.metric);
+            assert_eq!(c.boot_note, None, "{}", c.metric);
+        }
+        let raw: serde_json::Value = get(
+            &t,
+            &user,
+            &format!("/api/v1/submissions/{}/comparisons", aa.submission_id),
+        )
+        .await;
+        assert_eq!(raw[0]["boot_note"], AA_NOTE);
+        assert_eq!(raw[0]["tests_the_commits"], false);
+
+        // Dashboard: the note above the table and an A/A mark on the rows.
+        let page = |id: i64| {
+            let url = t.url(&format!("/submissions/{id}"));
+            let http = t.http.clone();
+            async move {
+                let response = http.get(url).send().await.expect("page");
+                assert_eq!(response.status(), 200);
+                response.text().await.expect("html")
+            }
+        };
+        let html = page(aa.submission_id).await;
+        assert!(html.contains("Not a test of the commits"), "{html}");
+        assert!(html.contains("this is an A/A comparison"), "{html}");
+        assert!(html.contains("class=\"state state-aa\""), "{html}");
+        let html = page(ab.submission_id).await;
+        assert!(!html.contains("Not a test of the commits"), "{html}");
+        assert!(!html.contains("class=\"state state-aa\""), "{html}");
+        t.stop().await;
+    }
+}
