@@ -36,7 +36,7 @@ pub struct KbotVerdict {
     pub p_value: f64,
     pub p_mann_whitney: f64,
     pub p_kolmogorov_smirnov: f64,
-    /// Welch's t on the logs, when both samples passed the outlier/ties gate.
+    /// Welch's t on the logs, when both samples passed the outlier/levels gate.
     #[serde(default)]
     pub p_welch: Option<f64>,
     /// Pinpoint's "high threshold" for this sample size and margin
