@@ -59,8 +59,8 @@ fn agent_routes() -> Router<AppState> {
 
 /// Called by users and the CLI: writes need a user token, reads are open.
 fn user_routes() -> Router<AppState> {
-    use repos::routes as r;
     use bisect::routes as b;
+    use repos::routes as r;
     use submissions::routes as s;
     use watches::routes as w;
     Router::new()

@@ -51,14 +51,15 @@ const MAX_PARALLEL_PROBES: i64 = 7;
 /// The KPI regression that should start a bisection, if any: the first KPI
 /// kbot calls `different` in the bad direction.
 pub fn regressed_kpi(pc: &PairComparison) -> Option<&MetricComparison> {
-    pc.comparison.metrics.iter().find(|m| {
-        m.kpi && m.kbot.outcome == Outcome::Different && m.impact == Impact::Regression
-    })
+    pc.comparison
+        .metrics
+        .iter()
+        .find(|m| m.kpi && m.kbot.outcome == Outcome::Different && m.impact == Impact::Regression)
 }
 
 /// Whether `base..head` is a single commit: nothing to bisect.
 pub fn adjacent(base: &StoredCommit, head: &StoredCommit) -> bool {
-    head.view.parents.iter().any(|p| *p == base.sha)
+    head.view.parents.contains(&base.sha)
 }
 
 /// The job's identity for de-duplication: testcase and axes.
@@ -79,7 +80,7 @@ pub async fn start(
     let origin = store::origin_job(tx, pc.atomic_job_id).await?;
     let tbox_group = origin.tbox_group.clone().unwrap_or_default();
     let key = job_key(&pc.job);
-    let runs_cap = i64::from(submissions::max_runs(None)?);
+    let runs_cap = origin.runs_cap.max(1);
     let dedup_key = format!(
         "{}/{}..{}/{key}/{tbox_group}/{metric}",
         pc.head.repo_id, pc.base.sha, pc.head.sha
@@ -184,7 +185,10 @@ pub fn spawn_worker(state: AppState) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move { worker(state, done).await })
 }
 
-async fn worker(state: AppState, mut done: tokio::sync::broadcast::Receiver<crate::state::JobDone>) {
+async fn worker(
+    state: AppState,
+    mut done: tokio::sync::broadcast::Receiver<crate::state::JobDone>,
+) {
     let mut shutdown = state.shutdown.clone();
     let mut tick = tokio::time::interval(TICK);
     loop {
@@ -277,6 +281,8 @@ struct Plan {
     more_runs: Vec<(i64, u32)>,
     /// Testing steps the range has moved past: (step id, commit id).
     dropped: Vec<(i64, i64)>,
+    /// Commits whose queued runs are pointless (the kernel does not build or boot).
+    cancel_queued: Vec<i64>,
     /// New commits to test.
     new_steps: Vec<StoredCommit>,
     /// The first bad commit, when no candidate is left.
@@ -289,6 +295,7 @@ impl Plan {
         self.finished.is_empty()
             && self.more_runs.is_empty()
             && self.dropped.is_empty()
+            && self.cancel_queued.is_empty()
             && self.new_steps.is_empty()
             && self.found.is_none()
             && self.conclusion.is_none()
@@ -330,15 +337,36 @@ fn judge_step(
     samples: &Samples,
     plan: &mut Plan,
 ) -> Option<&'static str> {
-    let runs = samples.probes.get(&s.commit_id).cloned().unwrap_or_default();
+    let runs = samples
+        .probes
+        .get(&s.commit_id)
+        .cloned()
+        .unwrap_or_default();
     if runs.pending > 0 {
+        // A kernel that does not build or boot will not on the next run
+        // either: drop the runs nobody has started.
+        if runs.finished.is_empty()
+            && matches!(
+                runs.failure.as_deref(),
+                Some("build_failed" | "boot_failed")
+            )
+        {
+            plan.cancel_queued.push(s.commit_id);
+        }
         return None;
     }
     let probe = metric_values(&runs, &b.metric);
     if probe.is_empty() {
-        let why = runs.failure.as_deref().unwrap_or("no run reported the metric");
-        plan.finished
-            .push((s.id, "skip", None, format!("skipped: {why} ({} runs)", runs.failed)));
+        let why = runs
+            .failure
+            .as_deref()
+            .unwrap_or("no run reported the metric");
+        plan.finished.push((
+            s.id,
+            "skip",
+            None,
+            format!("skipped: {why} ({} runs)", runs.failed),
+        ));
         return Some("skip");
     }
     if samples.good.is_empty() || samples.bad.is_empty() {
@@ -405,7 +433,10 @@ async fn plan_range(
     let mirror = repos::mirror_for(state, &repo.name);
     let good_end = repos::commit_by_id(state.db.read(), b.good_commit_id).await?;
     let bad_end = repos::commit_by_id(state.db.read(), b.bad_commit_id).await?;
-    let sha_of: HashMap<i64, &str> = steps.iter().map(|s| (s.commit_id, s.sha.as_str())).collect();
+    let sha_of: HashMap<i64, &str> = steps
+        .iter()
+        .map(|s| (s.commit_id, s.sha.as_str()))
+        .collect();
     let with = |wanted: &str| -> Vec<String> {
         decided
             .iter()
@@ -422,7 +453,10 @@ async fn plan_range(
     let mut best: Option<(String, Vec<String>)> = None;
     for bad in bads {
         let candidates = mirror.bisect_candidates(&bad, &goods, true).await?;
-        if best.as_ref().is_none_or(|(_, c)| candidates.len() < c.len()) {
+        if best
+            .as_ref()
+            .is_none_or(|(_, c)| candidates.len() < c.len())
+        {
             best = Some((bad, candidates));
         }
     }
@@ -527,9 +561,10 @@ async fn apply(state: &AppState, b: &BisectionRow, steps: &[StepRow], plan: Plan
     let probe_job = b
         .probe_atomic_job_id
         .ok_or_else(|| anyhow::anyhow!("bisection {} has no probe job", b.id))?;
+    // As many runs per probe as the job file asks for; `unknown` adds more.
+    let job = store::job_spec(&state.db, probe_job).await?;
     let cap = u32::try_from(b.runs_cap).unwrap_or(1);
-    let first_runs = comparisons::stats_config(cap).min_runs;
-    let first_runs = u32::try_from(first_runs).unwrap_or(1).clamp(1, cap.max(1));
+    let first_runs = crate::submissions::expand::initial_runs(job.runs, cap);
     let mut tx = state.db.begin().await?;
     if !store::take(&mut tx, b).await? {
         return Ok(());
@@ -539,18 +574,39 @@ async fn apply(state: &AppState, b: &BisectionRow, steps: &[StepRow], plan: Plan
     }
     for (step_id, commit_id) in &plan.dropped {
         store::cancel_queued_runs(&mut tx, probe_job, *commit_id).await?;
-        store::finish_step(&mut tx, *step_id, "cancelled", None, "outside the range left").await?;
+        store::finish_step(
+            &mut tx,
+            *step_id,
+            "cancelled",
+            None,
+            "outside the range left",
+        )
+        .await?;
+    }
+    for commit_id in &plan.cancel_queued {
+        store::cancel_queued_runs(&mut tx, probe_job, *commit_id).await?;
     }
     for (commit_id, runs) in &plan.more_runs {
-        crate::jobs::enqueue_commit_runs(&mut tx, probe_job, *commit_id, *runs, state.config.max_attempts)
-            .await?;
+        crate::jobs::enqueue_commit_runs(
+            &mut tx,
+            probe_job,
+            *commit_id,
+            *runs,
+            state.config.max_attempts,
+        )
+        .await?;
     }
-    let mut idx = i64::try_from(steps.len()).unwrap_or(i64::MAX);
-    for commit in &plan.new_steps {
+    let first_idx = i64::try_from(steps.len()).unwrap_or(i64::MAX);
+    for (idx, commit) in (first_idx..).zip(&plan.new_steps) {
         store::insert_step(&mut tx, b.id, idx, commit.id).await?;
-        crate::jobs::enqueue_commit_runs(&mut tx, probe_job, commit.id, first_runs, state.config.max_attempts)
-            .await?;
-        idx += 1;
+        crate::jobs::enqueue_commit_runs(
+            &mut tx,
+            probe_job,
+            commit.id,
+            first_runs,
+            state.config.max_attempts,
+        )
+        .await?;
     }
     if let (Some(first_bad), Some(pair)) = (&plan.found, verify) {
         let verify_id = queue_verification(state, &mut tx, b, first_bad, &pair).await?;
@@ -598,7 +654,11 @@ async fn verification_pair(
     let mut tx = state.db.begin().await?;
     let origin = store::origin_job(&mut tx, b.origin_atomic_job_id).await?;
     tx.rollback().await?;
-    Ok(VerificationPair { parent, job, origin })
+    Ok(VerificationPair {
+        parent,
+        job,
+        origin,
+    })
 }
 
 /// Queues the fresh A/B of the first bad commit against its parent, pinned
@@ -653,9 +713,11 @@ async fn check_verification(state: &AppState, b: &BisectionRow) -> Result<()> {
     let atomic_job_id = store::atomic_job_of(&state.db, verify_id).await?;
     let compared = comparisons::compare_pair(state, atomic_job_id).await?;
     let confirmed = compared.as_ref().and_then(|pc| {
-        pc.comparison.metrics.iter().find(|m| m.metric == b.metric).filter(|m| {
-            m.kbot.outcome == Outcome::Different && m.impact == Impact::Regression
-        })
+        pc.comparison
+            .metrics
+            .iter()
+            .find(|m| m.metric == b.metric)
+            .filter(|m| m.kbot.outcome == Outcome::Different && m.impact == Impact::Regression)
     });
     let mut conclusion = Conclusion::default();
     let mut report = None;
@@ -682,7 +744,11 @@ async fn check_verification(state: &AppState, b: &BisectionRow) -> Result<()> {
         }
         _ => {
             conclusion.state = "not_confirmed";
-            conclusion.reason = Some(not_confirmed_reason(&verify_state, compared.as_ref(), &b.metric));
+            conclusion.reason = Some(not_confirmed_reason(
+                &verify_state,
+                compared.as_ref(),
+                &b.metric,
+            ));
         }
     }
     let mut tx = state.db.begin().await?;
@@ -702,7 +768,11 @@ async fn check_verification(state: &AppState, b: &BisectionRow) -> Result<()> {
     }
     store::conclude(&mut tx, b, &conclusion).await?;
     tx.commit().await?;
-    tracing::info!(bisection = b.id, state = conclusion.state, "bisection ended");
+    tracing::info!(
+        bisection = b.id,
+        state = conclusion.state,
+        "bisection ended"
+    );
     Ok(())
 }
 
@@ -710,7 +780,9 @@ async fn check_verification(state: &AppState, b: &BisectionRow) -> Result<()> {
 fn not_confirmed_reason(verify_state: &str, pc: Option<&PairComparison>, metric: &str) -> String {
     match pc.and_then(|pc| pc.comparison.metrics.iter().find(|m| m.metric == metric)) {
         _ if verify_state == "cancelled" => "the verification was cancelled".into(),
-        None => "the verification pair has no finished run on a side (build or boot failure)".into(),
+        None => {
+            "the verification pair has no finished run on a side (build or boot failure)".into()
+        }
         Some(m) => format!(
             "the first bad commit against its parent: {} {:+.1}% (not a confirmed regression)",
             outcome_word(m.kbot.outcome),
@@ -754,14 +826,22 @@ async fn still_on(
 pub async fn cancel(state: &AppState, id: i64, by: &str) -> Result<BisectionRow> {
     let b = store::get(&state.db, id).await?;
     if !matches!(b.state.as_str(), "running" | "verifying") {
-        return Err(Error::Conflict(format!("bisection {id} has already ended ({})", b.state)));
+        return Err(Error::Conflict(format!(
+            "bisection {id} has already ended ({})",
+            b.state
+        )));
     }
     let mut tx = state.db.begin().await?;
     if !store::take(&mut tx, &b).await? {
-        return Err(Error::Conflict(format!("bisection {id} changed meanwhile; try again")));
+        return Err(Error::Conflict(format!(
+            "bisection {id} changed meanwhile; try again"
+        )));
     }
     let reason = format!("cancelled by {by}");
-    for sub in [b.probe_submission_id, b.verify_submission_id].into_iter().flatten() {
+    for sub in [b.probe_submission_id, b.verify_submission_id]
+        .into_iter()
+        .flatten()
+    {
         crate::jobs::cancel_submission(&mut tx, sub, &reason).await?;
     }
     let conclusion = Conclusion {

@@ -79,7 +79,10 @@ impl From<&BisectionView> for Row {
                 .unwrap_or_default(),
             report: b.report.clone().unwrap_or_default(),
             origin: b.origin_submission,
-            verify: b.verify_submission.map(|v| v.to_string()).unwrap_or_default(),
+            verify: b
+                .verify_submission
+                .map(|v| v.to_string())
+                .unwrap_or_default(),
             steps: b.steps,
             builds: b.builds,
             runs: b.runs,
@@ -148,7 +151,10 @@ impl From<&WatchView> for WatchRow {
             last_seen: sha(&w.last_seen),
             last_tested: sha(&w.last_tested),
             last_good: sha(&w.last_good),
-            current: w.current_submission.map(|s| s.to_string()).unwrap_or_default(),
+            current: w
+                .current_submission
+                .map(|s| s.to_string())
+                .unwrap_or_default(),
             checked: w.checked_at.map(format_time).unwrap_or_default(),
             last_error: w.last_error.clone().unwrap_or_default(),
         }

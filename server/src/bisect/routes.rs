@@ -20,7 +20,9 @@ pub async fn list(
     State(state): State<AppState>,
     Query(q): Query<ListQuery>,
 ) -> Result<Json<Vec<BisectionView>>> {
-    Ok(Json(super::views::list(&state, q.limit.unwrap_or(50)).await?))
+    Ok(Json(
+        super::views::list(&state, q.limit.unwrap_or(50)).await?,
+    ))
 }
 
 /// `GET /api/v1/bisections/{id}`: the bisection and its steps.

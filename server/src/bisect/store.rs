@@ -91,12 +91,10 @@ pub async fn get(db: &Db, id: i64) -> Result<BisectionRow> {
 
 /// Newest first.
 pub async fn list(db: &Db, limit: i64) -> Result<Vec<BisectionRow>> {
-    let rows = sqlx::query(&format!(
-        "{BISECTION_SELECT} ORDER BY b.id DESC LIMIT $1"
-    ))
-    .bind(limit)
-    .fetch_all(db.read())
-    .await?;
+    let rows = sqlx::query(&format!("{BISECTION_SELECT} ORDER BY b.id DESC LIMIT $1"))
+        .bind(limit)
+        .fetch_all(db.read())
+        .await?;
     rows.iter().map(BisectionRow::from_row).collect()
 }
 
@@ -415,12 +413,13 @@ pub struct OriginJob {
     pub job_file: String,
     pub kind: String,
     pub bisect: bool,
+    pub runs_cap: i64,
 }
 
 pub async fn origin_job(tx: &mut Tx, atomic_job_id: i64) -> Result<OriginJob> {
     let row = sqlx::query(
         "SELECT a.tbox_group, a.preferred_agent_id, s.user_id, s.priority, s.job_file, s.kind, \
-             s.bisect FROM atomic_jobs a JOIN submissions s ON s.id = a.submission_id \
+             s.bisect, s.runs_cap FROM atomic_jobs a JOIN submissions s ON s.id = a.submission_id \
          WHERE a.id = $1",
     )
     .bind(atomic_job_id)
@@ -435,6 +434,20 @@ pub async fn origin_job(tx: &mut Tx, atomic_job_id: i64) -> Result<OriginJob> {
         job_file: row.try_get("job_file")?,
         kind: row.try_get("kind")?,
         bisect: row.try_get::<i64, _>("bisect")? != 0,
+        runs_cap: row.try_get("runs_cap")?,
+    })
+}
+
+/// The atomic job a probe runs.
+pub async fn job_spec(db: &Db, atomic_job_id: i64) -> Result<kbot_core::job::AtomicJob> {
+    let row = sqlx::query("SELECT spec FROM atomic_jobs WHERE id = $1")
+        .bind(atomic_job_id)
+        .fetch_optional(db.read())
+        .await?
+        .ok_or_else(|| Error::not_found("atomic job", atomic_job_id))?;
+    let spec: String = row.try_get("spec")?;
+    serde_json::from_str(&spec).map_err(|e| {
+        anyhow::anyhow!("stored atomic job {atomic_job_id} is not valid JSON: {e}").into()
     })
 }
 

@@ -6,11 +6,11 @@ use clap::{Args, Subcommand};
 
 use super::{ApiClient, ClientError};
 use crate::bisect::types::{BisectionDetail, BisectionView};
-use crate::watches::types::{WatchCreate, WatchDetail, WatchView};
 use crate::submissions::types::{
     EventView, RepoCreate, RepoView, SubmissionDetail, SubmissionResults, SubmissionView,
     SubmitRequest,
 };
+use crate::watches::types::{WatchCreate, WatchDetail, WatchView};
 
 /// Where the server is and who is asking; shared by every user subcommand.
 #[derive(Debug, Clone, Args)]
@@ -136,7 +136,10 @@ pub enum BisectCommand {
 /// `600`, `30s`, `10m`, `2h` to seconds.
 pub fn parse_interval(text: &str) -> Result<u32, String> {
     let text = text.trim();
-    let (number, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len()));
+    let (number, unit) = text.split_at(
+        text.find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(text.len()),
+    );
     let n: u32 = number
         .parse()
         .map_err(|_| format!("{text:?} is not an interval like 600, 30s, 10m or 1h"))?;
@@ -249,8 +252,9 @@ pub async fn run(cmd: UserCommand) -> Result<(), ClientError> {
         }
         UserCommand::Watch(cmd) => watch(cmd).await,
         UserCommand::Bisections { conn, limit } => {
-            let list: Vec<BisectionView> =
-                client(&conn)?.get(&format!("/bisections?limit={limit}")).await?;
+            let list: Vec<BisectionView> = client(&conn)?
+                .get(&format!("/bisections?limit={limit}"))
+                .await?;
             print_json(&list)
         }
         UserCommand::Bisect(BisectCommand::Show { conn, id }) => {

@@ -108,7 +108,11 @@ async fn enqueue(tx: &mut Tx, config: &MailConfig, blame: &Blame<'_>) -> Result<
         atomic_job_id: Some(pc.atomic_job_id),
         bisection_id: blame.bisection_id,
         kind: data.kind.as_str(),
-        state: if config.enabled { "pending" } else { "mail_off" },
+        state: if config.enabled {
+            "pending"
+        } else {
+            "mail_off"
+        },
         subject: rendered.subject,
         envelope_from: config.report.robot_address.clone(),
         recipients: addressing.recipients(),
@@ -246,7 +250,11 @@ fn report_data(pc: &PairComparison, kpi: &MetricComparison, ctx: &Context) -> Re
 }
 
 /// "In addition to that": the job's other KPIs the same pair changed.
-fn other_impacts(pc: &PairComparison, kpi: &MetricComparison, machine: &Hardware) -> Vec<OtherImpact> {
+fn other_impacts(
+    pc: &PairComparison,
+    kpi: &MetricComparison,
+    machine: &Hardware,
+) -> Vec<OtherImpact> {
     pc.comparison
         .metrics
         .iter()

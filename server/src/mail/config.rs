@@ -295,12 +295,21 @@ mod tests {
         let c = config(&[], "127.0.0.1:8093");
         assert_eq!(c.report.archive_url, "http://127.0.0.1:8093/reports");
         assert_eq!(c.report.materials_url, "http://127.0.0.1:8093/archive");
-        let c = config(&["--public-url", "https://kbot.example.org/"], "127.0.0.1:8093");
+        let c = config(
+            &["--public-url", "https://kbot.example.org/"],
+            "127.0.0.1:8093",
+        );
         assert_eq!(c.report.archive_url, "https://kbot.example.org/reports");
         assert_eq!(c.report.materials_url, "https://kbot.example.org/archive");
-        let c = config(&["--mail-archive-url", "https://lore.example.org/all"], "10.0.0.1:80");
+        let c = config(
+            &["--mail-archive-url", "https://lore.example.org/all"],
+            "10.0.0.1:80",
+        );
         assert_eq!(c.report.archive_url, "https://lore.example.org/all");
         assert_eq!(c.report.materials_url, "http://10.0.0.1:80/archive");
-        assert!(!config(&[], "0.0.0.0:8080").report.archive_url.contains("0.0.0.0"));
+        assert!(!config(&[], "0.0.0.0:8080")
+            .report
+            .archive_url
+            .contains("0.0.0.0"));
     }
 }

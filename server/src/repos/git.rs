@@ -221,7 +221,14 @@ impl Mirror {
         best_first: bool,
     ) -> Result<Vec<String>, GitError> {
         let mut args = vec!["rev-list".to_owned()];
-        args.push(if best_first { "--bisect-all" } else { "--topo-order" }.to_owned());
+        args.push(
+            if best_first {
+                "--bisect-all"
+            } else {
+                "--topo-order"
+            }
+            .to_owned(),
+        );
         args.push(checked_sha(bad)?.to_owned());
         for good in goods {
             args.push(format!("^{}", checked_sha(good)?));
@@ -242,7 +249,14 @@ impl Mirror {
     pub async fn patch_id(&self, sha: &str) -> Result<Option<String>, GitError> {
         let sha = checked_sha(sha)?;
         let diff = self
-            .git(&["diff-tree", "-p", "--no-color", "--first-parent", "--root", sha])
+            .git(&[
+                "diff-tree",
+                "-p",
+                "--no-color",
+                "--first-parent",
+                "--root",
+                sha,
+            ])
             .await?;
         let out = run_git_with_input(
             Some(&self.path),

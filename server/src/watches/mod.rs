@@ -49,7 +49,11 @@ pub async fn create(state: &AppState, user: &UserAuth, req: WatchCreate) -> Resu
     let branch = req.branch.trim();
     // The branch must exist now; a typo is refused here, not found later.
     repos::resolve_commit(state, &repo, branch).await?;
-    let tbox_group = req.tbox_group.as_deref().map(str::trim).filter(|g| !g.is_empty());
+    let tbox_group = req
+        .tbox_group
+        .as_deref()
+        .map(str::trim)
+        .filter(|g| !g.is_empty());
     let id = store::insert(
         &state.db,
         &store::NewWatch {
@@ -69,7 +73,11 @@ pub async fn create(state: &AppState, user: &UserAuth, req: WatchCreate) -> Resu
 }
 
 pub async fn list(state: &AppState) -> Result<Vec<WatchView>> {
-    Ok(store::list(&state.db).await?.iter().map(WatchRow::view).collect())
+    Ok(store::list(&state.db)
+        .await?
+        .iter()
+        .map(WatchRow::view)
+        .collect())
 }
 
 pub async fn detail(state: &AppState, id: i64) -> Result<WatchDetail> {
@@ -173,11 +181,17 @@ async fn settle_pair(state: &AppState, w: &WatchRow, submission_id: i64) -> Resu
     let (kind, detail) = match (&good, outcome.state.as_str()) {
         (Some(_), _) => (
             "tested",
-            format!("head {} tested (submission {submission_id}); it is the next base", head.sha),
+            format!(
+                "head {} tested (submission {submission_id}); it is the next base",
+                head.sha
+            ),
         ),
         (None, "cancelled") => (
             "cancelled",
-            format!("the pair of head {} was cancelled (submission {submission_id})", head.sha),
+            format!(
+                "the pair of head {} was cancelled (submission {submission_id})",
+                head.sha
+            ),
         ),
         (None, _) => (
             "head_failed",

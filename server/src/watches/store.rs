@@ -173,10 +173,11 @@ pub async fn insert(db: &Db, w: &NewWatch<'_>) -> Result<i64> {
 
 pub async fn remove(db: &Db, id: i64, by: &str) -> Result<()> {
     let mut tx = db.begin().await?;
-    let done = sqlx::query("UPDATE watches SET state = 'removed' WHERE id = $1 AND state = 'active'")
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
+    let done =
+        sqlx::query("UPDATE watches SET state = 'removed' WHERE id = $1 AND state = 'active'")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
     if done.rows_affected() == 1 {
         event(&mut tx, id, "removed", &format!("removed by {by}")).await?;
     }
@@ -220,11 +221,7 @@ pub async fn fetched(db: &Db, id: i64, seen: Result<&str, &str>) -> Result<()> {
 }
 
 /// The watch's pair ended: the head becomes the next base when it ran.
-pub async fn pair_ended(
-    tx: &mut Tx,
-    id: i64,
-    good_commit_id: Option<i64>,
-) -> Result<()> {
+pub async fn pair_ended(tx: &mut Tx, id: i64, good_commit_id: Option<i64>) -> Result<()> {
     sqlx::query(
         "UPDATE watches SET current_submission_id = NULL, \
          last_good_commit_id = COALESCE($1, last_good_commit_id) WHERE id = $2",
