@@ -154,4 +154,19 @@ mod tests {
             StepClass::Good
         );
     }
+
+    #[test]
+    fn zero_variance_samples_of_an_instruction_counted_guest_decide() {
+        // QEMU's -icount makes every boot of a kernel read the same value.
+        let good = [1708.35; 4];
+        let bad = [1474.56; 4];
+        assert_eq!(
+            classify(KPI, &good, &[1474.56; 4], &bad, &cfg()).class,
+            StepClass::Bad
+        );
+        assert_eq!(
+            classify(KPI, &good, &[1708.35; 4], &bad, &cfg()).class,
+            StepClass::Good
+        );
+    }
 }

@@ -60,6 +60,11 @@ pub struct KbotVerdict {
     pub above_floor: bool,
     pub base_bimodal: bool,
     pub head_bimodal: bool,
+    /// Every run of each side read one value (an instruction-counted
+    /// guest): the outcome is decided by the values alone, `different` when
+    /// they differ above the metric's floor.
+    #[serde(default)]
+    pub deterministic: bool,
 }
 
 /// The IQR of a normal distribution in standard deviations (2·Φ⁻¹(0.75)).
@@ -100,7 +105,14 @@ pub fn verdict(
     let above_floor = above_floor(metric, &sb, &sh, mb, mh);
     let alpha = cfg.look_alpha(sb.len().min(sh.len()));
     let equivalence = equivalence(metric, &sb, &sh, welch.as_ref(), cfg);
-    let outcome = decide(alpha, p_value, above_floor, equivalence);
+    let deterministic = deterministic(&sb, &sh);
+    let outcome = match deterministic {
+        // Every run of each side read the same value: there is no noise to
+        // test against, and a difference above the floor is the change.
+        true if mb != mh && above_floor => Outcome::Different,
+        true => Outcome::Same,
+        false => decide(alpha, p_value, above_floor, equivalence),
+    };
     let magnitude = same_magnitude(metric, &sb, &sh, mb, cfg);
     KbotVerdict {
         outcome,
@@ -124,7 +136,21 @@ pub fn verdict(
         above_floor,
         base_bimodal,
         head_bimodal,
+        deterministic,
     }
+}
+
+/// Fewest runs (boots) per side whose identical values make a measurement
+/// deterministic: an instruction-counted guest (QEMU `-icount`) reads the
+/// same value on every boot of a kernel, where one repeated value could
+/// still be chance.
+const DETERMINISTIC_MIN_RUNS: usize = 2;
+
+/// Both sides have at least [`DETERMINISTIC_MIN_RUNS`] runs, each side all
+/// one value (the samples are sorted).
+fn deterministic(sb: &[f64], sh: &[f64]) -> bool {
+    let flat = |s: &[f64]| s.len() >= DETERMINISTIC_MIN_RUNS && s.first() == s.last();
+    flat(sb) && flat(sh)
 }
 
 /// One family per comparison, chosen by the gate: Welch's p when it may
@@ -278,6 +304,23 @@ pub fn same_threshold(n: usize, m: usize, magnitude: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn identical_boots_of_each_side_decide_at_once() {
+        let cfg = StatsConfig::default();
+        let kpi = "lmbench3.PIPE.bandwidth.MB/sec";
+        let v = verdict(kpi, &[1708.35; 2], &[1474.56; 2], &cfg, 0);
+        assert!(v.deterministic);
+        assert_eq!(v.outcome, Outcome::Different);
+        let v = verdict(kpi, &[1708.35; 3], &[1708.35; 2], &cfg, 0);
+        assert_eq!(v.outcome, Outcome::Same);
+        // One run per side, or a side with spread, is no evidence of determinism.
+        assert!(!verdict(kpi, &[1708.35], &[1474.56], &cfg, 0).deterministic);
+        assert!(!verdict(kpi, &[1708.0, 1709.0], &[1474.56; 2], &cfg, 0).deterministic);
+        // Below the metric's floor a deterministic change is still `same`.
+        let v = verdict(kpi, &[1000.0; 3], &[1000.1; 3], &cfg, 0);
+        assert_eq!(v.outcome, Outcome::Same);
+    }
 
     #[test]
     fn threshold_falls_with_sample_size_and_effect() {
