@@ -157,17 +157,28 @@ impl TestServer {
         // Server-side errors (500s) show up in the test output.
         kbot_server::telemetry::init(false);
         let store = TestStore::new(backend).await;
-        let mut config = store.config();
-        tweak(&mut config);
-        let server = Server::build(config)
-            .await
-            .expect("server builds")
-            .spawn()
-            .expect("server spawns");
+        let server = spawn(&store, tweak).await;
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(60))
             .build()
             .expect("http client");
+        TestServer {
+            server,
+            http,
+            store,
+        }
+    }
+
+    /// Stops the server and starts a new one on the same database and
+    /// artifact dir, its config adjusted by `tweak`.
+    pub async fn restart(self, tweak: impl FnOnce(&mut Config)) -> TestServer {
+        let TestServer {
+            server,
+            http,
+            store,
+        } = self;
+        server.stop().await.expect("clean shutdown");
+        let server = spawn(&store, tweak).await;
         TestServer {
             server,
             http,
@@ -231,6 +242,17 @@ impl TestServer {
         assert_eq!(response.status(), 200, "enrolment of {name} failed");
         response.json().await.expect("enroll response")
     }
+}
+
+/// A server on `store` with its config adjusted by `tweak`.
+async fn spawn(store: &TestStore, tweak: impl FnOnce(&mut Config)) -> RunningServer {
+    let mut config = store.config();
+    tweak(&mut config);
+    Server::build(config)
+        .await
+        .expect("server builds")
+        .spawn()
+        .expect("server spawns")
 }
 
 /// A plausible 2-socket test box.
