@@ -33,6 +33,7 @@ pub async fn view(state: &AppState, b: &BisectionRow) -> Result<BisectionView> {
     let (builds, runs) = store::effort(&state.db, b).await?;
     let steps = store::steps(&state.db, b.id).await?.len();
     let end = b.finished_at.unwrap_or_else(now_ms);
+    let report = store::report_of(&state.db, b.id).await?;
     Ok(BisectionView {
         id: b.id,
         repo: b.repo_name.clone(),
@@ -46,7 +47,8 @@ pub async fn view(state: &AppState, b: &BisectionRow) -> Result<BisectionView> {
         probe_submission: b.probe_submission_id,
         verify_submission: b.verify_submission_id,
         first_bad,
-        report: store::report_of(&state.db, b.id).await?.map(|(_, m)| m),
+        report_id: report.as_ref().map(|(id, _)| *id),
+        report: report.map(|(_, m)| m),
         duplicate_of: b.duplicate_of,
         reason: b.reason.clone(),
         remaining: b.remaining.split_whitespace().map(str::to_owned).collect(),
