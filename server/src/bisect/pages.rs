@@ -65,7 +65,7 @@ impl From<&BisectionView> for Row {
             good: short(&b.good),
             bad: short(&b.bad),
             metric: b.metric.clone(),
-            job: b.job.clone(),
+            job: b.job_name.clone(),
             tbox_group: b.tbox_group.clone(),
             first_bad: b
                 .first_bad

@@ -18,7 +18,7 @@ pub struct BisectionView {
     pub metric: String,
     pub tbox_group: String,
     /// Testcase and axes of the bisected atomic job.
-    pub job: String,
+    pub job_name: String,
     pub origin_submission: i64,
     /// The submission holding the probe runs.
     pub probe_submission: Option<i64>,

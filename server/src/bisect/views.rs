@@ -42,7 +42,7 @@ pub async fn view(state: &AppState, b: &BisectionRow) -> Result<BisectionView> {
         bad: commit_by_id(read, b.bad_commit_id).await?.sha,
         metric: b.metric.clone(),
         tbox_group: b.tbox_group.clone(),
-        job: b.job_key.clone(),
+        job_name: b.job_key.clone(),
         origin_submission: b.origin_submission_id,
         probe_submission: b.probe_submission_id,
         verify_submission: b.verify_submission_id,

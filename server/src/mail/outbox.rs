@@ -225,6 +225,16 @@ pub async fn list(db: &Db, limit: i64) -> Result<Vec<StoredReport>> {
     Ok(rows.iter().map(report_from_row).collect())
 }
 
+pub async fn by_id(db: &Db, id: i64) -> Result<Option<StoredReport>> {
+    let row = sqlx::query(&format!(
+        "SELECT {REPORT_COLUMNS} FROM report_outbox WHERE id = $1"
+    ))
+    .bind(id)
+    .fetch_optional(db.read())
+    .await?;
+    Ok(row.as_ref().map(report_from_row))
+}
+
 pub async fn by_message_id(db: &Db, message_id: &str) -> Result<Option<StoredReport>> {
     let row = sqlx::query(&format!(
         "SELECT {REPORT_COLUMNS} FROM report_outbox WHERE message_id = $1"

@@ -83,14 +83,17 @@ fn page(p: &impl Template) -> Result<Html<String>, HtmlError> {
         .map_err(|e| HtmlError(Error::Other(anyhow::anyhow!("template failed: {e}"))))
 }
 
-async fn find(state: &AppState, message_id: &str) -> Result<StoredReport, Error> {
-    let id = message_id.trim_matches(['<', '>']);
-    outbox::by_message_id(&state.db, id)
-        .await?
-        .ok_or_else(|| Error::NotFound {
-            what: "report",
-            key: id.to_owned(),
-        })
+/// A report by its Message-ID (with or without `<>`) or its numeric id.
+async fn find(state: &AppState, key: &str) -> Result<StoredReport, Error> {
+    let key = key.trim_matches(['<', '>']);
+    let found = match key.parse::<i64>() {
+        Ok(id) => outbox::by_id(&state.db, id).await?,
+        Err(_) => outbox::by_message_id(&state.db, key).await?,
+    };
+    found.ok_or_else(|| Error::NotFound {
+        what: "report",
+        key: key.to_owned(),
+    })
 }
 
 /// `GET /reports`
@@ -141,16 +144,19 @@ pub async fn list_json(State(state): State<AppState>) -> Result<Json<Vec<StoredR
     Ok(Json(outbox::list(&state.db, LIST_LIMIT).await?))
 }
 
-/// `GET /api/v1/reports/{message_id}`: the report with its attempts.
+/// `GET /api/v1/reports/{id or message_id}`: the report (with its full
+/// message) and its delivery attempts.
 pub async fn show_json(
     State(state): State<AppState>,
-    Path(message_id): Path<String>,
+    Path(key): Path<String>,
 ) -> Result<Json<serde_json::Value>, Error> {
-    let r = find(&state, &message_id).await?;
+    let r = find(&state, &key).await?;
     let attempts = outbox::attempts(&state.db, r.id).await?;
-    Ok(Json(
-        serde_json::json!({ "report": r, "attempts": attempts }),
-    ))
+    let mut body = serde_json::to_value(&r)
+        .map_err(|e| anyhow::anyhow!("report {} does not serialise: {e}", r.id))?;
+    body["attempts"] = serde_json::to_value(attempts)
+        .map_err(|e| anyhow::anyhow!("attempts of report {} do not serialise: {e}", r.id))?;
+    Ok(Json(body))
 }
 
 /// A Message-ID made safe for a file name.
