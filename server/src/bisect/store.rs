@@ -445,10 +445,7 @@ pub async fn job_spec(db: &Db, atomic_job_id: i64) -> Result<kbot_core::job::Ato
         .fetch_optional(db.read())
         .await?
         .ok_or_else(|| Error::not_found("atomic job", atomic_job_id))?;
-    let spec: String = row.try_get("spec")?;
-    serde_json::from_str(&spec).map_err(|e| {
-        anyhow::anyhow!("stored atomic job {atomic_job_id} is not valid JSON: {e}").into()
-    })
+    crate::jobs::parse_spec(atomic_job_id, &row.try_get::<String, _>("spec")?)
 }
 
 /// Agents of a tbox group that are not offline: how many probes can run at once.

@@ -103,9 +103,7 @@ pub async fn atomic_job_info(db: &Db, atomic_job_id: i64) -> Result<AtomicJobInf
     .fetch_optional(db.read())
     .await?
     .ok_or_else(|| Error::not_found("atomic job", atomic_job_id))?;
-    let spec: String = row.try_get("spec")?;
-    let job: AtomicJob = serde_json::from_str(&spec)
-        .map_err(|e| anyhow::anyhow!("stored atomic job {atomic_job_id} is not valid JSON: {e}"))?;
+    let job = crate::jobs::parse_spec(atomic_job_id, &row.try_get::<String, _>("spec")?)?;
     Ok(AtomicJobInfo {
         job,
         submission_id: row.try_get("submission_id")?,

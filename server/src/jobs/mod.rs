@@ -116,9 +116,7 @@ pub async fn enqueue_more_runs(
     .fetch_optional(&mut **tx)
     .await?
     .ok_or_else(|| Error::not_found("atomic job", atomic_job_id))?;
-    let spec_json: String = row.try_get("spec")?;
-    let job: AtomicJob = serde_json::from_str(&spec_json)
-        .map_err(|e| anyhow::anyhow!("stored atomic job {atomic_job_id} is not valid JSON: {e}"))?;
+    let job = parse_spec(atomic_job_id, &row.try_get::<String, _>("spec")?)?;
     let pair = Pair {
         submission_id: row.try_get("submission_id")?,
         base_commit_id: row.try_get("base_commit_id")?,
@@ -334,6 +332,13 @@ pub async fn release_slot(tx: &mut Tx, submission_id: i64, event: Event<'_>) -> 
     Ok(())
 }
 
+/// An `atomic_jobs.spec` as stored (the atomic job as JSON).
+pub fn parse_spec(atomic_job_id: i64, spec: &str) -> Result<AtomicJob> {
+    serde_json::from_str(spec).map_err(|e| {
+        anyhow::anyhow!("stored atomic job {atomic_job_id} is not valid JSON: {e}").into()
+    })
+}
+
 /// Hardware an atomic job needs, from its params.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Constraints {
@@ -478,9 +483,7 @@ pub async fn enqueue_commit_runs(
     .fetch_optional(&mut **tx)
     .await?
     .ok_or_else(|| Error::not_found("atomic job", atomic_job_id))?;
-    let spec_json: String = row.try_get("spec")?;
-    let job: AtomicJob = serde_json::from_str(&spec_json)
-        .map_err(|e| anyhow::anyhow!("stored atomic job {atomic_job_id} is not valid JSON: {e}"))?;
+    let job = parse_spec(atomic_job_id, &row.try_get::<String, _>("spec")?)?;
     let constraints = Constraints::of(&job)?;
     let submission_id: i64 = row.try_get("submission_id")?;
     let spec = JobSpec {
