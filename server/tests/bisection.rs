@@ -730,6 +730,22 @@ async fn the_views_follow_the_contract() {
             problems.push(format!("GET {path}: {status} {full}"));
         }
 
+        // The dashboard's page of the bisection: its path through the range.
+        let page = sim.t.http.get(sim.t.url(&format!("/bisections/{}", id(b))));
+        let page = page
+            .send()
+            .await
+            .expect("GET page")
+            .text()
+            .await
+            .expect("page");
+        let first_bad: String = shas[2].chars().take(12).collect();
+        for want in ["<table id=\"steps\">", "state-bad", first_bad.as_str()] {
+            if !page.contains(want) {
+                problems.push(format!("/bisections/{}: no {want:?}", id(b)));
+            }
+        }
+
         let body = json!({"repo": REPO, "branch": "main", "job_file": sim::JOB});
         let watch = sim.post("/api/v1/watches", body, 201).await;
         check_keys(&mut problems, "WatchView", &watch, WATCH_KEYS);

@@ -1,7 +1,8 @@
 //! The dashboard in a real headless Chromium: the browser loads the pages
 //! from a test server, and the DOM it built and a screenshot are checked.
 //! Skipped, with a notice, when `/usr/bin/chromium` is not installed
-//! (`scripts/install-test-deps` installs it).
+//! (`scripts/install-test-deps` installs it), except under CI, where a
+//! missing browser fails the test.
 
 mod common;
 mod gitrepo;
@@ -40,6 +41,10 @@ async fn chromium(profile: &Path, extra: &str, url: &str) -> Output {
 #[tokio::test]
 async fn chromium_renders_the_dashboard() {
     if !Path::new(CHROMIUM).exists() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{CHROMIUM} is not installed (scripts/install-test-deps installs it)"
+        );
         eprintln!("{CHROMIUM} is not installed: skipping the browser test");
         return;
     }
@@ -59,6 +64,11 @@ async fn chromium_renders_the_dashboard() {
         (
             "/api/v1/submissions",
             json!({"repo": "linux", "head": "main",
+                   "job_file": "testcase: bw_pipe\nbw_pipe:\n  size: 64k\n"}),
+        ),
+        (
+            "/api/v1/watches",
+            json!({"repo": "linux", "branch": "main", "interval_secs": 3600,
                    "job_file": "testcase: bw_pipe\nbw_pipe:\n  size: 64k\n"}),
         ),
     ] {
@@ -91,6 +101,16 @@ async fn chromium_renders_the_dashboard() {
 
     let dom = chromium(&profile, "--dump-dom", &server.url("/agents")).await;
     assert!(String::from_utf8_lossy(&dom.stdout).contains("box1"));
+
+    let dom = chromium(&profile, "--dump-dom", &server.url("/watches")).await;
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    assert!(
+        dom.contains("<table id=\"watches\">") && dom.contains("bw_pipe"),
+        "{dom}"
+    );
+    let dom = chromium(&profile, "--dump-dom", &server.url("/bisections")).await;
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    assert!(dom.contains("No regression has been bisected yet"), "{dom}");
 
     let shot = tmp.path().join("submission.png");
     let out = chromium(
