@@ -206,7 +206,7 @@ mod tests {
     #[test]
     fn the_archive_lists_with_gnu_cpio() -> Result<()> {
         if !crate::process::on_path("cpio") {
-            eprintln!("skipping: cpio is not installed (scripts/install-test-deps)");
+            crate::process::skip_outside_ci("cpio is not installed (scripts/install-test-deps)");
             return Ok(());
         }
         let dir = tempfile::tempdir().map_err(|e| AgentError::io("tempdir", e))?;
