@@ -25,6 +25,17 @@ pub enum Outcome {
     Unknown,
 }
 
+impl Outcome {
+    /// The outcome's name, as stored and shown (`different`, `same`, `unknown`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Different => "different",
+            Outcome::Same => "same",
+            Outcome::Unknown => "unknown",
+        }
+    }
+}
+
 /// kbot's verdict on one metric, with its evidence.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KbotVerdict {

@@ -385,9 +385,9 @@ fn judge_step(
     let detail = format!(
         "{} runs: vs good {} (p={:.4}), vs bad {} (p={:.4}), position {:.2}",
         probe.len(),
-        outcome_word(v.vs_good.kbot.outcome),
+        v.vs_good.kbot.outcome.as_str(),
         v.vs_good.kbot.p_value,
-        outcome_word(v.vs_bad.kbot.outcome),
+        v.vs_bad.kbot.outcome.as_str(),
         v.vs_bad.kbot.p_value,
         v.position
     );
@@ -409,14 +409,6 @@ fn judge_step(
             plan.finished.push((s.id, "undecided", change, detail));
             Some("undecided")
         }
-    }
-}
-
-fn outcome_word(o: Outcome) -> &'static str {
-    match o {
-        Outcome::Different => "different",
-        Outcome::Same => "same",
-        Outcome::Unknown => "unknown",
     }
 }
 
@@ -642,18 +634,12 @@ async fn verification_pair(
 ) -> Result<VerificationPair> {
     let repo = repos::repo_by_id(&state.db, b.repo_id).await?;
     let parent = submissions::parent_of(state, &repo, first_bad).await?;
-    let probe_submission = b
-        .probe_submission_id
-        .ok_or_else(|| anyhow::anyhow!("bisection {} has no probe submission", b.id))?;
-    let detail = submissions::detail(state, probe_submission).await?;
-    let job = detail
-        .atomic_jobs
-        .into_iter()
-        .next()
-        .ok_or_else(|| anyhow::anyhow!("probe submission {probe_submission} has no job"))?;
-    let mut tx = state.db.begin().await?;
-    let origin = store::origin_job(&mut tx, b.origin_atomic_job_id).await?;
-    tx.rollback().await?;
+    let probe_job = b
+        .probe_atomic_job_id
+        .ok_or_else(|| anyhow::anyhow!("bisection {} has no probe job", b.id))?;
+    let job = store::job_spec(&state.db, probe_job).await?;
+    let mut conn = state.db.read().acquire().await?;
+    let origin = store::origin_job(&mut conn, b.origin_atomic_job_id).await?;
     Ok(VerificationPair {
         parent,
         job,
@@ -785,7 +771,7 @@ fn not_confirmed_reason(verify_state: &str, pc: Option<&PairComparison>, metric:
         }
         Some(m) => format!(
             "the first bad commit against its parent: {} {:+.1}% (not a confirmed regression)",
-            outcome_word(m.kbot.outcome),
+            m.kbot.outcome.as_str(),
             m.change
         ),
     }

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use sqlx::any::AnyRow;
-use sqlx::Row;
+use sqlx::{AnyConnection, Row};
 
 use crate::db::{Db, Tx};
 use crate::error::{Error, Result};
@@ -416,14 +416,14 @@ pub struct OriginJob {
     pub runs_cap: i64,
 }
 
-pub async fn origin_job(tx: &mut Tx, atomic_job_id: i64) -> Result<OriginJob> {
+pub async fn origin_job(conn: &mut AnyConnection, atomic_job_id: i64) -> Result<OriginJob> {
     let row = sqlx::query(
         "SELECT a.tbox_group, a.preferred_agent_id, s.user_id, s.priority, s.job_file, s.kind, \
              s.bisect, s.runs_cap FROM atomic_jobs a JOIN submissions s ON s.id = a.submission_id \
          WHERE a.id = $1",
     )
     .bind(atomic_job_id)
-    .fetch_optional(&mut **tx)
+    .fetch_optional(&mut *conn)
     .await?
     .ok_or_else(|| Error::not_found("atomic job", atomic_job_id))?;
     Ok(OriginJob {

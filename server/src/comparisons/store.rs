@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use kbot_core::job::AtomicJob;
-use kbot_core::stats::{Comparison, MetricComparison, Outcome};
+use kbot_core::stats::{Comparison, MetricComparison};
 use sqlx::{AnyConnection, Row};
 
 use crate::db::{Backend, Db, Tx};
@@ -155,14 +155,6 @@ pub async fn lock_atomic_job(tx: &mut Tx, db: &Db, atomic_job_id: i64) -> Result
     Ok(row.is_some())
 }
 
-fn outcome_str(outcome: Outcome) -> &'static str {
-    match outcome {
-        Outcome::Different => "different",
-        Outcome::Same => "same",
-        Outcome::Unknown => "unknown",
-    }
-}
-
 fn finite(x: f64) -> Option<f64> {
     x.is_finite().then_some(x)
 }
@@ -206,7 +198,7 @@ async fn upsert_metric(
     .bind(submission_id)
     .bind(atomic_job_id)
     .bind(&m.metric)
-    .bind(outcome_str(m.kbot.outcome))
+    .bind(m.kbot.outcome.as_str())
     .bind(finite(m.change))
     .bind(i64::try_from(m.base.n).unwrap_or(i64::MAX))
     .bind(i64::try_from(m.head.n).unwrap_or(i64::MAX))
