@@ -18,6 +18,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use crate::job::AtomicJob;
 
@@ -28,7 +29,7 @@ pub const API_PREFIX: &str = "/api/v1";
 ///
 /// Jobs are matched to agents by `tbox_group` and by these facts, and the
 /// report's `test machine:` line is built from them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Hardware {
     /// `uname -m`: `x86_64`, `aarch64`, ...
     pub arch: String,
@@ -48,7 +49,7 @@ pub struct Hardware {
 }
 
 /// How an agent gets the kernel under test running.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum BootBackend {
     /// Build the kernel and boot it in a QEMU guest.
@@ -59,7 +60,7 @@ pub enum BootBackend {
     Host,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct EnrollRequest {
     /// The one-time enrolment token an admin created with `kbot-server enroll-token`.
     pub enrollment_token: String,
@@ -69,27 +70,27 @@ pub struct EnrollRequest {
     pub hardware: Hardware,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct EnrollResponse {
     pub agent_id: i64,
     /// The agent's own secret; the server keeps only its hash.
     pub agent_token: String,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct LeaseRequest {
     /// How long the server may hold the request open waiting for work (bounded server-side).
     pub wait_secs: u32,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct LeaseResponse {
     /// `None` when no job matched within the wait.
     pub job: Option<LeasedJob>,
 }
 
 /// Everything an agent needs to run one atomic job at one commit, one run.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct LeasedJob {
     pub job_id: i64,
     pub submission_id: i64,
@@ -111,7 +112,7 @@ pub struct LeasedJob {
     pub result_path: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct RepoSpec {
     pub name: String,
     /// A git URL or a local path the agent can clone or fetch from.
@@ -120,7 +121,7 @@ pub struct RepoSpec {
 
 /// A named kernel configuration: either a make target (`defconfig`, `tinyconfig`)
 /// plus a fragment merged on top, or a whole `.config`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct KconfigSpec {
     pub name: String,
     /// `make <base>` before the fragment is merged; `None` when `full` is given.
@@ -131,7 +132,7 @@ pub struct KconfigSpec {
     pub full: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct HeartbeatResponse {
     pub lease_expires_at: i64,
     /// The submission was cancelled: stop working on the job.
@@ -139,7 +140,7 @@ pub struct HeartbeatResponse {
 }
 
 /// States of a job, as stored and as reported by agents.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum JobState {
     Queued,
@@ -194,7 +195,7 @@ impl JobState {
 }
 
 /// Why a job failed; runs that failed never enter the statistics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FailureKind {
     /// The kernel did not build; the commit is unbuildable for this kconfig and compiler.
@@ -210,7 +211,7 @@ pub enum FailureKind {
 }
 
 /// A state change reported by the agent. `finished` is implied by a result upload.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct EventRequest {
     pub state: JobState,
     /// Required when `state` is `failed`.
@@ -220,7 +221,7 @@ pub struct EventRequest {
 }
 
 /// The outcome of one run of one job, uploaded once the workload finished.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ResultUpload {
     /// One value per metric for this run, under LKP names
     /// (`lmbench3.PIPE.bandwidth.MB/sec`, `lmbench3.time.elapsed_time`, ...).
@@ -240,7 +241,7 @@ pub struct ResultUpload {
     pub finished_at: i64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct UploadResponse {
     pub result_id: i64,
     /// False when this run had already been stored (idempotent re-upload).
@@ -248,12 +249,12 @@ pub struct UploadResponse {
 }
 
 /// The body of every API error.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ErrorBody {
     pub error: ErrorDetail,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ErrorDetail {
     /// Stable, machine-readable: `bad_request`, `unauthorized`, `not_found`, `payload_too_large`, ...
     pub code: String,

@@ -38,7 +38,7 @@ use crate::programs::{self, OptionSpec, ProgramSpec, ValueKind};
 use crate::{Error, Result};
 
 /// One point of a job file's matrix: a single program with scalar options.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct AtomicJob {
     /// `testcase:` (e.g. `lmbench3`, `will-it-scale`); names the metric prefix.
     pub testcase: String,
