@@ -227,8 +227,8 @@ fn run_wis_test(
         _ => "context_switch1",
     };
     let mut r = Report::new(tool, prefix);
-    r.placement = wis::placement(&mode_name, &opts, |i| format!("task {i}"));
     let res = wis::run(&test, &opts, out)?;
+    r.placement = wis::placement(&mode_name, &res.placed, |i| format!("task {i}"));
     let per_task = res.average as f64 / tasks as f64;
     let name = match a.mode {
         TaskMode::Process => "per_process_ops",
@@ -273,14 +273,14 @@ fn run_pipen(a: &PipenArgs, topo: &Topology, out: &mut Output, prefix: &str) -> 
         cpusets,
     };
     let mut r = Report::new("pipen", prefix);
-    r.placement = wis::placement(&mode_name, &opts, |i| {
-        format!("{} {}", if i % 2 == 0 { "writer" } else { "reader" }, i / 2)
-    });
     let test = wis::Testcase::Pipen {
         size,
         packet: a.packet,
     };
     let res = wis::run(&test, &opts, out)?;
+    r.placement = wis::placement(&mode_name, &res.placed, |i| {
+        format!("{} {}", if i % 2 == 0 { "writer" } else { "reader" }, i / 2)
+    });
     let writes: u64 = res.task_totals.iter().step_by(2).sum();
     let secs = a.duration as f64;
     r.metric("MB/sec", writes as f64 * size as f64 / secs / 1e6);

@@ -7,14 +7,19 @@
 //! byte arrives, timed intervals until it has `repetitions` samples, then
 //! cool-down batches until the coordinator asks for the samples.
 //!
-//! intel/lmbench (the tree LKP builds) always runs a calibration phase first,
-//! with one process: an interval counts only if it took more than 0.95 x
-//! `enough`, and the iteration count is rescaled whenever an interval falls
-//! outside [0.99, 1.2] x `enough`. Its median iteration count is then fixed for
-//! the measured phase with P processes, where every interval counts. The
-//! result is the median of all measured samples, ordered by time per
-//! iteration. lmbench's timer and loop overhead corrections (t_overhead,
-//! l_overhead: about a microsecond per 2-second sample) are not subtracted.
+//! With one process (`-P 1`, also what LKP's 20% of the CPUs gives on up to 9
+//! CPUs) `benchmp` runs a single, self-calibrating phase: an interval counts
+//! only if it took more than 0.95 x `enough`, and the iteration count is
+//! rescaled whenever an interval falls outside [0.99, 1.2] x `enough`. So an
+//! interval that ran fast (the partner happened to be well placed, the
+//! machine was quiet) is dropped while a slow one is kept. Only with P > 1 does
+//! it first run that calibration with one process and then a measured phase
+//! with P processes and the calibrated count fixed, where every interval
+//! counts (`benchmp`: `if (parallel > 1)`; `benchmp_interval`:
+//! `state->parallel > 1 || result > 0.95 * state->enough`). The result is the
+//! median of all measured samples, ordered by time per iteration. lmbench's
+//! timer and loop overhead corrections (t_overhead, l_overhead: about a
+//! microsecond per 2-second sample) are not subtracted.
 
 use std::os::fd::RawFd;
 
@@ -102,37 +107,110 @@ pub struct Outcome {
     pub median: Sample,
     /// All measured samples, slowest per iteration first.
     pub samples: Vec<Sample>,
-    /// The calibration phase's median (its n is the measured phase's n).
-    pub baseline: Sample,
+    /// With P > 1, the one-process calibration's median (its n is the
+    /// measured phase's n); None with P = 1, whose only phase calibrates.
+    pub baseline: Option<Sample>,
 }
 
-/// `benchmp()`: calibration with one process, then the measured phase.
-/// Returns None when not even one interval could be timed (lmbench prints
-/// nothing then).
+/// One `__benchmp` pass as `benchmp` schedules it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PhasePlan {
+    /// Benchmark processes.
+    pub parallel: usize,
+    /// Whether intervals are filtered and the iteration count adapted
+    /// (`state->parallel == 1` in benchmp_interval).
+    pub calibrate: bool,
+}
+
+/// The passes `benchmp(…, parallel, …)` runs: one self-calibrating pass for
+/// P = 1; a one-process calibration, then P processes at a fixed count.
+pub fn phase_plan(parallel: usize) -> Vec<PhasePlan> {
+    let measured = PhasePlan {
+        parallel,
+        calibrate: parallel == 1,
+    };
+    if parallel > 1 {
+        vec![
+            PhasePlan {
+                parallel: 1,
+                calibrate: true,
+            },
+            measured,
+        ]
+    } else {
+        vec![measured]
+    }
+}
+
+/// `benchmp()`. Returns None when not even one interval could be timed
+/// (lmbench prints nothing then).
 pub fn benchmp<B: LmBenchmark>(
     bench: &mut B,
     place: &Placer,
     opts: &BenchmpOpts,
 ) -> Result<Option<Outcome>> {
-    let base = phase(bench, place, opts, 1, 1, true)?;
-    let baseline = median(&base);
-    if baseline.u == 0 {
-        return Ok(None);
-    }
-    let mut iterations = baseline.n;
-    if opts.enough < SHORT {
-        iterations = (SHORT as f64 * baseline.n as f64 / baseline.u as f64) as u64 + 1;
-    }
-    let samples = phase(bench, place, opts, opts.parallel, iterations, false)?;
-    let med = median(&samples);
-    if med.u == 0 {
-        return Ok(None);
+    let mut iterations = 1;
+    let mut baseline = None;
+    let mut samples = Vec::new();
+    for plan in phase_plan(opts.parallel) {
+        samples = phase(
+            bench,
+            place,
+            opts,
+            plan.parallel,
+            iterations,
+            plan.calibrate,
+        )?;
+        let med = median(&samples);
+        if med.u == 0 {
+            return Ok(None);
+        }
+        if plan.parallel < opts.parallel {
+            baseline = Some(med);
+            iterations = med.n;
+            if opts.enough < SHORT {
+                iterations = (SHORT as f64 * med.n as f64 / med.u as f64) as u64 + 1;
+            }
+        }
     }
     Ok(Some(Outcome {
-        median: med,
+        median: median(&samples),
         samples,
         baseline,
     }))
+}
+
+/// What benchmp_interval does after a timed interval of `result` µs that ran
+/// `iterations` iterations.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TimingStep {
+    /// The interval becomes a sample.
+    pub record: bool,
+    /// Iterations of the next interval.
+    pub next: u64,
+    /// The count exploded without reaching `enough`: stop timing.
+    pub give_up: bool,
+}
+
+/// benchmp_interval's `timing_interval` case. Calibrating, only intervals
+/// longer than 0.95 x `enough` count, and a count that missed [0.99, 1.2] x
+/// `enough` is rescaled to 1.1 x `enough` (or multiplied by 8 when the
+/// interval was too short to scale from).
+pub fn timing_step(calibrate: bool, result: f64, iterations: u64, enough: f64) -> TimingStep {
+    let mut step = TimingStep {
+        record: !calibrate || result > 0.95 * enough,
+        next: iterations,
+        give_up: false,
+    };
+    if calibrate && (result < 0.99 * enough || result > 1.2 * enough) {
+        if result > 150.0 {
+            step.next = (iterations as f64 / result * 1.1 * enough + 1.0) as u64;
+        } else {
+            step.next = iterations << 3;
+            step.give_up = step.next > 1 << 27;
+        }
+    }
+    step
 }
 
 /// lib_timing.c `insertsort`: keeps samples ordered by time per iteration,
@@ -385,8 +463,8 @@ impl ChildRun {
                     }
                 }
                 State::Timing => {
-                    iters = self.iterations;
-                    if !self.calibrate || result > 0.95 * self.enough {
+                    let step = timing_step(self.calibrate, result, self.iterations, self.enough);
+                    if step.record {
                         insert_sorted(
                             &mut samples,
                             Sample {
@@ -399,17 +477,10 @@ impl ChildRun {
                             state = State::Cooldown;
                         }
                     }
-                    if self.calibrate && (result < 0.99 * self.enough || result > 1.2 * self.enough)
-                    {
-                        if result > 150.0 {
-                            iters = (iters as f64 / result * 1.1 * self.enough + 1.0) as u64;
-                        } else {
-                            iters <<= 3;
-                            if iters > 1 << 27 {
-                                state = State::Cooldown;
-                            }
-                        }
+                    if step.give_up {
+                        state = State::Cooldown;
                     }
+                    iters = step.next;
                     self.iterations = iters;
                     if state == State::Cooldown {
                         self.signal();
@@ -475,5 +546,61 @@ mod tests {
         insert_sorted(&mut v, Sample { u: 50, n: 11 });
         // even count: integer mean of the two middle samples
         assert_eq!(median(&v), Sample { u: 150, n: 10 });
+    }
+
+    #[test]
+    fn one_process_runs_one_self_calibrating_phase() {
+        // A second, unfiltered phase at P = 1 counted fast intervals that
+        // lmbench drops, and read higher than bw_pipe under load.
+        assert_eq!(
+            phase_plan(1),
+            vec![PhasePlan {
+                parallel: 1,
+                calibrate: true
+            }]
+        );
+        assert_eq!(
+            phase_plan(3),
+            vec![
+                PhasePlan {
+                    parallel: 1,
+                    calibrate: true
+                },
+                PhasePlan {
+                    parallel: 3,
+                    calibrate: false
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn calibrating_drops_short_intervals_and_rescales() {
+        let enough = 2_000_000.0;
+        // 0.9 x enough: dropped and rescaled to 1.1 x enough.
+        let s = timing_step(true, 1_800_000.0, 1000, enough);
+        assert!(!s.record);
+        assert_eq!(s.next, (1000.0 / 1_800_000.0 * 1.1 * enough + 1.0) as u64);
+        // 1.1 x enough: kept, count unchanged.
+        let s = timing_step(true, 2_200_000.0, 1000, enough);
+        assert!(s.record);
+        assert_eq!(s.next, 1000);
+        // 1.3 x enough: kept (it is slow, not short) but rescaled.
+        let s = timing_step(true, 2_600_000.0, 1000, enough);
+        assert!(s.record);
+        assert!(s.next < 1000);
+        // Too short to scale from: x8, until the count explodes.
+        assert_eq!(timing_step(true, 100.0, 1, enough).next, 8);
+        assert!(timing_step(true, 100.0, 1 << 25, enough).give_up);
+        // The fixed-count phase of P > 1 keeps every interval as it is.
+        let s = timing_step(false, 1_000.0, 1000, enough);
+        assert_eq!(
+            s,
+            TimingStep {
+                record: true,
+                next: 1000,
+                give_up: false
+            }
+        );
     }
 }

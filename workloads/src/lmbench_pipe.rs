@@ -31,6 +31,28 @@ pub fn round_bytes(xfer: u64, bytes: u64) -> u64 {
     }
 }
 
+/// Where bw_pipe's reader puts the data: 128 bytes past a page boundary
+/// (`state->buf += 128; /* destroy page alignment */`), so the kernel copies
+/// to a misaligned destination.
+pub const READER_OFFSET: usize = 128;
+
+/// The reader's buffer: `xfer` bytes, pre-faulted, at [`READER_OFFSET`].
+pub fn reader_buf(xfer: usize) -> AlignedBuf {
+    AlignedBuf::new(xfer, READER_OFFSET)
+}
+
+/// The writer's buffer: `valloc(xfer)`, page-aligned and pre-faulted.
+pub fn writer_buf(xfer: usize) -> AlignedBuf {
+    AlignedBuf::new(xfer, 0)
+}
+
+/// What the writer passes to `write` after `done` bytes of a logical write:
+/// the rest of the count, but always from the start of the buffer
+/// (`write(writefd, buf, xfer - done)`).
+pub fn writer_chunk(buf: &[u8], done: usize) -> &[u8] {
+    &buf[..buf.len() - done]
+}
+
 /// The benchmark process reads; its forked partner writes forever.
 struct BwPipe {
     xfer: usize,
@@ -53,15 +75,14 @@ impl LmBenchmark for BwPipe {
                     sys::write_stderr(format!("kbot-bench: {e}\n").as_bytes());
                     sys::exit_now(1);
                 }
-                let buf = AlignedBuf::new(self.xfer, 0);
+                let buf = writer_buf(self.xfer);
                 write_forever(w, buf.as_slice())
             }
             Forked::Parent(pid) => {
                 sys::close(w);
                 self.read_fd = r;
                 self.writer = Some(pid);
-                // Pre-faulted, then offset by 128 bytes to break page alignment.
-                self.buf = Some(AlignedBuf::new(self.xfer, 128));
+                self.buf = Some(reader_buf(self.xfer));
                 Ok(())
             }
         }
@@ -107,7 +128,7 @@ fn write_forever(fd: RawFd, buf: &[u8]) -> ! {
     loop {
         let mut done = 0;
         while done < xfer {
-            let n = sys::write_raw(fd, &buf[..xfer - done]);
+            let n = sys::write_raw(fd, writer_chunk(buf, done));
             if n < 0 {
                 sys::exit_now(0);
             }
@@ -297,7 +318,24 @@ pub fn run_lat_pipe(
 
 #[cfg(test)]
 mod tests {
-    use super::round_bytes;
+    use super::*;
+
+    #[test]
+    fn buffers_are_placed_as_in_bw_pipe_c() {
+        let page = sys::page_size();
+        let xfer = 64 * 1024;
+        let mut r = reader_buf(xfer);
+        let rs = r.as_mut_slice();
+        assert_eq!(rs.len(), xfer);
+        assert_eq!(rs.as_ptr() as usize % page, 128);
+        let w = writer_buf(xfer);
+        assert_eq!(w.as_slice().len(), xfer);
+        assert_eq!(w.as_slice().as_ptr() as usize % page, 0);
+        // A short write is retried with the remaining count from offset 0.
+        let chunk = writer_chunk(w.as_slice(), 4096);
+        assert_eq!(chunk.as_ptr(), w.as_slice().as_ptr());
+        assert_eq!(chunk.len(), xfer - 4096);
+    }
 
     #[test]
     fn round_up_quirk_is_copied() {

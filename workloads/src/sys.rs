@@ -385,6 +385,43 @@ impl SharedCounters {
     pub fn slots(&self) -> usize {
         self.slots
     }
+
+    /// Word `w` of slot `i` (a slot holds COUNTER_STRIDE / 8 words).
+    pub fn word(&self, i: usize, w: usize) -> &AtomicU64 {
+        assert!(w < COUNTER_STRIDE / 8, "word out of range");
+        assert!(i < self.slots, "counter slot out of range");
+        // SAFETY: as in `get`, with the word still inside the slot.
+        unsafe { &*(self.ptr.add(i * COUNTER_STRIDE + w * 8) as *const AtomicU64) }
+    }
+
+    /// Stores the calling thread's allowed CPUs in slot `i`: a bitmap of
+    /// CPU_SETSIZE bits in words 0..16, word 16 set once it is complete.
+    /// Tasks record where they actually run, so the harness can check it.
+    pub fn record_cpus(&self, i: usize) {
+        let mut bits = [0u64; 16];
+        for c in allowed_cpus() {
+            bits[c / 64] |= 1 << (c % 64);
+        }
+        for (w, b) in bits.iter().enumerate() {
+            self.word(i, w)
+                .store(*b, std::sync::atomic::Ordering::Relaxed);
+        }
+        self.word(i, 16)
+            .store(1, std::sync::atomic::Ordering::Release);
+    }
+
+    /// The CPUs recorded in slot `i`, or None if nothing was recorded yet.
+    pub fn recorded_cpus(&self, i: usize) -> Option<Vec<usize>> {
+        if self.word(i, 16).load(std::sync::atomic::Ordering::Acquire) != 1 {
+            return None;
+        }
+        let mut cpus = Vec::new();
+        for w in 0..16 {
+            let b = self.word(i, w).load(std::sync::atomic::Ordering::Relaxed);
+            cpus.extend((0..64).filter(|k| b & (1 << k) != 0).map(|k| w * 64 + k));
+        }
+        Some(cpus)
+    }
 }
 
 // SAFETY: the mapping holds only atomics.

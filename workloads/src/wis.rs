@@ -3,7 +3,11 @@
 //!
 //! Each task gets a u64 counter in a MAP_SHARED area, 256 bytes apart. Tasks
 //! are pinned to core (i mod #cores) by default, block in `poll` on a start
-//! pipe, and run their testcase forever. The parent sleeps 1 s at a time,
+//! pipe, and run their testcase forever. context_switch1's partner inherits
+//! its task's CPUs, so the ping-pong stays on one core: the 10x of a pair
+//! that wakes across CPUs is exactly what a lost pinning costs. Every task and
+//! partner therefore records the CPUs it really runs on, and the run fails if
+//! they are not the ones asked for. The parent sleeps 1 s at a time,
 //! prints `min:… max:… total:…` of the per-task deltas, discards the warm-up
 //! samples (6 in will-it-scale), sums the next `-s` samples and prints
 //! `average:` = total / s, i.e. ops per second summed over all tasks. Each
@@ -33,6 +37,20 @@ pub enum Testcase {
 }
 
 impl Testcase {
+    /// Counter increments per loop of the task (the C `(*iterations)++` or
+    /// `+= 2`): context_switch1 counts both switches of a round trip.
+    pub fn ops_per_loop(&self) -> u64 {
+        match self {
+            Testcase::ContextSwitch1 => 2,
+            Testcase::Pipe1 | Testcase::Pipen { .. } => 1,
+        }
+    }
+
+    /// Whether each task forks or spawns a partner (`new_task`).
+    pub fn has_partner(&self) -> bool {
+        matches!(self, Testcase::ContextSwitch1)
+    }
+
     pub fn description(&self) -> &'static str {
         match self {
             Testcase::Pipe1 => "pipe read/write",
@@ -58,6 +76,20 @@ pub struct WisResult {
     pub average: u64,
     /// Per task, ops summed over the measured samples.
     pub task_totals: Vec<u64>,
+    /// Where each task (then each partner) ran, as it recorded it.
+    pub placed: Vec<Placed>,
+}
+
+/// A task's or partner's CPUs: those asked for (None = unpinned, i.e. the
+/// harness's own mask) and those it found itself on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placed {
+    /// Task number.
+    pub task: usize,
+    /// context_switch1's partner of that task.
+    pub partner: bool,
+    pub expected: Option<Vec<usize>>,
+    pub observed: Vec<usize>,
 }
 
 /// Bumps a task's counter. Each counter has a single writer, so a relaxed
@@ -91,10 +123,20 @@ fn prepare(test: &Testcase, tasks: usize) -> Result<Prepared> {
 
 /// The testcase body for task `nr`; never returns. `fail` ends the task (the
 /// process in process mode, everything in thread mode) with a message.
-fn testcase(test: &Testcase, counter: &AtomicU64, nr: usize, prep: &Prepared, mode: TaskMode) -> ! {
+/// `cpus` and `partner_slot` are where context_switch1's partner records its
+/// CPUs.
+fn testcase(
+    test: &Testcase,
+    counter: &AtomicU64,
+    nr: usize,
+    prep: &Prepared,
+    mode: TaskMode,
+    cpus: &Arc<SharedCounters>,
+    partner_slot: usize,
+) -> ! {
     match test {
         Testcase::Pipe1 => pipe1(counter),
-        Testcase::ContextSwitch1 => context_switch1(counter, mode),
+        Testcase::ContextSwitch1 => context_switch1(counter, mode, Arc::clone(cpus), partner_slot),
         Testcase::Pipen { size, .. } => {
             let (r, w) = prep.pairs[nr / 2];
             if nr.is_multiple_of(2) {
@@ -123,15 +165,21 @@ fn pipe1(counter: &AtomicU64) -> ! {
     loop {
         retry_eintr(|| sys::write_raw(w, &c));
         retry_eintr(|| sys::read_raw(r, &mut c));
-        bump(counter, 1);
+        bump(counter, Testcase::Pipe1.ops_per_loop());
     }
 }
 
-fn context_switch1(counter: &AtomicU64, mode: TaskMode) -> ! {
+fn context_switch1(
+    counter: &AtomicU64,
+    mode: TaskMode,
+    cpus: Arc<SharedCounters>,
+    partner_slot: usize,
+) -> ! {
     let (Ok((r1, w1)), Ok((r2, w2))) = (sys::pipe(), sys::pipe()) else {
         sys::child_fail("context_switch1: pipe")
     };
     new_task(mode, move || {
+        cpus.record_cpus(partner_slot);
         let mut c = [0u8; 1];
         loop {
             if retry_eintr(|| sys::read_raw(r1, &mut c)) != 1 {
@@ -150,7 +198,7 @@ fn context_switch1(counter: &AtomicU64, mode: TaskMode) -> ! {
         if retry_eintr(|| sys::read_raw(r2, &mut c)) != 1 {
             sys::child_fail("context_switch1: read");
         }
-        bump(counter, 2);
+        bump(counter, Testcase::ContextSwitch1.ops_per_loop());
     }
 }
 
@@ -224,6 +272,8 @@ pub fn run(test: &Testcase, opts: &WisOpts, out: &mut Output) -> Result<WisResul
     let counters = Arc::new(SharedCounters::new(tasks)?);
     let (start_r, start_w) = sys::pipe()?;
     let prep = Arc::new(prepare(test, tasks)?);
+    // Slot i: task i's CPUs; slot tasks + i: its partner's.
+    let cpus = Arc::new(SharedCounters::new(2 * tasks)?);
     let mut pids: Vec<Pid> = Vec::new();
     let original = sys::allowed_cpus();
     for nr in 0..tasks {
@@ -237,21 +287,37 @@ pub fn run(test: &Testcase, opts: &WisOpts, out: &mut Output) -> Result<WisResul
                 }
                 let me = sys::getpid();
                 let forked = sys::fork();
-                if cpuset.is_some() {
+                // Only the parent restores its mask: the child keeps the
+                // task's CPUs, and its context_switch1 partner inherits them
+                // (new_task_affinity's child never returns to the restore).
+                if cpuset.is_some() && !matches!(forked, Ok(Forked::Child)) {
                     sys::set_affinity(&original)?;
                 }
                 match forked? {
                     Forked::Child => {
                         sys::die_with_parent(me);
+                        cpus.record_cpus(nr);
                         sys::poll_forever(start_r);
-                        testcase(test, counters.get(nr), nr, &prep, opts.mode)
+                        testcase(
+                            test,
+                            counters.get(nr),
+                            nr,
+                            &prep,
+                            opts.mode,
+                            &cpus,
+                            tasks + nr,
+                        )
                     }
                     Forked::Parent(pid) => pids.push(pid),
                 }
             }
             TaskMode::Thread => {
-                let (counters, prep, test) =
-                    (Arc::clone(&counters), Arc::clone(&prep), test.clone());
+                let (counters, prep, test, cpus) = (
+                    Arc::clone(&counters),
+                    Arc::clone(&prep),
+                    test.clone(),
+                    Arc::clone(&cpus),
+                );
                 let mode = opts.mode;
                 std::thread::Builder::new()
                     .spawn(move || {
@@ -260,8 +326,9 @@ pub fn run(test: &Testcase, opts: &WisOpts, out: &mut Output) -> Result<WisResul
                                 sys::child_fail("sched_setaffinity");
                             }
                         }
+                        cpus.record_cpus(nr);
                         sys::poll_forever(start_r);
-                        testcase(&test, counters.get(nr), nr, &prep, mode)
+                        testcase(&test, counters.get(nr), nr, &prep, mode, &cpus, tasks + nr)
                     })
                     .map_err(|e| BenchError::Sys {
                         what: "pthread_create",
@@ -273,11 +340,55 @@ pub fn run(test: &Testcase, opts: &WisOpts, out: &mut Output) -> Result<WisResul
     if sys::write_raw(start_w, &[0u8]) != 1 {
         return Err(BenchError::last_os("write start pipe"));
     }
-    let result = sample(&counters, opts, test, out, &pids);
+    let result = sample(&counters, opts, test, out, &pids).and_then(|mut r| {
+        r.placed = check_placement(test, opts, &cpus, &original)?;
+        Ok(r)
+    });
     for &pid in &pids {
         sys::kill(pid, libc::SIGTERM);
     }
     result
+}
+
+/// Reads back where every task and partner ran and fails the run if that is
+/// not where it was asked to run (unpinned ones: the harness's own mask).
+fn check_placement(
+    test: &Testcase,
+    opts: &WisOpts,
+    cpus: &SharedCounters,
+    original: &[usize],
+) -> Result<Vec<Placed>> {
+    let mut placed = Vec::new();
+    for partner in [false, true] {
+        if partner && !test.has_partner() {
+            break;
+        }
+        for nr in 0..opts.tasks {
+            let expected = opts.cpusets.get(nr).cloned().flatten();
+            let who = if partner {
+                "the partner of task"
+            } else {
+                "task"
+            };
+            let slot = if partner { opts.tasks + nr } else { nr };
+            let observed = cpus
+                .recorded_cpus(slot)
+                .ok_or_else(|| BenchError::Child(format!("{who} {nr} never started")))?;
+            let want = expected.clone().unwrap_or_else(|| original.to_vec());
+            if observed != want {
+                return Err(BenchError::Child(format!(
+                    "{who} {nr} ran on CPUs {observed:?}, not {want:?}"
+                )));
+            }
+            placed.push(Placed {
+                task: nr,
+                partner,
+                expected,
+                observed,
+            });
+        }
+    }
+    Ok(placed)
 }
 
 fn sample(
@@ -326,6 +437,7 @@ fn sample(
     Ok(WisResult {
         average,
         task_totals,
+        placed: Vec::new(),
     })
 }
 
@@ -341,11 +453,76 @@ fn check_alive(pids: &[Pid]) -> Result<()> {
     Ok(())
 }
 
-/// The placement report for a will-it-scale run.
-pub fn placement(mode: &str, opts: &WisOpts, role: impl Fn(usize) -> String) -> PlacementReport {
+/// The placement report for a will-it-scale run: the CPUs each task (and
+/// partner) found itself on, `null` for the unpinned.
+pub fn placement(mode: &str, placed: &[Placed], role: impl Fn(usize) -> String) -> PlacementReport {
     let mut p = PlacementReport::new(mode);
-    for nr in 0..opts.tasks {
-        p.add(role(nr), opts.cpusets.get(nr).cloned().flatten());
+    for t in placed {
+        let name = if t.partner {
+            format!("partner {}", t.task)
+        } else {
+            role(t.task)
+        };
+        p.add(name, t.expected.as_ref().map(|_| t.observed.clone()));
     }
     p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_loop_counts_as_in_the_c_testcases() {
+        // context_switch1.c: `(*iterations) += 2` per round trip; pipe1.c and
+        // the pipen sides count one per loop.
+        assert_eq!(Testcase::ContextSwitch1.ops_per_loop(), 2);
+        assert_eq!(Testcase::Pipe1.ops_per_loop(), 1);
+        let pipen = Testcase::Pipen {
+            size: 4096,
+            packet: false,
+        };
+        assert_eq!(pipen.ops_per_loop(), 1);
+        assert!(Testcase::ContextSwitch1.has_partner());
+        assert!(!Testcase::Pipe1.has_partner() && !pipen.has_partner());
+    }
+
+    #[test]
+    fn recorded_cpus_round_trip_and_mismatch_fails() {
+        let cpus = SharedCounters::new(4).expect("mmap");
+        assert_eq!(cpus.recorded_cpus(0), None);
+        cpus.record_cpus(0);
+        let mine = sys::allowed_cpus();
+        assert_eq!(cpus.recorded_cpus(0), Some(mine.clone()));
+        cpus.record_cpus(2);
+        let opts = WisOpts {
+            tasks: 2,
+            seconds: 1,
+            mode: TaskMode::Process,
+            warmup_samples: 0,
+            cpusets: vec![None, None],
+        };
+        // Task 1 never recorded: not started.
+        assert!(check_placement(&Testcase::Pipe1, &opts, &cpus, &mine).is_err());
+        cpus.record_cpus(1);
+        let placed = check_placement(&Testcase::Pipe1, &opts, &cpus, &mine).expect("placed");
+        assert_eq!(placed.len(), 2);
+        // Partner 1 (slot 3) missing.
+        assert!(check_placement(&Testcase::ContextSwitch1, &opts, &cpus, &mine).is_err());
+        cpus.record_cpus(3);
+        assert_eq!(
+            check_placement(&Testcase::ContextSwitch1, &opts, &cpus, &mine)
+                .map(|p| p.len())
+                .ok(),
+            Some(4)
+        );
+        // A task asked to run elsewhere than where it recorded itself fails
+        // the run (the lost pinning of the process-mode fork).
+        let elsewhere: Vec<usize> = vec![mine.iter().max().copied().unwrap_or(0) + 1];
+        let pinned = WisOpts {
+            cpusets: vec![Some(elsewhere), None],
+            ..opts
+        };
+        assert!(check_placement(&Testcase::Pipe1, &pinned, &cpus, &mine).is_err());
+    }
 }

@@ -158,8 +158,7 @@ fn context_switch1_counts_round_trips() {
         out.starts_with("testcase:Context switch via pipes"),
         "{out}"
     );
-    // will-it-scale pins each task to a core by default
-    assert_eq!(v["placement"]["tasks"].as_array().map(Vec::len), Some(2));
+    check_partners_share_their_task_cpus(&v, 2);
 
     let (out, _) = ok_text(&[
         "context_switch1",
@@ -171,6 +170,71 @@ fn context_switch1_counts_round_trips() {
         "0",
     ]);
     assert!(number_after_colon(&out, "average:") > 0.0, "{out}");
+}
+
+/// The CPUs a placement report gives a role.
+fn cpus_of(v: &Value, role: &str) -> Vec<u64> {
+    let tasks = v["placement"]["tasks"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let task = tasks.iter().find(|t| t["role"] == role);
+    let cpus = task
+        .and_then(|t| t["cpus"].as_array())
+        .unwrap_or_else(|| panic!("{role} unpinned: {v}"));
+    cpus.iter().filter_map(Value::as_u64).collect()
+}
+
+/// will-it-scale pins task i to core i and its partner inherits that core:
+/// the report holds the CPUs each process or thread recorded itself (the run
+/// fails if they differ from the request), so a partner that lands on
+/// another core, a 10x slower cross-CPU ping-pong, shows here.
+fn check_partners_share_their_task_cpus(v: &Value, tasks: usize) {
+    assert_eq!(
+        v["placement"]["tasks"].as_array().map(Vec::len),
+        Some(2 * tasks),
+        "{v}"
+    );
+    let mut seen: Vec<u64> = Vec::new();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    for i in 0..tasks {
+        let task = cpus_of(v, &format!("task {i}"));
+        assert!(!task.is_empty(), "{v}");
+        assert_eq!(cpus_of(v, &format!("partner {i}")), task, "{v}");
+        if i < cores {
+            assert!(
+                task.iter().all(|c| !seen.contains(c)),
+                "tasks share a core: {v}"
+            );
+        }
+        seen.extend(task);
+    }
+}
+
+#[test]
+fn context_switch1_partners_stay_on_their_task_core() {
+    let all = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .to_string();
+    for mode in ["process", "thread"] {
+        for tasks in ["1", all.as_str()] {
+            let v = ok_json(&[
+                "context_switch1",
+                "-t",
+                tasks,
+                "--mode",
+                mode,
+                "-s",
+                "1",
+                "--warmup-samples",
+                "0",
+            ]);
+            check_partners_share_their_task_cpus(&v, tasks.parse().unwrap_or(1));
+        }
+    }
+    let v = ok_json(&["context_switch1", "-n", "-s", "1", "--warmup-samples", "0"]);
+    assert_eq!(v["placement"]["tasks"][1]["role"], "partner 0", "{v}");
+    assert!(v["placement"]["tasks"][1]["cpus"].is_null(), "{v}");
 }
 
 #[test]
