@@ -1,393 +1,159 @@
 //! `GET /api/openapi.json`: the REST API described as OpenAPI 3.1.
 //!
-//! The document is built from [`OPERATIONS`], one entry per route of the
-//! route table: add a line there with each new endpoint. Request and response
-//! bodies are named by their Rust wire type (in `kbot_core::api` unless the
-//! entry says otherwise) rather than spelled out as JSON Schema, because the
-//! wire types live in the I/O-free core crate, which does not depend on
-//! utoipa; the error body, shared by every endpoint, is given in full.
+//! The document is derived, not written: every handler carries a
+//! `#[utoipa::path]` with its parameters, body, responses and security, and
+//! every wire type derives `utoipa::ToSchema`, so a field added to a type is
+//! in the document at the next build. [`ApiDoc`] lists the handlers; the test
+//! `server/tests/openapi.rs` fails when a route of the route table under
+//! `/api` is missing from it, and runs an OpenAPI validator and a generated
+//! client against the served document.
+
+use std::sync::LazyLock;
 
 use axum::Json;
-use utoipa::openapi::path::{HttpMethod, OperationBuilder, PathItem};
-use utoipa::openapi::request_body::RequestBodyBuilder;
-use utoipa::openapi::schema::{ObjectBuilder, Type};
-use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
-use utoipa::openapi::{
-    ComponentsBuilder, ContentBuilder, InfoBuilder, OpenApi, OpenApiBuilder, PathsBuilder, Ref,
-    ResponseBuilder,
-};
+use kbot_core::api::ErrorBody;
+use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+use utoipa::openapi::OpenApi as Document;
+use utoipa::{IntoResponses, Modify, OpenApi};
 
-/// Which token an endpoint needs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Auth {
-    None,
-    Agent,
-    User,
-}
+/// Security scheme of the agent endpoints: `Authorization: Bearer kbot_agt_…`.
+pub const AGENT_TOKEN: &str = "agent_token";
+/// Security scheme of the user API's writes: `Authorization: Bearer kbot_usr_…`.
+pub const USER_TOKEN: &str = "user_token";
 
-/// One documented endpoint.
-#[derive(Debug, Clone, Copy)]
-pub struct ApiOperation {
-    pub method: &'static str,
-    pub path: &'static str,
-    pub summary: &'static str,
-    pub auth: Auth,
-    /// Wire type of the JSON request body, if any.
-    pub request: Option<&'static str>,
-    /// Wire type of the success body (`None` for 204 / no body).
-    pub response: Option<&'static str>,
-}
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "kbot",
+        description = "Kernel performance regression robot: the agent protocol and the user API. \
+                       Times are Unix milliseconds unless a field says otherwise; every error \
+                       is an ErrorBody with a stable `code`."
+    ),
+    paths(
+        crate::agents::enroll,
+        crate::jobs::handlers::lease,
+        crate::jobs::handlers::heartbeat,
+        crate::jobs::handlers::event,
+        crate::jobs::results::upload,
+        crate::repos::routes::create,
+        crate::repos::routes::list,
+        crate::repos::routes::show,
+        crate::repos::routes::commit,
+        crate::repos::routes::revlist,
+        crate::submissions::routes::create,
+        crate::submissions::routes::list,
+        crate::submissions::routes::show,
+        crate::submissions::routes::events,
+        crate::submissions::routes::cancel,
+        crate::submissions::routes::results,
+        crate::submissions::routes::comparisons,
+        crate::bisect::routes::list,
+        crate::bisect::routes::show,
+        crate::bisect::routes::cancel,
+        crate::watches::routes::create,
+        crate::watches::routes::list,
+        crate::watches::routes::show,
+        crate::watches::routes::remove,
+        crate::mail::pages::list_json,
+        crate::mail::pages::show_json,
+        document,
+    ),
+    components(schemas(ErrorBody)),
+    modifiers(&TokenSchemes),
+    tags(
+        (name = "agent", description = "Test machines: enrol, lease jobs, report progress, upload results"),
+        (name = "repos", description = "Registered git repositories and their commits"),
+        (name = "submissions", description = "Job files submitted for a commit pair, their runs and comparisons"),
+        (name = "bisections", description = "From a regressed pair to its verified first bad commit"),
+        (name = "watches", description = "Branches the robot tests at every new head"),
+        (name = "reports", description = "Regression reports and their delivery"),
+        (name = "meta", description = "This document"),
+    )
+)]
+pub struct ApiDoc;
 
-const fn op(
-    method: &'static str,
-    path: &'static str,
-    summary: &'static str,
-    auth: Auth,
-    request: Option<&'static str>,
-    response: Option<&'static str>,
-) -> ApiOperation {
-    ApiOperation {
-        method,
-        path,
-        summary,
-        auth,
-        request,
-        response,
+/// Both token kinds are plain bearer tokens; they differ in what they open.
+struct TokenSchemes;
+
+impl Modify for TokenSchemes {
+    fn modify(&self, openapi: &mut Document) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        for (name, description) in [
+            (
+                AGENT_TOKEN,
+                "An agent token (`kbot_agt_…`), returned by POST /api/v1/agents/enroll",
+            ),
+            (
+                USER_TOKEN,
+                "A user token (`kbot_usr_…`), made by `kbot-server user-token NAME`",
+            ),
+        ] {
+            let mut scheme = Http::new(HttpAuthScheme::Bearer);
+            scheme.description = Some(description.to_owned());
+            components.add_security_scheme(name, SecurityScheme::Http(scheme));
+        }
     }
 }
 
-/// Every endpoint, in route-table order.
-pub const OPERATIONS: &[ApiOperation] = &[
-    op(
-        "post",
-        "/api/v1/agents/enroll",
-        "Trade a one-time enrolment token for an agent token",
-        Auth::None,
-        Some("EnrollRequest"),
-        Some("EnrollResponse"),
-    ),
-    op(
-        "post",
-        "/api/v1/agents/lease",
-        "Long-poll (bounded) for at most one job matching this agent",
-        Auth::Agent,
-        Some("LeaseRequest"),
-        Some("LeaseResponse"),
-    ),
-    op(
-        "post",
-        "/api/v1/jobs/{id}/heartbeat",
-        "Extend the lease of a job; says whether it was cancelled",
-        Auth::Agent,
-        None,
-        Some("HeartbeatResponse"),
-    ),
-    op(
-        "post",
-        "/api/v1/jobs/{id}/events",
-        "Report a state change (building, booting, running, uploading, failed)",
-        Auth::Agent,
-        Some("EventRequest"),
-        None,
-    ),
-    op(
-        "put",
-        "/api/v1/jobs/{id}/result",
-        "Upload the result of one run (idempotent)",
-        Auth::Agent,
-        Some("ResultUpload"),
-        Some("UploadResponse"),
-    ),
-    op(
-        "post",
-        "/api/v1/repos",
-        "Register a git repository (URL or server path) and mirror it",
-        Auth::User,
-        Some("kbot_server::submissions::types::RepoCreate"),
-        Some("kbot_server::submissions::types::RepoView"),
-    ),
-    op(
-        "get",
-        "/api/v1/repos",
-        "List registered repositories",
-        Auth::None,
-        None,
-        Some("Vec<kbot_server::submissions::types::RepoView>"),
-    ),
-    op(
-        "get",
-        "/api/v1/repos/{name}",
-        "One registered repository",
-        Auth::None,
-        None,
-        Some("kbot_server::submissions::types::RepoView"),
-    ),
-    op(
-        "get",
-        "/api/v1/repos/{name}/commits/{rev}",
-        "Resolve a branch, tag or (short) sha to a stored commit",
-        Auth::None,
-        None,
-        Some("kbot_server::submissions::types::CommitView"),
-    ),
-    op(
-        "get",
-        "/api/v1/repos/{name}/revlist",
-        "Commits in base..head, oldest first (query: base, head, first_parent)",
-        Auth::None,
-        None,
-        Some("kbot_server::repos::routes::RevList"),
-    ),
-    op(
-        "post",
-        "/api/v1/submissions",
-        "Submit a job file for a base/head pair, or one commit against its parent",
-        Auth::User,
-        Some("kbot_server::submissions::types::SubmitRequest"),
-        Some("kbot_server::submissions::types::SubmissionView"),
-    ),
-    op(
-        "get",
-        "/api/v1/submissions",
-        "List submissions, newest first (query: limit, before)",
-        Auth::None,
-        None,
-        Some("Vec<kbot_server::submissions::types::SubmissionView>"),
-    ),
-    op(
-        "get",
-        "/api/v1/submissions/{id}",
-        "A submission with its job file, atomic jobs and jobs",
-        Auth::None,
-        None,
-        Some("kbot_server::submissions::types::SubmissionDetail"),
-    ),
-    op(
-        "get",
-        "/api/v1/submissions/{id}/events",
-        "Job events of a submission after an event id (query: after, limit)",
-        Auth::None,
-        None,
-        Some("Vec<kbot_server::submissions::types::EventView>"),
-    ),
-    op(
-        "post",
-        "/api/v1/submissions/{id}/cancel",
-        "Cancel a submission's unfinished jobs",
-        Auth::User,
-        None,
-        Some("kbot_server::submissions::types::SubmissionView"),
-    ),
-    op(
-        "get",
-        "/api/v1/submissions/{id}/results",
-        "Per-run metrics and per-metric comparisons of a submission",
-        Auth::None,
-        None,
-        Some("kbot_server::submissions::types::SubmissionResults"),
-    ),
-    op(
-        "get",
-        "/api/v1/submissions/{id}/comparisons",
-        "Per-metric comparisons (kbot verdict, means, change) of a submission",
-        Auth::None,
-        None,
-        Some("Vec<kbot_server::submissions::types::ComparisonView>"),
-    ),
-    op(
-        "get",
-        "/api/v1/bisections",
-        "Recent bisections, newest first",
-        Auth::None,
-        None,
-        Some("Vec<kbot_server::bisect::types::BisectionView>"),
-    ),
-    op(
-        "get",
-        "/api/v1/bisections/{id}",
-        "A bisection with the commits it tested",
-        Auth::None,
-        None,
-        Some("kbot_server::bisect::types::BisectionDetail"),
-    ),
-    op(
-        "post",
-        "/api/v1/bisections/{id}/cancel",
-        "Cancel a bisection and its queued runs",
-        Auth::User,
-        None,
-        Some("kbot_server::bisect::types::BisectionView"),
-    ),
-    op(
-        "post",
-        "/api/v1/watches",
-        "Watch a branch: test every new head, bisect regressions",
-        Auth::User,
-        Some("kbot_server::watches::types::WatchCreate"),
-        Some("kbot_server::watches::types::WatchView"),
-    ),
-    op(
-        "get",
-        "/api/v1/watches",
-        "Watched branches",
-        Auth::None,
-        None,
-        Some("Vec<kbot_server::watches::types::WatchView>"),
-    ),
-    op(
-        "get",
-        "/api/v1/watches/{id}",
-        "A watch and its recent events",
-        Auth::None,
-        None,
-        Some("kbot_server::watches::types::WatchDetail"),
-    ),
-    op(
-        "delete",
-        "/api/v1/watches/{id}",
-        "Stop watching a branch",
-        Auth::User,
-        None,
-        Some("kbot_server::watches::types::WatchView"),
-    ),
-    op(
-        "get",
-        "/healthz",
-        "Liveness and database reachability",
-        Auth::None,
-        None,
-        None,
-    ),
-    op(
-        "get",
-        "/api/openapi.json",
-        "This document",
-        Auth::None,
-        None,
-        None,
-    ),
-];
+/// Built once: the document depends on nothing but the code.
+static DOCUMENT: LazyLock<Document> = LazyLock::new(ApiDoc::openapi);
 
-/// Handler of `GET /api/openapi.json`.
-pub async fn document() -> Json<OpenApi> {
-    Json(build())
+/// The REST API as OpenAPI 3.1.
+#[utoipa::path(
+    get,
+    operation_id = "openapi_document",
+    path = "/api/openapi.json",
+    tag = "meta",
+    responses((status = 200, description = "This OpenAPI 3.1 document", body = Object)),
+)]
+pub async fn document() -> Json<&'static Document> {
+    Json(&DOCUMENT)
 }
 
-/// The OpenAPI document for [`OPERATIONS`].
-pub fn build() -> OpenApi {
-    let mut paths = PathsBuilder::new();
-    for operation in OPERATIONS {
-        paths = paths.path(
-            operation.path,
-            PathItem::new(method(operation.method), build_operation(operation)),
-        );
-    }
-    let bearer = SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build());
-    OpenApiBuilder::new()
-        .info(
-            InfoBuilder::new()
-                .title("kbot")
-                .version(env!("CARGO_PKG_VERSION"))
-                .description(Some(
-                    "Kernel performance regression robot: agent protocol and user API. \
-                     Body types are the Rust wire types of kbot_core::api.",
-                ))
-                .build(),
-        )
-        .paths(paths.build())
-        .components(Some(
-            ComponentsBuilder::new()
-                .security_scheme("agent_token", bearer.clone())
-                .security_scheme("user_token", bearer)
-                .schema("ErrorBody", error_body_schema())
-                .build(),
-        ))
-        .build()
-}
+// The error responses handlers list in their `responses(...)`: one type per
+// status, each with the ErrorBody every API error has. The `code` values
+// come from `Error::code` in crate::error.
 
-fn method(name: &str) -> HttpMethod {
-    match name {
-        "put" => HttpMethod::Put,
-        "post" => HttpMethod::Post,
-        "delete" => HttpMethod::Delete,
-        "patch" => HttpMethod::Patch,
-        _ => HttpMethod::Get,
-    }
-}
+/// Input that does not parse or makes no sense: `bad_request`, `invalid_json`,
+/// `invalid_yaml`, `invalid_job_file`, `unknown_program`, `unknown_option`,
+/// `invalid_value`, `invalid_revision`, `non_finite_metric`.
+#[derive(IntoResponses)]
+#[response(status = 400)]
+pub struct BadRequest(pub ErrorBody);
 
-fn named_body(type_name: &str) -> utoipa::openapi::Content {
-    // A bare name is a kbot_core::api type; the user API's types carry their path.
-    let rust_path = if type_name.contains("::") {
-        type_name.to_string()
-    } else {
-        format!("kbot_core::api::{type_name}")
-    };
-    ContentBuilder::new()
-        .schema(Some(
-            ObjectBuilder::new()
-                .schema_type(Type::Object)
-                .title(Some(type_name))
-                .description(Some(format!("JSON of {rust_path}")))
-                .build(),
-        ))
-        .build()
-}
+/// `unauthorized`: the bearer token is missing, malformed, unknown or revoked.
+#[derive(IntoResponses)]
+#[response(status = 401)]
+pub struct Unauthorized(pub ErrorBody);
 
-fn build_operation(operation: &ApiOperation) -> utoipa::openapi::path::Operation {
-    let mut builder = OperationBuilder::new().summary(Some(operation.summary));
-    if let Some(request) = operation.request {
-        builder = builder.request_body(Some(
-            RequestBodyBuilder::new()
-                .content("application/json", named_body(request))
-                .build(),
-        ));
-    }
-    let success = match operation.response {
-        Some(response) => ResponseBuilder::new()
-            .description(response)
-            .content("application/json", named_body(response))
-            .build(),
-        None => ResponseBuilder::new().description("success").build(),
-    };
-    builder = builder.response("200", success).response(
-        "default",
-        ResponseBuilder::new()
-            .description("error with a stable code")
-            .content(
-                "application/json",
-                ContentBuilder::new()
-                    .schema(Some(Ref::from_schema_name("ErrorBody")))
-                    .build(),
-            )
-            .build(),
-    );
-    match operation.auth {
-        Auth::None => builder.build(),
-        Auth::Agent => builder
-            .security(SecurityRequirement::new(
-                "agent_token",
-                Vec::<String>::new(),
-            ))
-            .build(),
-        Auth::User => builder
-            .security(SecurityRequirement::new("user_token", Vec::<String>::new()))
-            .build(),
-    }
-}
+/// `wrong_token_kind` (an agent token on a user endpoint or the reverse) or
+/// `forbidden` (the job is leased to another agent, ...).
+#[derive(IntoResponses)]
+#[response(status = 403)]
+pub struct Forbidden(pub ErrorBody);
 
-fn error_body_schema() -> utoipa::openapi::schema::Object {
-    let string = || ObjectBuilder::new().schema_type(Type::String).build();
-    ObjectBuilder::new()
-        .schema_type(Type::Object)
-        .property(
-            "error",
-            ObjectBuilder::new()
-                .schema_type(Type::Object)
-                .property("code", string())
-                .property("message", string())
-                .required("code")
-                .required("message"),
-        )
-        .required("error")
-        .build()
-}
+/// `not_found`, `unknown_repo` or `unknown_commit`.
+#[derive(IntoResponses)]
+#[response(status = 404)]
+pub struct NotFound(pub ErrorBody);
+
+/// `conflict` (the state does not allow it) or `lease_lost` (the job's lease
+/// expired or it was cancelled or re-queued meanwhile).
+#[derive(IntoResponses)]
+#[response(status = 409)]
+pub struct Conflict(pub ErrorBody);
+
+/// `payload_too_large`: the body is larger than the server accepts.
+#[derive(IntoResponses)]
+#[response(status = 413)]
+pub struct PayloadTooLarge(pub ErrorBody);
+
+/// `repo_unreachable`: git cannot clone or fetch the repository's URL.
+#[derive(IntoResponses)]
+#[response(status = 422)]
+pub struct Unprocessable(pub ErrorBody);
+
+/// `internal`: a server-side fault (database, I/O); the detail is in the server's log.
+#[derive(IntoResponses)]
+#[response(status = 500)]
+pub struct Internal(pub ErrorBody);

@@ -17,6 +17,20 @@ use crate::time::now_ms;
 /// agent token. Enrolling an existing name again (a reinstalled machine)
 /// keeps the agent's id and history, updates its fingerprint and revokes its
 /// old tokens.
+#[utoipa::path(
+    post,
+    operation_id = "enroll_agent",
+    path = "/api/v1/agents/enroll",
+    tag = "agent",
+    request_body = EnrollRequest,
+    responses(
+        (status = 200, description = "The agent's id and its token", body = EnrollResponse),
+        crate::openapi::BadRequest,
+        crate::openapi::Unauthorized,
+        crate::openapi::PayloadTooLarge,
+        crate::openapi::Internal,
+    ),
+)]
 pub async fn enroll(
     State(state): State<AppState>,
     ApiJson(req): ApiJson<EnrollRequest>,

@@ -4,18 +4,33 @@
 use axum::extract::{Path, Query, State};
 use axum::Json;
 use serde::Deserialize;
+use utoipa::IntoParams;
 
 use super::types::{BisectionDetail, BisectionView};
 use crate::auth::UserAuth;
 use crate::error::Result;
 use crate::state::AppState;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
+    /// At most this many (default 50).
     pub limit: Option<u32>,
 }
 
 /// `GET /api/v1/bisections?limit=N`, newest first.
+#[utoipa::path(
+    get,
+    operation_id = "list_bisections",
+    path = "/api/v1/bisections",
+    tag = "bisections",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "Bisections, newest first", body = Vec<BisectionView>),
+        crate::openapi::BadRequest,
+        crate::openapi::Internal,
+    ),
+)]
 pub async fn list(
     State(state): State<AppState>,
     Query(q): Query<ListQuery>,
@@ -26,6 +41,18 @@ pub async fn list(
 }
 
 /// `GET /api/v1/bisections/{id}`: the bisection and its steps.
+#[utoipa::path(
+    get,
+    operation_id = "get_bisection",
+    path = "/api/v1/bisections/{id}",
+    tag = "bisections",
+    params(("id" = i64, Path, description = "The bisection id")),
+    responses(
+        (status = 200, description = "The bisection and the commits it tested", body = BisectionDetail),
+        crate::openapi::NotFound,
+        crate::openapi::Internal,
+    ),
+)]
 pub async fn show(
     State(state): State<AppState>,
     Path(id): Path<i64>,
@@ -34,6 +61,22 @@ pub async fn show(
 }
 
 /// `POST /api/v1/bisections/{id}/cancel`.
+#[utoipa::path(
+    post,
+    operation_id = "cancel_bisection",
+    path = "/api/v1/bisections/{id}/cancel",
+    tag = "bisections",
+    params(("id" = i64, Path, description = "The bisection id")),
+    responses(
+        (status = 200, description = "The bisection, cancelled with its queued runs", body = BisectionView),
+        crate::openapi::Unauthorized,
+        crate::openapi::Forbidden,
+        crate::openapi::NotFound,
+        crate::openapi::Conflict,
+        crate::openapi::Internal,
+    ),
+    security(("user_token" = [])),
+)]
 pub async fn cancel(
     State(state): State<AppState>,
     user: UserAuth,

@@ -1,11 +1,12 @@
 //! Wire types of bisections, shared by the REST handlers and the CLI.
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use crate::submissions::types::CommitView;
 
 /// `GET /api/v1/bisections[/{id}]`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct BisectionView {
     pub id: i64,
     pub repo: String,
@@ -47,7 +48,7 @@ pub struct BisectionView {
 }
 
 /// One commit a bisection tested.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct StepView {
     pub index: u32,
     pub sha: String,
@@ -69,7 +70,7 @@ pub struct StepView {
 }
 
 /// `GET /api/v1/bisections/{id}`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct BisectionDetail {
     pub bisection: BisectionView,
     pub steps: Vec<StepView>,

@@ -22,6 +22,22 @@ use crate::time::now_ms;
 
 /// `POST /api/v1/agents/lease`: at most one job, waiting up to
 /// `min(wait_secs, max_lease_wait_secs)` for one.
+#[utoipa::path(
+    post,
+    operation_id = "lease_job",
+    path = "/api/v1/agents/lease",
+    tag = "agent",
+    request_body = LeaseRequest,
+    responses(
+        (status = 200, description = "At most one job; `job` is null when none matched within the wait", body = LeaseResponse),
+        crate::openapi::BadRequest,
+        crate::openapi::Unauthorized,
+        crate::openapi::Forbidden,
+        crate::openapi::PayloadTooLarge,
+        crate::openapi::Internal,
+    ),
+    security(("agent_token" = [])),
+)]
 pub async fn lease(
     State(state): State<AppState>,
     agent: AgentAuth,
@@ -38,6 +54,22 @@ pub async fn lease(
 }
 
 /// `POST /api/v1/jobs/{id}/heartbeat`: extends the lease.
+#[utoipa::path(
+    post,
+    operation_id = "heartbeat_job",
+    path = "/api/v1/jobs/{id}/heartbeat",
+    tag = "agent",
+    params(("id" = i64, Path, description = "The job id, `job_id` of the leased job")),
+    responses(
+        (status = 200, description = "The new lease expiry, and whether the job was cancelled", body = HeartbeatResponse),
+        crate::openapi::Unauthorized,
+        crate::openapi::Forbidden,
+        crate::openapi::NotFound,
+        crate::openapi::Conflict,
+        crate::openapi::Internal,
+    ),
+    security(("agent_token" = [])),
+)]
 pub async fn heartbeat(
     State(state): State<AppState>,
     agent: AgentAuth,
@@ -98,6 +130,25 @@ pub async fn heartbeat(
 }
 
 /// `POST /api/v1/jobs/{id}/events`: a state change reported by the agent.
+#[utoipa::path(
+    post,
+    operation_id = "report_job_event",
+    path = "/api/v1/jobs/{id}/events",
+    tag = "agent",
+    params(("id" = i64, Path, description = "The job id, `job_id` of the leased job")),
+    request_body = EventRequest,
+    responses(
+        (status = 204, description = "Recorded"),
+        crate::openapi::BadRequest,
+        crate::openapi::Unauthorized,
+        crate::openapi::Forbidden,
+        crate::openapi::NotFound,
+        crate::openapi::Conflict,
+        crate::openapi::PayloadTooLarge,
+        crate::openapi::Internal,
+    ),
+    security(("agent_token" = [])),
+)]
 pub async fn event(
     State(state): State<AppState>,
     agent: AgentAuth,

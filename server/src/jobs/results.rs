@@ -23,6 +23,27 @@ use crate::time::now_ms;
 
 use kbot_core::metrics::MAX_METRIC_NAME_LEN as MAX_METRIC_NAME;
 
+/// `PUT /api/v1/jobs/{id}/result`: stores the result of one run; uploading
+/// the same run again answers with the stored result's id.
+#[utoipa::path(
+    put,
+    operation_id = "upload_job_result",
+    path = "/api/v1/jobs/{id}/result",
+    tag = "agent",
+    params(("id" = i64, Path, description = "The job id, `job_id` of the leased job")),
+    request_body = ResultUpload,
+    responses(
+        (status = 200, description = "Stored, or stored before (`stored` false)", body = UploadResponse),
+        crate::openapi::BadRequest,
+        crate::openapi::Unauthorized,
+        crate::openapi::Forbidden,
+        crate::openapi::NotFound,
+        crate::openapi::Conflict,
+        crate::openapi::PayloadTooLarge,
+        crate::openapi::Internal,
+    ),
+    security(("agent_token" = [])),
+)]
 pub async fn upload(
     State(state): State<AppState>,
     agent: AgentAuth,

@@ -44,7 +44,7 @@ pub struct Claimed {
 }
 
 /// A stored report as the dashboard and the API show it.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct StoredReport {
     pub id: i64,
     pub message_id: String,
@@ -55,7 +55,9 @@ pub struct StoredReport {
     pub subject: String,
     pub recipients: Vec<String>,
     pub message: String,
+    /// `mail_off` (not sent), `pending`, `sending`, `sent` or `failed`.
     pub state: String,
+    /// Delivery attempts made so far.
     pub attempts: i64,
     pub next_attempt_at: i64,
     pub last_error: Option<String>,
@@ -64,7 +66,7 @@ pub struct StoredReport {
 }
 
 /// One recorded attempt.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct Attempt {
     pub attempt: i64,
     pub sender: String,
@@ -72,6 +74,15 @@ pub struct Attempt {
     pub finished_at: i64,
     pub outcome: String,
     pub detail: String,
+}
+
+/// `GET /api/v1/reports/{id}`: a report and its delivery attempts.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct ReportDetail {
+    #[serde(flatten)]
+    pub report: StoredReport,
+    /// Every delivery attempt, oldest first.
+    pub delivery: Vec<Attempt>,
 }
 
 /// The outcome to record for an attempt.

@@ -7,7 +7,7 @@ use axum::http::header;
 use axum::response::{Html, IntoResponse, Response};
 use axum::Json;
 
-use super::outbox::{self, Attempt, StoredReport};
+use super::outbox::{self, Attempt, ReportDetail, StoredReport};
 use crate::dashboard::format_time;
 use crate::error::{Error, HtmlError};
 use crate::state::AppState;
@@ -140,23 +140,42 @@ pub async fn mbox(
 }
 
 /// `GET /api/v1/reports`
+#[utoipa::path(
+    get,
+    operation_id = "list_reports",
+    path = "/api/v1/reports",
+    tag = "reports",
+    responses(
+        (status = 200, description = "Reports, newest first", body = Vec<StoredReport>),
+        crate::openapi::Internal,
+    ),
+)]
 pub async fn list_json(State(state): State<AppState>) -> Result<Json<Vec<StoredReport>>, Error> {
     Ok(Json(outbox::list(&state.db, LIST_LIMIT).await?))
 }
 
 /// `GET /api/v1/reports/{id or message_id}`: the report (with its full
-/// message) and its delivery attempts.
+/// message) and its delivery attempts. The attempts are `delivery`, not
+/// `attempts`, which is their count here as in the list.
+#[utoipa::path(
+    get,
+    operation_id = "get_report",
+    path = "/api/v1/reports/{message_id}",
+    tag = "reports",
+    params(("message_id" = String, Path, description = "The report's numeric id, or its Message-ID with or without `<>`")),
+    responses(
+        (status = 200, description = "The report with its full message and its delivery attempts", body = ReportDetail),
+        crate::openapi::NotFound,
+        crate::openapi::Internal,
+    ),
+)]
 pub async fn show_json(
     State(state): State<AppState>,
     Path(key): Path<String>,
-) -> Result<Json<serde_json::Value>, Error> {
-    let r = find(&state, &key).await?;
-    let attempts = outbox::attempts(&state.db, r.id).await?;
-    let mut body = serde_json::to_value(&r)
-        .map_err(|e| anyhow::anyhow!("report {} does not serialise: {e}", r.id))?;
-    body["attempts"] = serde_json::to_value(attempts)
-        .map_err(|e| anyhow::anyhow!("attempts of report {} do not serialise: {e}", r.id))?;
-    Ok(Json(body))
+) -> Result<Json<ReportDetail>, Error> {
+    let report = find(&state, &key).await?;
+    let delivery = outbox::attempts(&state.db, report.id).await?;
+    Ok(Json(ReportDetail { report, delivery }))
 }
 
 /// A Message-ID made safe for a file name.

@@ -6,6 +6,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
 use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::UserAuth;
 use crate::error::{ApiJson, Result};
@@ -13,6 +14,24 @@ use crate::state::AppState;
 use crate::submissions::types::{CommitView, RepoCreate, RepoView};
 
 /// `POST /api/v1/repos`: mirrors the repo and registers it (201).
+#[utoipa::path(
+    post,
+    operation_id = "create_repo",
+    path = "/api/v1/repos",
+    tag = "repos",
+    request_body = RepoCreate,
+    responses(
+        (status = 201, description = "Mirrored and registered", body = RepoView),
+        crate::openapi::BadRequest,
+        crate::openapi::Unauthorized,
+        crate::openapi::Forbidden,
+        crate::openapi::Conflict,
+        crate::openapi::PayloadTooLarge,
+        crate::openapi::Unprocessable,
+        crate::openapi::Internal,
+    ),
+    security(("user_token" = [])),
+)]
 pub async fn create(
     State(state): State<AppState>,
     user: UserAuth,
@@ -24,12 +43,34 @@ pub async fn create(
 }
 
 /// `GET /api/v1/repos`.
+#[utoipa::path(
+    get,
+    operation_id = "list_repos",
+    path = "/api/v1/repos",
+    tag = "repos",
+    responses(
+        (status = 200, description = "Every registered repo", body = Vec<RepoView>),
+        crate::openapi::Internal,
+    ),
+)]
 pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<RepoView>>> {
     let repos = super::list_repos(&state.db).await?;
     Ok(Json(repos.iter().map(super::RepoRow::view).collect()))
 }
 
 /// `GET /api/v1/repos/{name}`.
+#[utoipa::path(
+    get,
+    operation_id = "get_repo",
+    path = "/api/v1/repos/{name}",
+    tag = "repos",
+    params(("name" = String, Path, description = "The repo's short name (`linux`)")),
+    responses(
+        (status = 200, description = "The repo", body = RepoView),
+        crate::openapi::NotFound,
+        crate::openapi::Internal,
+    ),
+)]
 pub async fn show(
     State(state): State<AppState>,
     Path(name): Path<String>,
@@ -39,6 +80,22 @@ pub async fn show(
 
 /// `GET /api/v1/repos/{name}/commits/{*rev}`: resolves a branch, tag or
 /// (short) sha to the full commit (a wildcard, so `feature/x` works).
+#[utoipa::path(
+    get,
+    operation_id = "resolve_commit",
+    path = "/api/v1/repos/{name}/commits/{rev}",
+    tag = "repos",
+    params(
+        ("name" = String, Path, description = "The repo's short name (`linux`)"),
+        ("rev" = String, Path, description = "A branch, tag or (short) sha; a branch name may contain `/`"),
+    ),
+    responses(
+        (status = 200, description = "The commit", body = CommitView),
+        crate::openapi::BadRequest,
+        crate::openapi::NotFound,
+        crate::openapi::Internal,
+    ),
+)]
 pub async fn commit(
     State(state): State<AppState>,
     Path((name, rev)): Path<(String, String)>,
@@ -48,15 +105,19 @@ pub async fn commit(
     Ok(Json(commit.view))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct RangeQuery {
+    /// The excluded end: branch, tag or (short) sha.
     pub base: String,
+    /// The included end.
     pub head: String,
+    /// Follow only first parents (default false).
     #[serde(default)]
     pub first_parent: bool,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct RevList {
     pub base: String,
     pub head: String,
@@ -65,6 +126,19 @@ pub struct RevList {
 }
 
 /// `GET /api/v1/repos/{name}/revlist?base=X&head=Y[&first_parent=true]`.
+#[utoipa::path(
+    get,
+    operation_id = "rev_list",
+    path = "/api/v1/repos/{name}/revlist",
+    tag = "repos",
+    params(("name" = String, Path, description = "The repo's short name (`linux`)"), RangeQuery),
+    responses(
+        (status = 200, description = "The commits of base..head, oldest first", body = RevList),
+        crate::openapi::BadRequest,
+        crate::openapi::NotFound,
+        crate::openapi::Internal,
+    ),
+)]
 pub async fn revlist(
     State(state): State<AppState>,
     Path(name): Path<String>,

@@ -5,6 +5,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
 use serde::Deserialize;
+use utoipa::IntoParams;
 
 use super::types::{
     ComparisonView, EventView, SubmissionDetail, SubmissionResults, SubmissionView, SubmitRequest,
@@ -14,6 +15,23 @@ use crate::error::{ApiJson, Result};
 use crate::state::AppState;
 
 /// `POST /api/v1/submissions` (201).
+#[utoipa::path(
+    post,
+    operation_id = "create_submission",
+    path = "/api/v1/submissions",
+    tag = "submissions",
+    request_body = SubmitRequest,
+    responses(
+        (status = 201, description = "Queued: one job per atomic job, commit and run", body = SubmissionView),
+        crate::openapi::BadRequest,
+        crate::openapi::Unauthorized,
+        crate::openapi::Forbidden,
+        crate::openapi::NotFound,
+        crate::openapi::PayloadTooLarge,
+        crate::openapi::Internal,
+    ),
+    security(("user_token" = [])),
+)]
 pub async fn create(
     State(state): State<AppState>,
     user: UserAuth,
@@ -23,14 +41,28 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(view)))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
+    /// At most this many (default 50).
     pub limit: Option<u32>,
     /// Only submissions with a smaller id (paging, newest first).
     pub before: Option<i64>,
 }
 
 /// `GET /api/v1/submissions?limit=N&before=ID`, newest first.
+#[utoipa::path(
+    get,
+    operation_id = "list_submissions",
+    path = "/api/v1/submissions",
+    tag = "submissions",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "Submissions, newest first", body = Vec<SubmissionView>),
+        crate::openapi::BadRequest,
+        crate::openapi::Internal,
+    ),
+)]
 pub async fn list(
     State(state): State<AppState>,
     Query(q): Query<ListQuery>,
@@ -40,6 +72,18 @@ pub async fn list(
 }
 
 /// `GET /api/v1/submissions/{id}`: the submission, its job file, atomic jobs and jobs.
+#[utoipa::path(
+    get,
+    operation_id = "get_submission",
+    path = "/api/v1/submissions/{id}",
+    tag = "submissions",
+    params(("id" = i64, Path, description = "The submission id")),
+    responses(
+        (status = 200, description = "The submission, its job file, atomic jobs and jobs", body = SubmissionDetail),
+        crate::openapi::NotFound,
+        crate::openapi::Internal,
+    ),
+)]
 pub async fn show(
     State(state): State<AppState>,
     Path(id): Path<i64>,
@@ -47,15 +91,30 @@ pub async fn show(
     Ok(Json(super::detail(&state, id).await?))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct EventsQuery {
     /// Only events with a larger id (what `follow` saw last).
     #[serde(default)]
     pub after: i64,
+    /// At most this many (default 1000).
     pub limit: Option<u32>,
 }
 
 /// `GET /api/v1/submissions/{id}/events?after=ID`, oldest first.
+#[utoipa::path(
+    get,
+    operation_id = "list_submission_events",
+    path = "/api/v1/submissions/{id}/events",
+    tag = "submissions",
+    params(("id" = i64, Path, description = "The submission id"), EventsQuery),
+    responses(
+        (status = 200, description = "Job events, oldest first", body = Vec<EventView>),
+        crate::openapi::BadRequest,
+        crate::openapi::NotFound,
+        crate::openapi::Internal,
+    ),
+)]
 pub async fn events(
     State(state): State<AppState>,
     Path(id): Path<i64>,
@@ -67,6 +126,21 @@ pub async fn events(
 }
 
 /// `POST /api/v1/submissions/{id}/cancel`.
+#[utoipa::path(
+    post,
+    operation_id = "cancel_submission",
+    path = "/api/v1/submissions/{id}/cancel",
+    tag = "submissions",
+    params(("id" = i64, Path, description = "The submission id")),
+    responses(
+        (status = 200, description = "The submission, its unfinished jobs cancelled", body = SubmissionView),
+        crate::openapi::Unauthorized,
+        crate::openapi::Forbidden,
+        crate::openapi::NotFound,
+        crate::openapi::Internal,
+    ),
+    security(("user_token" = [])),
+)]
 pub async fn cancel(
     State(state): State<AppState>,
     user: UserAuth,
@@ -76,6 +150,18 @@ pub async fn cancel(
 }
 
 /// `GET /api/v1/submissions/{id}/results`: per-run metrics and comparisons.
+#[utoipa::path(
+    get,
+    operation_id = "get_submission_results",
+    path = "/api/v1/submissions/{id}/results",
+    tag = "submissions",
+    params(("id" = i64, Path, description = "The submission id")),
+    responses(
+        (status = 200, description = "Per-run metrics and per-metric comparisons", body = SubmissionResults),
+        crate::openapi::NotFound,
+        crate::openapi::Internal,
+    ),
+)]
 pub async fn results(
     State(state): State<AppState>,
     Path(id): Path<i64>,
@@ -84,6 +170,18 @@ pub async fn results(
 }
 
 /// `GET /api/v1/submissions/{id}/comparisons`.
+#[utoipa::path(
+    get,
+    operation_id = "list_submission_comparisons",
+    path = "/api/v1/submissions/{id}/comparisons",
+    tag = "submissions",
+    params(("id" = i64, Path, description = "The submission id")),
+    responses(
+        (status = 200, description = "Per-metric comparisons: verdict, means, change", body = Vec<ComparisonView>),
+        crate::openapi::NotFound,
+        crate::openapi::Internal,
+    ),
+)]
 pub async fn comparisons(
     State(state): State<AppState>,
     Path(id): Path<i64>,

@@ -4,11 +4,12 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use kbot_core::job::AtomicJob;
 
 /// `POST /api/v1/repos`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct RepoCreate {
     /// Short name users refer to the repo by (`linux`, `tip`).
     pub name: String,
@@ -18,7 +19,7 @@ pub struct RepoCreate {
     pub default_branch: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct RepoView {
     pub id: i64,
     pub name: String,
@@ -29,7 +30,7 @@ pub struct RepoView {
 }
 
 /// A commit as stored by the server.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct CommitView {
     pub sha: String,
     pub parents: Vec<String>,
@@ -46,7 +47,7 @@ pub struct CommitView {
 
 /// `POST /api/v1/submissions`: a job file for a base/head pair, or for one
 /// commit (`base` omitted: the head's first parent becomes the base).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct SubmitRequest {
     pub repo: String,
     /// The LKP-style job file, as YAML text.
@@ -65,7 +66,7 @@ pub struct SubmitRequest {
     pub bisect: Option<bool>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct SubmissionView {
     pub id: i64,
     pub repo: String,
@@ -85,7 +86,7 @@ pub struct SubmissionView {
     pub jobs: JobCounts,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct JobCounts {
     pub total: u32,
     pub queued: u32,
@@ -96,7 +97,7 @@ pub struct JobCounts {
 }
 
 /// `GET /api/v1/submissions/{id}`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct SubmissionDetail {
     pub submission: SubmissionView,
     /// The job file as submitted.
@@ -107,7 +108,7 @@ pub struct SubmissionDetail {
 }
 
 /// One job row: one atomic job × one commit × one run index.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct JobView {
     pub id: i64,
     /// Index into the submission's `atomic_jobs`.
@@ -121,7 +122,7 @@ pub struct JobView {
     pub agent: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct EventView {
     pub id: i64,
     pub job_id: i64,
@@ -132,7 +133,7 @@ pub struct EventView {
 }
 
 /// The metrics of one finished run.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct RunResult {
     pub job_id: i64,
     pub job_index: u32,
@@ -143,7 +144,7 @@ pub struct RunResult {
 }
 
 /// The stored comparison of one metric of one atomic job of a submission.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ComparisonView {
     pub job_index: u32,
     pub metric: String,
@@ -174,7 +175,7 @@ pub struct ComparisonView {
 }
 
 /// `GET /api/v1/submissions/{id}/results`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct SubmissionResults {
     pub submission: SubmissionView,
     pub runs: Vec<RunResult>,

@@ -10,6 +10,24 @@ use crate::error::{ApiJson, Result};
 use crate::state::AppState;
 
 /// `POST /api/v1/watches` (201).
+#[utoipa::path(
+    post,
+    operation_id = "create_watch",
+    path = "/api/v1/watches",
+    tag = "watches",
+    request_body = WatchCreate,
+    responses(
+        (status = 201, description = "Watching", body = WatchView),
+        crate::openapi::BadRequest,
+        crate::openapi::Unauthorized,
+        crate::openapi::Forbidden,
+        crate::openapi::NotFound,
+        crate::openapi::Conflict,
+        crate::openapi::PayloadTooLarge,
+        crate::openapi::Internal,
+    ),
+    security(("user_token" = [])),
+)]
 pub async fn create(
     State(state): State<AppState>,
     user: UserAuth,
@@ -20,16 +38,53 @@ pub async fn create(
 }
 
 /// `GET /api/v1/watches`.
+#[utoipa::path(
+    get,
+    operation_id = "list_watches",
+    path = "/api/v1/watches",
+    tag = "watches",
+    responses(
+        (status = 200, description = "Every watch", body = Vec<WatchView>),
+        crate::openapi::Internal,
+    ),
+)]
 pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<WatchView>>> {
     Ok(Json(super::list(&state).await?))
 }
 
 /// `GET /api/v1/watches/{id}`: the watch and its recent events.
+#[utoipa::path(
+    get,
+    operation_id = "get_watch",
+    path = "/api/v1/watches/{id}",
+    tag = "watches",
+    params(("id" = i64, Path, description = "The watch id")),
+    responses(
+        (status = 200, description = "The watch and its recent events", body = WatchDetail),
+        crate::openapi::NotFound,
+        crate::openapi::Internal,
+    ),
+)]
 pub async fn show(State(state): State<AppState>, Path(id): Path<i64>) -> Result<Json<WatchDetail>> {
     Ok(Json(super::detail(&state, id).await?))
 }
 
 /// `DELETE /api/v1/watches/{id}`: stops watching (history stays).
+#[utoipa::path(
+    delete,
+    operation_id = "remove_watch",
+    path = "/api/v1/watches/{id}",
+    tag = "watches",
+    params(("id" = i64, Path, description = "The watch id")),
+    responses(
+        (status = 200, description = "The watch, removed (its history stays)", body = WatchView),
+        crate::openapi::Unauthorized,
+        crate::openapi::Forbidden,
+        crate::openapi::NotFound,
+        crate::openapi::Internal,
+    ),
+    security(("user_token" = [])),
+)]
 pub async fn remove(
     State(state): State<AppState>,
     user: UserAuth,

@@ -1,9 +1,10 @@
 //! Wire types of watches, shared by the REST handlers and the CLI.
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 /// `POST /api/v1/watches`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct WatchCreate {
     pub repo: String,
     pub branch: String,
@@ -17,7 +18,7 @@ pub struct WatchCreate {
     pub max_runs: Option<u32>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct WatchView {
     pub id: i64,
     pub repo: String,
@@ -43,7 +44,7 @@ pub struct WatchView {
 }
 
 /// Something a watch did or saw.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct WatchEvent {
     /// Unix milliseconds.
     pub at: i64,
@@ -53,7 +54,7 @@ pub struct WatchEvent {
 }
 
 /// `GET /api/v1/watches/{id}`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct WatchDetail {
     pub watch: WatchView,
     pub events: Vec<WatchEvent>,
