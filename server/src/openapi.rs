@@ -10,10 +10,13 @@
 
 use std::sync::LazyLock;
 
+use std::collections::BTreeMap;
+
 use axum::Json;
 use kbot_core::api::ErrorBody;
+use utoipa::openapi::response::{Response, ResponseBuilder};
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
-use utoipa::openapi::OpenApi as Document;
+use utoipa::openapi::{ContentBuilder, OpenApi as Document, Ref, RefOr};
 use utoipa::{IntoResponses, Modify, OpenApi};
 
 /// Security scheme of the agent endpoints: `Authorization: Bearer kbot_agt_…`.
@@ -110,50 +113,85 @@ pub async fn document() -> Json<&'static Document> {
     Json(&DOCUMENT)
 }
 
-// The error responses handlers list in their `responses(...)`: one type per
-// status, each with the ErrorBody every API error has. The `code` values
-// come from `Error::code` in crate::error.
+// The error responses of the handlers: each set below names the statuses a
+// group of handlers can answer with, every one with the ErrorBody all API
+// errors have. The `code` values come from `Error::code` in crate::error.
 
-/// Input that does not parse or makes no sense: `bad_request`, `invalid_json`,
-/// `invalid_yaml`, `invalid_job_file`, `unknown_program`, `unknown_option`,
-/// `invalid_value`, `invalid_revision`, `non_finite_metric`.
-#[derive(IntoResponses)]
-#[response(status = 400)]
-pub struct BadRequest(pub ErrorBody);
+/// What each error status means, with the codes it carries.
+fn error_description(status: u16) -> &'static str {
+    match status {
+        400 => {
+            "Input that does not parse or makes no sense: `bad_request`, `invalid_json`, \
+             `invalid_yaml`, `invalid_job_file`, `unknown_program`, `unknown_option`, \
+             `invalid_value`, `invalid_revision`, `non_finite_metric`"
+        }
+        401 => "`unauthorized`: the bearer token is missing, malformed, unknown or revoked",
+        403 => {
+            "`wrong_token_kind` (an agent token on a user endpoint or the reverse) or \
+             `forbidden` (the job is leased to another agent, ...)"
+        }
+        404 => "`not_found`, `unknown_repo` or `unknown_commit`",
+        409 => {
+            "`conflict` (the state does not allow it) or `lease_lost` (the job's lease \
+             expired, or it was cancelled or re-queued meanwhile)"
+        }
+        413 => "`payload_too_large`: the body is larger than the server accepts",
+        422 => "`repo_unreachable`: git cannot clone or fetch the repository's URL",
+        _ => "`internal`: a server-side fault (database, I/O); the detail is in the server's log",
+    }
+}
 
-/// `unauthorized`: the bearer token is missing, malformed, unknown or revoked.
-#[derive(IntoResponses)]
-#[response(status = 401)]
-pub struct Unauthorized(pub ErrorBody);
+fn error_responses(statuses: &[u16]) -> BTreeMap<String, RefOr<Response>> {
+    let body = ContentBuilder::new()
+        .schema(Some(Ref::from_schema_name("ErrorBody")))
+        .build();
+    statuses
+        .iter()
+        .map(|&status| {
+            let response = ResponseBuilder::new()
+                .description(error_description(status))
+                .content("application/json", body.clone())
+                .build();
+            (status.to_string(), RefOr::T(response))
+        })
+        .collect()
+}
 
-/// `wrong_token_kind` (an agent token on a user endpoint or the reverse) or
-/// `forbidden` (the job is leased to another agent, ...).
-#[derive(IntoResponses)]
-#[response(status = 403)]
-pub struct Forbidden(pub ErrorBody);
+/// A named set of error statuses, for a handler's `responses(...)`.
+macro_rules! error_set {
+    ($($(#[$doc:meta])* $name:ident: [$($status:literal),+];)+) => {$(
+        $(#[$doc])*
+        pub struct $name;
 
-/// `not_found`, `unknown_repo` or `unknown_commit`.
-#[derive(IntoResponses)]
-#[response(status = 404)]
-pub struct NotFound(pub ErrorBody);
+        impl IntoResponses for $name {
+            fn responses() -> BTreeMap<String, RefOr<Response>> {
+                error_responses(&[$($status),+])
+            }
+        }
+    )+};
+}
 
-/// `conflict` (the state does not allow it) or `lease_lost` (the job's lease
-/// expired or it was cancelled or re-queued meanwhile).
-#[derive(IntoResponses)]
-#[response(status = 409)]
-pub struct Conflict(pub ErrorBody);
-
-/// `payload_too_large`: the body is larger than the server accepts.
-#[derive(IntoResponses)]
-#[response(status = 413)]
-pub struct PayloadTooLarge(pub ErrorBody);
-
-/// `repo_unreachable`: git cannot clone or fetch the repository's URL.
-#[derive(IntoResponses)]
-#[response(status = 422)]
-pub struct Unprocessable(pub ErrorBody);
-
-/// `internal`: a server-side fault (database, I/O); the detail is in the server's log.
-#[derive(IntoResponses)]
-#[response(status = 500)]
-pub struct Internal(pub ErrorBody);
+error_set! {
+    /// Whole lists: only a server fault.
+    ListErrors: [500];
+    /// Lists with paging query parameters.
+    PagedListErrors: [400, 500];
+    /// One thing by its id or name.
+    LookupErrors: [404, 500];
+    /// One thing by name plus a revision or query.
+    QueryErrors: [400, 404, 500];
+    /// Agent enrolment (the enrolment token is in the body).
+    EnrollErrors: [400, 401, 413, 500];
+    /// Agent lease.
+    LeaseErrors: [400, 401, 403, 413, 500];
+    /// Authenticated actions on one thing, without a body.
+    CancelErrors: [401, 403, 404, 500];
+    /// Authenticated actions on one thing that its state may refuse.
+    ActionErrors: [401, 403, 404, 409, 500];
+    /// Submissions.
+    SubmitErrors: [400, 401, 403, 404, 413, 500];
+    /// Authenticated writes with a body that the state may refuse.
+    UpdateErrors: [400, 401, 403, 404, 409, 413, 500];
+    /// Repo registration, which clones the repo.
+    RepoCreateErrors: [400, 401, 403, 409, 413, 422, 500];
+}

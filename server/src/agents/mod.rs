@@ -25,10 +25,7 @@ use crate::time::now_ms;
     request_body = EnrollRequest,
     responses(
         (status = 200, description = "The agent's id and its token", body = EnrollResponse),
-        crate::openapi::BadRequest,
-        crate::openapi::Unauthorized,
-        crate::openapi::PayloadTooLarge,
-        crate::openapi::Internal,
+        crate::openapi::EnrollErrors,
     ),
 )]
 pub async fn enroll(

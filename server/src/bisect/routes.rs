@@ -27,8 +27,7 @@ pub struct ListQuery {
     params(ListQuery),
     responses(
         (status = 200, description = "Bisections, newest first", body = Vec<BisectionView>),
-        crate::openapi::BadRequest,
-        crate::openapi::Internal,
+        crate::openapi::PagedListErrors,
     ),
 )]
 pub async fn list(
@@ -49,8 +48,7 @@ pub async fn list(
     params(("id" = i64, Path, description = "The bisection id")),
     responses(
         (status = 200, description = "The bisection and the commits it tested", body = BisectionDetail),
-        crate::openapi::NotFound,
-        crate::openapi::Internal,
+        crate::openapi::LookupErrors,
     ),
 )]
 pub async fn show(
@@ -69,11 +67,7 @@ pub async fn show(
     params(("id" = i64, Path, description = "The bisection id")),
     responses(
         (status = 200, description = "The bisection, cancelled with its queued runs", body = BisectionView),
-        crate::openapi::Unauthorized,
-        crate::openapi::Forbidden,
-        crate::openapi::NotFound,
-        crate::openapi::Conflict,
-        crate::openapi::Internal,
+        crate::openapi::ActionErrors,
     ),
     security(("user_token" = [])),
 )]

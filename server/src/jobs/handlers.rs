@@ -30,11 +30,7 @@ use crate::time::now_ms;
     request_body = LeaseRequest,
     responses(
         (status = 200, description = "At most one job; `job` is null when none matched within the wait", body = LeaseResponse),
-        crate::openapi::BadRequest,
-        crate::openapi::Unauthorized,
-        crate::openapi::Forbidden,
-        crate::openapi::PayloadTooLarge,
-        crate::openapi::Internal,
+        crate::openapi::LeaseErrors,
     ),
     security(("agent_token" = [])),
 )]
@@ -62,11 +58,7 @@ pub async fn lease(
     params(("id" = i64, Path, description = "The job id, `job_id` of the leased job")),
     responses(
         (status = 200, description = "The new lease expiry, and whether the job was cancelled", body = HeartbeatResponse),
-        crate::openapi::Unauthorized,
-        crate::openapi::Forbidden,
-        crate::openapi::NotFound,
-        crate::openapi::Conflict,
-        crate::openapi::Internal,
+        crate::openapi::ActionErrors,
     ),
     security(("agent_token" = [])),
 )]
@@ -139,13 +131,7 @@ pub async fn heartbeat(
     request_body = EventRequest,
     responses(
         (status = 204, description = "Recorded"),
-        crate::openapi::BadRequest,
-        crate::openapi::Unauthorized,
-        crate::openapi::Forbidden,
-        crate::openapi::NotFound,
-        crate::openapi::Conflict,
-        crate::openapi::PayloadTooLarge,
-        crate::openapi::Internal,
+        crate::openapi::UpdateErrors,
     ),
     security(("agent_token" = [])),
 )]

@@ -34,13 +34,7 @@ use kbot_core::metrics::MAX_METRIC_NAME_LEN as MAX_METRIC_NAME;
     request_body = ResultUpload,
     responses(
         (status = 200, description = "Stored, or stored before (`stored` false)", body = UploadResponse),
-        crate::openapi::BadRequest,
-        crate::openapi::Unauthorized,
-        crate::openapi::Forbidden,
-        crate::openapi::NotFound,
-        crate::openapi::Conflict,
-        crate::openapi::PayloadTooLarge,
-        crate::openapi::Internal,
+        crate::openapi::UpdateErrors,
     ),
     security(("agent_token" = [])),
 )]

@@ -147,7 +147,7 @@ pub async fn mbox(
     tag = "reports",
     responses(
         (status = 200, description = "Reports, newest first", body = Vec<StoredReport>),
-        crate::openapi::Internal,
+        crate::openapi::ListErrors,
     ),
 )]
 pub async fn list_json(State(state): State<AppState>) -> Result<Json<Vec<StoredReport>>, Error> {
@@ -165,8 +165,7 @@ pub async fn list_json(State(state): State<AppState>) -> Result<Json<Vec<StoredR
     params(("message_id" = String, Path, description = "The report's numeric id, or its Message-ID with or without `<>`")),
     responses(
         (status = 200, description = "The report with its full message and its delivery attempts", body = ReportDetail),
-        crate::openapi::NotFound,
-        crate::openapi::Internal,
+        crate::openapi::LookupErrors,
     ),
 )]
 pub async fn show_json(

@@ -22,13 +22,7 @@ use crate::submissions::types::{CommitView, RepoCreate, RepoView};
     request_body = RepoCreate,
     responses(
         (status = 201, description = "Mirrored and registered", body = RepoView),
-        crate::openapi::BadRequest,
-        crate::openapi::Unauthorized,
-        crate::openapi::Forbidden,
-        crate::openapi::Conflict,
-        crate::openapi::PayloadTooLarge,
-        crate::openapi::Unprocessable,
-        crate::openapi::Internal,
+        crate::openapi::RepoCreateErrors,
     ),
     security(("user_token" = [])),
 )]
@@ -50,7 +44,7 @@ pub async fn create(
     tag = "repos",
     responses(
         (status = 200, description = "Every registered repo", body = Vec<RepoView>),
-        crate::openapi::Internal,
+        crate::openapi::ListErrors,
     ),
 )]
 pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<RepoView>>> {
@@ -67,8 +61,7 @@ pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<RepoView>>> 
     params(("name" = String, Path, description = "The repo's short name (`linux`)")),
     responses(
         (status = 200, description = "The repo", body = RepoView),
-        crate::openapi::NotFound,
-        crate::openapi::Internal,
+        crate::openapi::LookupErrors,
     ),
 )]
 pub async fn show(
@@ -91,9 +84,7 @@ pub async fn show(
     ),
     responses(
         (status = 200, description = "The commit", body = CommitView),
-        crate::openapi::BadRequest,
-        crate::openapi::NotFound,
-        crate::openapi::Internal,
+        crate::openapi::QueryErrors,
     ),
 )]
 pub async fn commit(
@@ -134,9 +125,7 @@ pub struct RevList {
     params(("name" = String, Path, description = "The repo's short name (`linux`)"), RangeQuery),
     responses(
         (status = 200, description = "The commits of base..head, oldest first", body = RevList),
-        crate::openapi::BadRequest,
-        crate::openapi::NotFound,
-        crate::openapi::Internal,
+        crate::openapi::QueryErrors,
     ),
 )]
 pub async fn revlist(

@@ -23,12 +23,7 @@ use crate::state::AppState;
     request_body = SubmitRequest,
     responses(
         (status = 201, description = "Queued: one job per atomic job, commit and run", body = SubmissionView),
-        crate::openapi::BadRequest,
-        crate::openapi::Unauthorized,
-        crate::openapi::Forbidden,
-        crate::openapi::NotFound,
-        crate::openapi::PayloadTooLarge,
-        crate::openapi::Internal,
+        crate::openapi::SubmitErrors,
     ),
     security(("user_token" = [])),
 )]
@@ -59,8 +54,7 @@ pub struct ListQuery {
     params(ListQuery),
     responses(
         (status = 200, description = "Submissions, newest first", body = Vec<SubmissionView>),
-        crate::openapi::BadRequest,
-        crate::openapi::Internal,
+        crate::openapi::PagedListErrors,
     ),
 )]
 pub async fn list(
@@ -80,8 +74,7 @@ pub async fn list(
     params(("id" = i64, Path, description = "The submission id")),
     responses(
         (status = 200, description = "The submission, its job file, atomic jobs and jobs", body = SubmissionDetail),
-        crate::openapi::NotFound,
-        crate::openapi::Internal,
+        crate::openapi::LookupErrors,
     ),
 )]
 pub async fn show(
@@ -110,9 +103,7 @@ pub struct EventsQuery {
     params(("id" = i64, Path, description = "The submission id"), EventsQuery),
     responses(
         (status = 200, description = "Job events, oldest first", body = Vec<EventView>),
-        crate::openapi::BadRequest,
-        crate::openapi::NotFound,
-        crate::openapi::Internal,
+        crate::openapi::QueryErrors,
     ),
 )]
 pub async fn events(
@@ -134,10 +125,7 @@ pub async fn events(
     params(("id" = i64, Path, description = "The submission id")),
     responses(
         (status = 200, description = "The submission, its unfinished jobs cancelled", body = SubmissionView),
-        crate::openapi::Unauthorized,
-        crate::openapi::Forbidden,
-        crate::openapi::NotFound,
-        crate::openapi::Internal,
+        crate::openapi::CancelErrors,
     ),
     security(("user_token" = [])),
 )]
@@ -158,8 +146,7 @@ pub async fn cancel(
     params(("id" = i64, Path, description = "The submission id")),
     responses(
         (status = 200, description = "Per-run metrics and per-metric comparisons", body = SubmissionResults),
-        crate::openapi::NotFound,
-        crate::openapi::Internal,
+        crate::openapi::LookupErrors,
     ),
 )]
 pub async fn results(
@@ -178,8 +165,7 @@ pub async fn results(
     params(("id" = i64, Path, description = "The submission id")),
     responses(
         (status = 200, description = "Per-metric comparisons: verdict, means, change", body = Vec<ComparisonView>),
-        crate::openapi::NotFound,
-        crate::openapi::Internal,
+        crate::openapi::LookupErrors,
     ),
 )]
 pub async fn comparisons(

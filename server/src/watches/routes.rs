@@ -18,13 +18,7 @@ use crate::state::AppState;
     request_body = WatchCreate,
     responses(
         (status = 201, description = "Watching", body = WatchView),
-        crate::openapi::BadRequest,
-        crate::openapi::Unauthorized,
-        crate::openapi::Forbidden,
-        crate::openapi::NotFound,
-        crate::openapi::Conflict,
-        crate::openapi::PayloadTooLarge,
-        crate::openapi::Internal,
+        crate::openapi::UpdateErrors,
     ),
     security(("user_token" = [])),
 )]
@@ -45,7 +39,7 @@ pub async fn create(
     tag = "watches",
     responses(
         (status = 200, description = "Every watch", body = Vec<WatchView>),
-        crate::openapi::Internal,
+        crate::openapi::ListErrors,
     ),
 )]
 pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<WatchView>>> {
@@ -61,8 +55,7 @@ pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<WatchView>>>
     params(("id" = i64, Path, description = "The watch id")),
     responses(
         (status = 200, description = "The watch and its recent events", body = WatchDetail),
-        crate::openapi::NotFound,
-        crate::openapi::Internal,
+        crate::openapi::LookupErrors,
     ),
 )]
 pub async fn show(State(state): State<AppState>, Path(id): Path<i64>) -> Result<Json<WatchDetail>> {
@@ -78,10 +71,7 @@ pub async fn show(State(state): State<AppState>, Path(id): Path<i64>) -> Result<
     params(("id" = i64, Path, description = "The watch id")),
     responses(
         (status = 200, description = "The watch, removed (its history stays)", body = WatchView),
-        crate::openapi::Unauthorized,
-        crate::openapi::Forbidden,
-        crate::openapi::NotFound,
-        crate::openapi::Internal,
+        crate::openapi::CancelErrors,
     ),
     security(("user_token" = [])),
 )]
