@@ -36,7 +36,7 @@ pub fn router(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(limit))
         .layer(RequestBodyLimitLayer::new(limit))
         // Outside the limit layer, whose own 413 it rewrites.
-        .layer(middleware::from_fn(json_payload_too_large))
+        .layer(middleware::from_fn(json_errors))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             request_timeout,
@@ -126,20 +126,31 @@ async fn healthz(axum::extract::State(state): axum::extract::State<AppState>) ->
     }
 }
 
-/// The body-limit layer answers 413 in plain text before any handler runs;
-/// API clients get the JSON error body every other error has.
-async fn json_payload_too_large(req: Request, next: Next) -> Response {
+/// The body-limit layer answers 413 in plain text before any handler runs,
+/// and axum's own extractors refuse a malformed path segment or query
+/// string with a plain-text 400; API clients get the JSON error body every
+/// other error has (and the OpenAPI document promises).
+async fn json_errors(req: Request, next: Next) -> Response {
+    let api = req.uri().path().starts_with("/api/");
     let response = next.run(req).await;
     let is_json = response
         .headers()
         .get(header::CONTENT_TYPE)
         .is_some_and(|v| v == HeaderValue::from_static("application/json"));
-    if response.status() == StatusCode::PAYLOAD_TOO_LARGE && !is_json {
-        return (
-            StatusCode::PAYLOAD_TOO_LARGE,
-            Json(Error::PayloadTooLarge.body()),
-        )
-            .into_response();
+    let status = response.status();
+    if is_json {
+        response
+    } else if status == StatusCode::PAYLOAD_TOO_LARGE {
+        (status, Json(Error::PayloadTooLarge.body())).into_response()
+    } else if api && status == StatusCode::BAD_REQUEST {
+        // The rejection's text says what was wrong; it is short, and a
+        // longer one is cut rather than dropped.
+        let text = axum::body::to_bytes(response.into_body(), 4096)
+            .await
+            .unwrap_or_default();
+        let message = String::from_utf8_lossy(&text).trim().to_owned();
+        (status, Json(Error::BadRequest(message).body())).into_response()
+    } else {
+        response
     }
-    response
 }

@@ -57,7 +57,7 @@ fn route_table_paths() -> BTreeSet<String> {
         let before = ROUTE_TABLE[..i].trim_end();
         let path = if before.ends_with("api(") {
             format!("{}{literal}", kbot_core::api::API_PREFIX)
-        } else if literal.starts_with("/api/") {
+        } else if before.ends_with(".route(") && literal.starts_with("/api/") {
             literal.to_owned()
         } else {
             continue;
@@ -133,8 +133,23 @@ async fn every_api_route_is_in_the_document() {
             if status == 401 {
                 wants_token.insert((method.to_owned(), path.clone()));
             }
+            // Every error an operation answers is the documented ErrorBody,
+            // axum's own rejections (a bad query string, ...) included.
+            if status >= 400 && status != 405 && !fallback {
+                let body: Value = response.json().await.unwrap_or_default();
+                assert!(
+                    body["error"]["code"].is_string() && body["error"]["message"].is_string(),
+                    "{method} {path}: {status} {content_type} is not an ErrorBody: {body}"
+                );
+            }
         }
     }
+    let not_a_number = t.http.get(t.url("/api/v1/submissions/abc")).send();
+    let response = not_a_number.await.expect("GET /api/v1/submissions/abc");
+    assert_eq!(response.status(), 400);
+    let body: Value = response.json().await.expect("a JSON error body");
+    assert_eq!(body["error"]["code"], "bad_request", "{body}");
+
     assert_eq!(
         routed, documented,
         "the methods the router answers (left) and the document's operations (right) differ"
