@@ -2,7 +2,7 @@
 
 /// Everything that can go wrong in pure kbot-core code: bad job files,
 /// unparseable tool output, invalid metric values.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum Error {
     /// A metric value that is NaN or infinite can never enter the statistics.
     #[error("metric {name:?} has a non-finite value")]
@@ -35,6 +35,13 @@ pub enum Error {
         value: String,
         reason: String,
     },
+    /// A job file in which kbot can run nothing, with each skipped atomic
+    /// job and its reason.
+    #[error(
+        "nothing in the job file can run on kbot; skipped: {}",
+        first_few(skipped)
+    )]
+    NothingRunnable { skipped: Vec<String> },
     /// Benchmark output a parser cannot read.
     #[error("cannot parse {tool} output: {reason}")]
     ToolOutput { tool: &'static str, reason: String },
@@ -44,6 +51,22 @@ pub enum Error {
     /// A statistics or change-point config that would make verdicts meaningless.
     #[error("invalid statistics config: {0}")]
     InvalidStatsConfig(String),
+}
+
+/// The first ten entries, and how many more: a sweep of upstream's tests
+/// skips hundreds of jobs.
+fn first_few(items: &[String]) -> String {
+    const SHOWN: usize = 10;
+    let mut text = items
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join("; ");
+    if items.len() > SHOWN {
+        text.push_str(&format!("; and {} more", items.len() - SHOWN));
+    }
+    text
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

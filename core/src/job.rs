@@ -18,15 +18,17 @@
 //! Top-level keys are: `suite`, `testcase`, `category` (identity; `suite`
 //! and `category` are accepted and dropped), `kconfig`, `compiler`,
 //! `tbox_group`, `runs` (dimensions of the run, not program parameters),
-//! exactly one program key from [`programs::PROGRAMS`], the setup program
+//! one program key from [`programs::PROGRAMS`], the setup program
 //! `cpufreq_governor`, and options of the chosen program (LKP lets a program
-//! option be set at the top level: `nr_threads: 20%`). Anything else is
-//! rejected with an error naming it and the valid keys. A multi-document
-//! file (`---`) yields the jobs of document 0 and of document 0 overlaid
-//! with each later document (top-level keys replaced), as LKP's
-//! `each_jobs`. LKP's `<< : FILE` includes, `{{ }}` templates and `rootfs`
-//! are not supported: kbot boots its own minimal initramfs, so the rootfs
-//! axis is omitted from result paths and report axes.
+//! option be set at the top level: `nr_threads: 20%`). [`plan_job_file`]
+//! reads the rest of LKP's constructs ([`crate::lkp`]): `<< :` includes,
+//! `---` documents, monitors, `default-monitors`-style groups, bookkeeping
+//! keys and setup programs. A matrix that mixes what kbot runs with what it
+//! does not expands fully; the atomic jobs kbot cannot run faithfully (a
+//! test value, option or setup it lacks) are skipped with the reason, and a
+//! file is refused only when nothing in it can run. `{{ }}` and ERB
+//! templates are not supported, and kbot boots its own minimal initramfs,
+//! so the rootfs axis is omitted from result paths and report axes.
 
 use std::collections::BTreeMap;
 
@@ -34,6 +36,7 @@ use serde::{Deserialize, Serialize};
 use serde_yaml::{Mapping, Value};
 
 use crate::api::Hardware;
+use crate::lkp;
 use crate::programs::{self, OptionSpec, ProgramSpec, ValueKind};
 use crate::{Error, Result};
 
@@ -74,40 +77,100 @@ const IGNORED_KEYS: &[&str] = &["suite", "category"];
 /// Keys that become [`AtomicJob`] fields rather than parameters.
 const JOB_KEYS: &[&str] = &["testcase", "kconfig", "compiler", "tbox_group", "runs"];
 
-/// Parses a job file into its atomic jobs, in LKP's expansion order.
-///
-/// Errors: malformed YAML ([`Error::JobYaml`], with line and column when
-/// the YAML parser gives them), unknown programs ([`Error::UnknownProgram`]),
-/// unknown options ([`Error::UnknownOption`]), bad values
-/// ([`Error::InvalidValue`]) and structural problems ([`Error::JobInvalid`]).
+/// What kbot makes of an LKP job file: the atomic jobs it runs, in LKP's
+/// expansion order, and everything it leaves out, each with the reason.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct JobPlan {
+    /// The atomic jobs kbot queues.
+    pub jobs: Vec<AtomicJob>,
+    /// Atomic jobs, monitors and keys of the file that kbot does not run or
+    /// use, in file order.
+    pub skipped: Vec<Skipped>,
+    /// Monitors the file names that the agent runs (it runs them for every
+    /// job; naming them changes nothing).
+    pub monitors: Vec<String>,
+}
+
+/// One thing of a job file that kbot leaves out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Skipped {
+    pub kind: SkipKind,
+    /// An atomic job's `testcase/path_params` (its LKP result path head), a
+    /// monitor's or a key's name.
+    pub name: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SkipKind {
+    /// An atomic job (or a whole document whose program kbot lacks).
+    Job,
+    /// A monitor the agent does not have.
+    Monitor,
+    /// A bookkeeping key (`rootfs`, `testbox`, ...), accepted and unused.
+    Key,
+}
+
+impl SkipKind {
+    /// The serialised name: `job`, `monitor` or `key`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SkipKind::Job => "job",
+            SkipKind::Monitor => "monitor",
+            SkipKind::Key => "key",
+        }
+    }
+}
+
+/// Parses a job file without includes into the atomic jobs kbot runs; see
+/// [`plan_job_file`].
 pub fn parse_job_file(text: &str) -> Result<Vec<AtomicJob>> {
-    let docs = load_documents(text)?;
+    plan_job_file(text, &lkp::NoIncludes).map(|p| p.jobs)
+}
+
+/// Plans an LKP job file: `<< :` includes expanded from `includes`, `---`
+/// documents split (document 0 alone when it names a program, then document
+/// 0 overlaid with each later one, as LKP's `each_jobs`), every document's
+/// matrix expanded, and each atomic job either kept or skipped with the
+/// reason (a test value, mode or option kbot does not run, an LKP setup
+/// program it does not have). Monitors kbot's agent has are listed, the
+/// others and LKP's bookkeeping keys are skipped by name.
+///
+/// Errors: a file that is not YAML, is structurally wrong (two programs in
+/// one document, non-scalar values, a bad `runs` or path segment, too many
+/// atomic jobs), names a missing include, or in which nothing can run. In
+/// the last case the error is the one reason when every skipped job shares
+/// it ([`Error::UnknownProgram`], [`Error::UnknownOption`],
+/// [`Error::InvalidValue`], ...), else [`Error::NothingRunnable`] naming
+/// each skipped job.
+pub fn plan_job_file(text: &str, includes: &dyn lkp::IncludeSource) -> Result<JobPlan> {
+    let expanded = lkp::expand_includes(text, includes)?;
+    let docs = load_documents(&expanded)?;
     let Some((first, rest)) = docs.split_first() else {
         return Err(Error::JobInvalid("the job file is empty".to_string()));
     };
-    let mut jobs = Vec::new();
+    let mut b = Builder::default();
     // LKP runs document 0 on its own only when it names a program, so a
     // shared header document does not become a job of its own.
     if rest.is_empty() || has_program(first) {
-        jobs.extend(expand(first)?);
+        b.document(first)?;
     }
     for doc in rest {
         let mut merged = first.clone();
         for (k, v) in doc {
             merged.insert(k.clone(), v.clone());
         }
-        jobs.extend(expand(&merged)?);
-        if jobs.len() > MAX_ATOMIC_JOBS {
-            return Err(too_many_jobs());
-        }
+        b.document(&merged)?;
     }
-    Ok(jobs)
+    b.finish()
 }
 
 fn load_documents(text: &str) -> Result<Vec<Mapping>> {
     let mut docs = Vec::new();
-    for (i, de) in serde_yaml::Deserializer::from_str(text).enumerate() {
-        let value = Value::deserialize(de).map_err(yaml_error)?;
+    for (i, doc) in lkp::documents(text).into_iter().enumerate() {
+        let value: Value =
+            serde_yaml::from_str(&doc.text).map_err(|e| yaml_error(e, doc.first_line - 1))?;
         match value {
             Value::Null => {}
             Value::Mapping(m) => docs.push(m),
@@ -122,11 +185,16 @@ fn load_documents(text: &str) -> Result<Vec<Mapping>> {
     Ok(docs)
 }
 
-fn yaml_error(e: serde_yaml::Error) -> Error {
+fn yaml_error(e: serde_yaml::Error, line_offset: usize) -> Error {
     let loc = e.location();
+    let line = loc.as_ref().map(|l| l.line() + line_offset);
+    let message = match line {
+        Some(line) if line_offset > 0 => format!("{e} (line {line} of the file)"),
+        _ => e.to_string(),
+    };
     Error::JobYaml {
-        message: e.to_string(),
-        line: loc.as_ref().map(|l| l.line()),
+        message,
+        line,
         column: loc.as_ref().map(|l| l.column()),
     }
 }
@@ -160,6 +228,8 @@ enum Slot {
     Job,
     Param,
     Option,
+    /// A key the program does not take: every job with it is skipped.
+    Unknown,
 }
 
 /// One key of the job with its candidate values (one unless it was a list).
@@ -170,105 +240,220 @@ struct Dim {
     values: Vec<String>,
 }
 
-fn expand(doc: &Mapping) -> Result<Vec<AtomicJob>> {
-    let (program, program_value) = find_program(doc)?;
-    let mut dims = Vec::new();
-    for (k, v) in doc {
-        let key = key_str(k)?;
-        if key == program.name || IGNORED_KEYS.contains(&key) {
-            continue;
+/// The plan under construction, with the error of each skipped job kept
+/// for when nothing runs.
+#[derive(Default)]
+struct Builder {
+    plan: JobPlan,
+    errors: Vec<Error>,
+    expanded: usize,
+}
+
+impl Builder {
+    fn skip(&mut self, kind: SkipKind, name: &str, reason: String) {
+        let dup = self
+            .plan
+            .skipped
+            .iter()
+            .any(|s| s.kind == kind && s.name == name && s.reason == reason);
+        if !dup {
+            self.plan.skipped.push(Skipped {
+                kind,
+                name: name.to_string(),
+                reason,
+            });
         }
-        let slot = classify_top_key(program, key, v)?;
-        push_dim(&mut dims, program, slot, key, v)?;
     }
-    if let Value::Mapping(opts) = program_value {
-        for (k, v) in opts {
-            let key = key_str(k)?;
-            if program.option(key).is_none() {
-                return Err(unknown_option(program, key));
+
+    fn skip_job(&mut self, name: &str, err: Error) {
+        self.skip(SkipKind::Job, name, err.to_string());
+        self.errors.push(err);
+    }
+
+    fn monitor(&mut self, name: &str) {
+        if lkp::AGENT_MONITORS.contains(&name) {
+            if !self.plan.monitors.iter().any(|m| m == name) {
+                self.plan.monitors.push(name.to_string());
             }
-            if dims.iter().any(|d| d.key == key) {
-                return Err(Error::JobInvalid(format!(
-                    "option {key:?} is set both at the top level and under {}",
+        } else {
+            self.skip(
+                SkipKind::Monitor,
+                name,
+                "kbot's agent does not have this monitor; the job runs without it".to_string(),
+            );
+        }
+    }
+
+    /// Sorts out one document's keys, then expands and checks its matrix.
+    fn document(&mut self, doc: &Mapping) -> Result<()> {
+        let mut program: Option<(&'static ProgramSpec, &Value)> = None;
+        // A reason every atomic job of the document is skipped for.
+        let mut doc_skip: Option<Error> = None;
+        let mut unknown_programs: Vec<&str> = Vec::new();
+        let mut rest: Vec<(&str, &Value)> = Vec::new();
+        for (k, v) in doc {
+            let key = key_str(k)?;
+            if let Some(spec) = programs::lookup(key) {
+                if let Some((prev, _)) = program {
+                    return Err(Error::JobInvalid(format!(
+                        "a job runs one program, found {} and {}",
+                        prev.name, spec.name
+                    )));
+                }
+                program = Some((spec, v));
+            } else if IGNORED_KEYS.contains(&key) {
+            } else if lkp::AGENT_MONITORS.contains(&key) || lkp::OTHER_MONITORS.contains(&key) {
+                self.monitor(key);
+            } else if lkp::MONITOR_GROUPS.contains(&key) {
+                if let Value::Mapping(m) = v {
+                    for name in m.keys().filter_map(Value::as_str) {
+                        self.monitor(name);
+                    }
+                }
+            } else if let Some((_, why)) = lkp::BOOKKEEPING.iter().find(|(k, _)| *k == key) {
+                self.skip(SkipKind::Key, key, (*why).to_string());
+            } else if key.starts_with("need_") {
+                self.skip(
+                    SkipKind::Key,
+                    key,
+                    "kbot does not filter agents or kernels by LKP's need_* constraints"
+                        .to_string(),
+                );
+            } else if lkp::UNSUPPORTED_SETUP.contains(&key) {
+                doc_skip.get_or_insert(Error::JobInvalid(format!(
+                    "LKP setup {key:?} changes the machine the workload runs on, and kbot does not apply it"
+                )));
+            } else if v.is_mapping()
+                || v.is_null() && !JOB_KEYS.contains(&key) && !is_option_anywhere(key)
+            {
+                unknown_programs.push(key);
+            } else {
+                rest.push((key, v));
+            }
+        }
+        let Some((program, program_value)) = program else {
+            let name = unknown_programs
+                .first()
+                .copied()
+                .or_else(|| doc.get("testcase").and_then(Value::as_str))
+                .unwrap_or("job");
+            let err = match unknown_programs.first() {
+                Some(p) => programs::unknown_program(p),
+                None => Error::JobInvalid(format!(
+                    "no program key; known programs: {}",
+                    programs::program_names().join(", ")
+                )),
+            };
+            self.expanded += 1;
+            self.skip_job(name, err);
+            return Ok(());
+        };
+        if let Some(p) = unknown_programs.first() {
+            doc_skip.get_or_insert(programs::unknown_program(p));
+        }
+        let mut dims = Vec::new();
+        for (key, v) in rest {
+            let slot = if JOB_KEYS.contains(&key) {
+                Slot::Job
+            } else if programs::option_spec(program, key).is_some() {
+                Slot::Param
+            } else {
+                // Kept as a dimension so the skipped jobs' names carry it, as
+                // LKP's result paths would.
+                Slot::Unknown
+            };
+            push_dim(&mut dims, slot, key, v)?;
+        }
+        if let Value::Mapping(opts) = program_value {
+            for (k, v) in opts {
+                let key = key_str(k)?;
+                let slot = if program.option(key).is_some() {
+                    Slot::Option
+                } else {
+                    Slot::Unknown
+                };
+                if dims.iter().any(|d| d.key == key) {
+                    return Err(Error::JobInvalid(format!(
+                        "option {key:?} is set both at the top level and under {}",
+                        program.name
+                    )));
+                }
+                push_dim(&mut dims, slot, key, v)?;
+            }
+        } else if !program_value.is_null() {
+            return Err(Error::JobInvalid(format!(
+                "program {} must map option names to values, not be a {}",
+                program.name,
+                type_name(program_value)
+            )));
+        }
+        // Reported after any wrong key or value, which is the likelier slip.
+        let mut missing = None;
+        for required in program.required {
+            if !dims.iter().any(|d| d.key == *required) {
+                missing.get_or_insert(Error::JobInvalid(format!(
+                    "program {} needs option {required:?}",
                     program.name
                 )));
             }
-            push_dim(&mut dims, program, Slot::Option, key, v)?;
         }
-    } else if !program_value.is_null() {
-        return Err(Error::JobInvalid(format!(
-            "program {} must map option names to values, not be a {}",
-            program.name,
-            type_name(program_value)
-        )));
-    }
-    for required in program.required {
-        if !dims.iter().any(|d| d.key == *required) {
-            return Err(Error::JobInvalid(format!(
-                "program {} needs option {required:?}",
-                program.name
-            )));
+        let count = dims
+            .iter()
+            .try_fold(1usize, |acc, d| acc.checked_mul(d.values.len()))
+            .and_then(|c| c.checked_add(self.expanded));
+        match count {
+            Some(c) if c <= MAX_ATOMIC_JOBS => self.expanded = c,
+            _ => return Err(too_many_jobs()),
         }
+        for choice in product(&dims) {
+            let job = build_job(program, &dims, &choice)?;
+            let name = format!("{}/{}", job.testcase, job.path_params());
+            let problem = dims
+                .iter()
+                .zip(&choice)
+                .find_map(|(d, &i)| validate(program, d.slot, &d.key, &d.values[i]).err());
+            match doc_skip.clone().or(problem).or_else(|| missing.clone()) {
+                Some(err) => self.skip_job(&name, err),
+                None => self.plan.jobs.push(job),
+            }
+        }
+        Ok(())
     }
-    let count = dims
+
+    fn finish(mut self) -> Result<JobPlan> {
+        if !self.plan.jobs.is_empty() {
+            return Ok(self.plan);
+        }
+        let jobs: Vec<&Skipped> = self
+            .plan
+            .skipped
+            .iter()
+            .filter(|s| s.kind == SkipKind::Job)
+            .collect();
+        let one_reason = jobs.windows(2).all(|w| w[0].reason == w[1].reason);
+        if one_reason && !self.errors.is_empty() {
+            return Err(self.errors.swap_remove(0));
+        }
+        Err(Error::NothingRunnable {
+            skipped: jobs
+                .iter()
+                .map(|s| format!("{}: {}", s.name, s.reason))
+                .collect(),
+        })
+    }
+}
+
+/// Whether `key` is an option of any program (so `key:` with no value is
+/// an unset option, not a program name).
+fn is_option_anywhere(key: &str) -> bool {
+    programs::PROGRAMS
         .iter()
-        .try_fold(1usize, |acc, d| acc.checked_mul(d.values.len()));
-    if count.is_none_or(|c| c > MAX_ATOMIC_JOBS) {
-        return Err(too_many_jobs());
-    }
-    product(&dims)
-        .into_iter()
-        .map(|choice| build_job(program, &dims, &choice))
-        .collect()
+        .any(|p| programs::option_spec(p, key).is_some())
 }
 
 fn key_str(k: &Value) -> Result<&str> {
     k.as_str()
         .ok_or_else(|| Error::JobInvalid(format!("keys must be strings, found a {}", type_name(k))))
-}
-
-fn find_program(doc: &Mapping) -> Result<(&'static ProgramSpec, &Value)> {
-    let mut found: Option<(&'static ProgramSpec, &Value)> = None;
-    for (k, v) in doc {
-        let Some(spec) = k.as_str().and_then(programs::lookup) else {
-            continue;
-        };
-        if let Some((prev, _)) = found {
-            return Err(Error::JobInvalid(format!(
-                "a job runs one program, found {} and {}",
-                prev.name, spec.name
-            )));
-        }
-        found = Some((spec, v));
-    }
-    if let Some(found) = found {
-        return Ok(found);
-    }
-    // A mapping-valued key is most likely a misspelt program.
-    let guess = doc
-        .iter()
-        .find(|(_, v)| v.is_mapping())
-        .and_then(|(k, _)| k.as_str());
-    Err(match guess {
-        Some(name) => programs::unknown_program(name),
-        None => Error::JobInvalid(format!(
-            "no program key; known programs: {}",
-            programs::program_names().join(", ")
-        )),
-    })
-}
-
-fn classify_top_key(program: &ProgramSpec, key: &str, v: &Value) -> Result<Slot> {
-    if JOB_KEYS.contains(&key) {
-        return Ok(Slot::Job);
-    }
-    if programs::option_spec(program, key).is_some() {
-        return Ok(Slot::Param);
-    }
-    if v.is_mapping() {
-        return Err(programs::unknown_program(key));
-    }
-    Err(unknown_option(program, key))
 }
 
 fn unknown_option(program: &ProgramSpec, key: &str) -> Error {
@@ -282,13 +467,9 @@ fn unknown_option(program: &ProgramSpec, key: &str) -> Error {
     }
 }
 
-fn push_dim(
-    dims: &mut Vec<Dim>,
-    program: &ProgramSpec,
-    slot: Slot,
-    key: &str,
-    v: &Value,
-) -> Result<()> {
+/// Adds a dimension; values are checked against the program per atomic job,
+/// except the job keys, whose bad values are structural errors.
+fn push_dim(dims: &mut Vec<Dim>, slot: Slot, key: &str, v: &Value) -> Result<()> {
     let values = match v {
         Value::Sequence(items) if items.is_empty() => {
             return Err(invalid(key, "[]", "an empty list expands into no jobs"))
@@ -301,8 +482,10 @@ fn push_dim(
         Value::Null => return Ok(()),
         other => vec![scalar(key, other)?],
     };
-    for value in &values {
-        validate(program, slot, key, value)?;
+    if slot == Slot::Job {
+        for value in &values {
+            validate_job_key(key, value)?;
+        }
     }
     dims.push(Dim {
         slot,
@@ -338,19 +521,24 @@ fn is_path_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || "-+=:.%_".contains(c)
 }
 
+fn validate_job_key(key: &str, value: &str) -> Result<()> {
+    if key == "runs" {
+        return parse_runs(value).map(drop);
+    }
+    if value.is_empty() || value.starts_with('.') || !value.chars().all(is_path_char) {
+        return Err(invalid(
+            key,
+            value,
+            "must be non-empty, not start with '.', and use only [-a-zA-Z0-9+=:.%_]",
+        ));
+    }
+    Ok(())
+}
+
 fn validate(program: &ProgramSpec, slot: Slot, key: &str, value: &str) -> Result<()> {
     match slot {
-        Slot::Job if key == "runs" => parse_runs(value).map(drop),
-        Slot::Job => {
-            if value.is_empty() || value.starts_with('.') || !value.chars().all(is_path_char) {
-                return Err(invalid(
-                    key,
-                    value,
-                    "must be non-empty, not start with '.', and use only [-a-zA-Z0-9+=:.%_]",
-                ));
-            }
-            Ok(())
-        }
+        Slot::Job => Ok(()),
+        Slot::Unknown => Err(unknown_option(program, key)),
         Slot::Param | Slot::Option => match programs::option_spec(program, key) {
             Some(spec) => check_value(spec, value),
             None => Err(unknown_option(program, key)),
@@ -377,7 +565,7 @@ fn check_value(spec: &OptionSpec, value: &str) -> Result<()> {
                 return Err(invalid(
                     spec.name,
                     value,
-                    &format!("valid values: {}", words.join(", ")),
+                    &format!("kbot runs: {}", words.join(", ")),
                 ));
             }
             true
@@ -448,7 +636,7 @@ fn build_job(program: &ProgramSpec, dims: &[Dim], choice: &[usize]) -> Result<At
             (Slot::Param, _) => {
                 job.params.insert(d.key.clone(), value);
             }
-            (Slot::Option, _) => {
+            (Slot::Option | Slot::Unknown, _) => {
                 job.options.insert(d.key.clone(), value);
             }
         }
@@ -572,6 +760,7 @@ impl AtomicJob {
             out.insert(k.clone(), resolve_value(o, v, hw)?);
         }
         out.insert("nr_cpu".to_string(), hw.threads.to_string());
+        programs::derive_params(self, hw, &mut out)?;
         Ok(out)
     }
 

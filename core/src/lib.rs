@@ -6,6 +6,7 @@
 pub mod api;
 pub mod error;
 pub mod job;
+pub mod lkp;
 pub mod metrics;
 pub mod parsers;
 pub mod programs;

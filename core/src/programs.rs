@@ -102,13 +102,13 @@ pub const PROGRAMS: &[ProgramSpec] = &[
         options: &[
             opt(
                 "mode",
-                Some("development"),
+                None,
                 ValueKind::Choice(&["development"]),
                 "config-run subset; only development selects single tests",
             ),
             opt(
                 "test",
-                Some("PIPE"),
+                None,
                 ValueKind::Choice(&["PIPE"]),
                 "the lmbench test; kbot runs the pipe tests only",
             ),
@@ -125,7 +125,8 @@ pub const PROGRAMS: &[ProgramSpec] = &[
                 "config-run memory answer; unused by PIPE",
             ),
         ],
-        required: &[],
+        // Upstream fails without a mode and runs no test without a test.
+        required: &["mode", "test"],
     },
     ProgramSpec {
         name: "bw_pipe",
@@ -174,7 +175,7 @@ pub const PROGRAMS: &[ProgramSpec] = &[
     },
     ProgramSpec {
         name: "will-it-scale",
-        summary: "will-it-scale pipe1 or context_switch1, one shot at nr_task tasks",
+        summary: "will-it-scale pipe1 or context_switch1: one shot at nr_task tasks, or LKP's task-count sweep without nr_task",
         options: &[
             opt(
                 "test",
@@ -208,7 +209,7 @@ pub const PROGRAMS: &[ProgramSpec] = &[
                 "1: pin to SMT threads instead of cores (-m)",
             ),
         ],
-        required: &["test", "nr_task"],
+        required: &["test"],
     },
     ProgramSpec {
         name: "pipen",
@@ -242,11 +243,13 @@ pub const PROGRAMS: &[ProgramSpec] = &[
         options: &[
             opt(
                 "test",
-                Some("pipe"),
+                None,
                 ValueKind::Choice(&["pipe"]),
                 "the UnixBench test; kbot runs pipe only",
             ),
-            opt("nr_task", Some("1"), ValueKind::Count, "copies (-c)"),
+            // Without -c, Run runs 1 copy then nr_cpu copies, and LKP's parse
+            // keeps the last index: the nr_cpu copies run.
+            opt("nr_task", Some("100%"), ValueKind::Count, "copies (-c)"),
             opt(
                 "runtime",
                 Some("300s"),
@@ -254,7 +257,8 @@ pub const PROGRAMS: &[ProgramSpec] = &[
                 "passes are runtime/10 (LKP)",
             ),
         ],
-        required: &[],
+        // Upstream runs every index test without one.
+        required: &["test"],
     },
     ProgramSpec {
         name: "hackbench",
@@ -355,12 +359,7 @@ pub const PROGRAMS: &[ProgramSpec] = &[
         summary:
             "stress-ng --pipe nr_threads (upstream tool only; kbot-bench has no stress-ng workload)",
         options: &[
-            opt(
-                "test",
-                Some("pipe"),
-                ValueKind::Choice(&["pipe"]),
-                "the stressor",
-            ),
+            opt("test", None, ValueKind::Choice(&["pipe"]), "the stressor"),
             opt(
                 "nr_threads",
                 Some("100%"),
@@ -369,7 +368,7 @@ pub const PROGRAMS: &[ProgramSpec] = &[
             ),
             opt("testtime", Some("60s"), ValueKind::Duration, "--timeout"),
         ],
-        required: &[],
+        required: &["test"],
     },
 ];
 
@@ -524,6 +523,72 @@ fn wis_pinning_flags(p: &Params) -> Result<Vec<String>> {
     Ok(flags)
 }
 
+/// will-it-scale's task counts and seconds per count: `nr_task` for
+/// `runtime - 5` s, or the sweep [`derive_params`] laid out.
+fn wis_points(p: &Params) -> Result<(Vec<u64>, u64)> {
+    if p.resolved.contains_key("nr_task") {
+        return Ok((vec![p.positive("nr_task")?], wis_duration(p)?));
+    }
+    let tasks = p
+        .get("threads_to_iterate")?
+        .split_whitespace()
+        .map(|t| {
+            t.parse::<u64>()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| Error::InvalidValue {
+                    key: "threads_to_iterate".to_string(),
+                    value: t.to_string(),
+                    reason: "expected task counts of at least 1".to_string(),
+                })
+        })
+        .collect::<Result<Vec<u64>>>()?;
+    Ok((tasks, p.positive("duration")?))
+}
+
+/// Parameters LKP's run scripts compute from the machine rather than the
+/// job: will-it-scale without `nr_task` sweeps task counts as
+/// `setup_threads_to_iterate` and `setup_params` do (1, the cores of one
+/// last-level cache, then each node's worth of cores; `runtime` shared out
+/// over 3 + nr_node iterations, halved, less the 5 warm-up seconds, at
+/// least 5 s). kbot's hardware record has no cache topology, so one LLC per
+/// socket stands for lscpu's L2/L3 count.
+pub(crate) fn derive_params(
+    job: &AtomicJob,
+    hw: &crate::api::Hardware,
+    resolved: &mut BTreeMap<String, String>,
+) -> Result<()> {
+    if job.program != "will-it-scale" || resolved.contains_key("nr_task") {
+        return Ok(());
+    }
+    let nr_node = u64::from(hw.numa_nodes.max(1));
+    let nr_cpu = u64::from(hw.threads);
+    let threads_per_core = (nr_cpu / u64::from(hw.cores.max(1))).max(1);
+    let cores_per_node = nr_cpu / nr_node / threads_per_core;
+    if cores_per_node == 0 {
+        return Err(Error::InvalidValue {
+            key: "nr_task".to_string(),
+            value: String::new(),
+            reason: format!(
+                "the sweep needs at least one core per node ({nr_cpu} CPUs, {nr_node} nodes)"
+            ),
+        });
+    }
+    let cores_per_llc = u64::from(hw.cores / hw.sockets.max(1)).max(1);
+    let mut tasks = vec![1, cores_per_llc];
+    tasks.extend((1..=nr_node).map(|i| i * cores_per_node));
+    let runtime: i64 = resolved
+        .get("runtime")
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(300);
+    let iterations = 3 + nr_node as i64;
+    let duration = (runtime / iterations / 2 - 5).max(5);
+    let list: Vec<String> = tasks.iter().map(u64::to_string).collect();
+    resolved.insert("threads_to_iterate".to_string(), list.join(" "));
+    resolved.insert("duration".to_string(), duration.to_string());
+    Ok(())
+}
+
 /// LKP runs will-it-scale for `runtime - 5` seconds (5 = warm-up samples).
 fn wis_duration(p: &Params) -> Result<u64> {
     let runtime = p.int("runtime")?;
@@ -588,15 +653,19 @@ pub fn kbot_bench_invocations(
             strings(["-P", &n("nr_threads")?, "--sched", p.get("sched")?]),
         )],
         "will-it-scale" => {
-            let (tasks, secs) = (n("nr_task")?, wis_duration(&p)?.to_string());
-            wis_modes(p.get("mode")?)
-                .into_iter()
-                .map(|mode| {
+            let (points, secs) = wis_points(&p)?;
+            let secs = secs.to_string();
+            let mut list = Vec::new();
+            // runtest.py: for each task count, processes then threads.
+            for tasks in points {
+                for mode in wis_modes(p.get("mode")?) {
+                    let tasks = tasks.to_string();
                     let mut args = strings(["-t", &tasks, "-s", &secs, "--mode", mode]);
                     args.extend(wis_pinning_flags(&p)?);
-                    Ok(bench(job, p.get("test")?, args))
-                })
-                .collect::<Result<_>>()?
+                    list.push(bench(job, p.get("test")?, args));
+                }
+            }
+            list
         }
         "pipen" => vec![bench(
             job,
@@ -696,27 +765,26 @@ pub fn upstream_invocations(
             Tool::Lmbench,
         )],
         "will-it-scale" => {
-            let (tasks, secs) = (n("nr_task")?, wis_duration(&p)?.to_string());
+            let (points, secs) = wis_points(&p)?;
+            let secs = secs.to_string();
             let test = p.get("test")?;
-            wis_modes(p.get("mode")?)
-                .into_iter()
-                .map(|mode| {
-                    let mut args = strings(["-t", &tasks, "-s", &secs]);
+            let mut list = Vec::new();
+            for tasks in points {
+                for mode in wis_modes(p.get("mode")?) {
+                    let mut args = strings(["-t", &tasks.to_string(), "-s", &secs]);
                     args.extend(wis_pinning_flags(&p)?);
-                    let bin = format!(
-                        "{test}_{}",
-                        if mode == "process" {
-                            "processes"
-                        } else {
-                            "threads"
-                        }
-                    );
-                    let mut inv = upstream(job, &bin, args, Tool::WillItScale);
-                    inv.context.tasks = Some(p.positive("nr_task")?);
+                    let kind = if mode == "process" {
+                        "processes"
+                    } else {
+                        "threads"
+                    };
+                    let mut inv = upstream(job, &format!("{test}_{kind}"), args, Tool::WillItScale);
+                    inv.context.tasks = Some(tasks);
                     inv.context.threads = mode == "thread";
-                    Ok(inv)
-                })
-                .collect::<Result<_>>()?
+                    list.push(inv);
+                }
+            }
+            list
         }
         "pipen" => return Ok(None),
         "unixbench" => {

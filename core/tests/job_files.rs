@@ -131,7 +131,7 @@ fn lists_expand_into_the_cartesian_product_in_lkp_order() {
 
 #[test]
 fn multi_document_files_overlay_document_zero() {
-    let text = "testcase: lmbench3\nnr_threads: [20%]\nkconfig: [a, b]\nlmbench3: {test: PIPE}\n---\nnr_threads: 4\n";
+    let text = "testcase: lmbench3\nnr_threads: [20%]\nkconfig: [a, b]\nlmbench3: {mode: development, test: PIPE}\n---\nnr_threads: 4\n";
     let jobs = parse_job_file(text).expect("parses");
     let threads: Vec<&str> = jobs
         .iter()
@@ -198,8 +198,10 @@ fn unknown_programs_and_options_are_named() {
 
     let err = parse_job_file("hackbench: {mode: fibres}\n").expect_err("must be rejected");
     assert!(err.to_string().contains("process, threads"), "{err}");
-    let err = parse_job_file("will-it-scale: {test: pipe1}\n").expect_err("must be rejected");
-    assert!(err.to_string().contains("nr_task"), "{err}");
+    let err = parse_job_file("will-it-scale: {mode: thread}\n").expect_err("must be rejected");
+    assert!(err.to_string().contains("needs option \"test\""), "{err}");
+    let err = parse_job_file("lmbench3: {mode: development}\n").expect_err("must be rejected");
+    assert!(err.to_string().contains("needs option \"test\""), "{err}");
     let err = parse_job_file("runs: 0\npipen:\n").expect_err("must be rejected");
     assert!(matches!(err, Error::InvalidValue { .. }));
     let err = parse_job_file("kconfig: ../etc\npipen:\n").expect_err("must be rejected");
@@ -363,4 +365,50 @@ fn every_shipped_job_file_parses_and_maps() {
         seen += 1;
     }
     assert!(seen >= 10, "only {seen} job files found");
+}
+
+#[test]
+fn will_it_scale_without_nr_task_sweeps_task_counts_as_lkp() {
+    let job = only("will-it-scale: {test: pipe1, mode: process}\n");
+    assert_eq!(job.path_params(), "process-pipe1", "no nr_task in the path");
+    // 224 CPUs, 112 cores, 2 nodes: 56 cores a node and (one LLC a socket)
+    // 56 a cache; runtime 300 over 3 + 2 iterations, halved, less 5.
+    let r = job.resolve(&spr()).expect("resolves");
+    assert_eq!(r["threads_to_iterate"], "1 56 56 112");
+    assert_eq!(r["duration"], "25");
+    let inv = kbot_bench_invocations(&job, &r).expect("maps");
+    let argv: Vec<String> = inv.iter().map(|i| i.args[..5].join(" ")).collect();
+    assert_eq!(
+        argv,
+        [
+            "pipe1 -t 1 -s 25",
+            "pipe1 -t 56 -s 25",
+            "pipe1 -t 56 -s 25",
+            "pipe1 -t 112 -s 25"
+        ]
+    );
+    // 2 CPUs on one node: 300 / 4 / 2 - 5 = 32 s at 1, 2 and 2 tasks.
+    let both = only("will-it-scale: {test: pipe1}\n");
+    let r = both.resolve(&two_cpus()).expect("resolves");
+    assert_eq!(r["threads_to_iterate"], "1 2 2");
+    let up = upstream_invocations(&both, &r)
+        .expect("maps")
+        .expect("exists");
+    let runs: Vec<(String, Option<u64>)> = up
+        .iter()
+        .map(|i| {
+            (
+                format!("{} {}", i.program, i.args.join(" ")),
+                i.context.tasks,
+            )
+        })
+        .collect();
+    assert_eq!(runs.len(), 6, "processes then threads at each count");
+    assert_eq!(runs[0], ("pipe1_processes -t 1 -s 32".to_string(), Some(1)));
+    assert_eq!(runs[1], ("pipe1_threads -t 1 -s 32".to_string(), Some(1)));
+    assert_eq!(runs[5], ("pipe1_threads -t 2 -s 32".to_string(), Some(2)));
+    // A short runtime still measures 5 s a count, as LKP's floor.
+    let short = only("runtime: 20s\nwill-it-scale: {test: pipe1}\n");
+    let r = short.resolve(&two_cpus()).expect("resolves");
+    assert_eq!(r["duration"], "5");
 }
