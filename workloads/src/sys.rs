@@ -205,6 +205,32 @@ pub fn set_affinity(cpus: &[usize]) -> Result<()> {
     Ok(())
 }
 
+extern "C" {
+    // In glibc (libc.a too) but not in the libc crate for linux-gnu.
+    fn pthread_setcanceltype(kind: libc::c_int, old: *mut libc::c_int) -> libc::c_int;
+}
+
+/// glibc's PTHREAD_CANCEL_ASYNCHRONOUS (and 0 = PTHREAD_CANCEL_DEFERRED).
+pub const PTHREAD_CANCEL_ASYNCHRONOUS: libc::c_int = 1;
+
+/// `pthread_setcanceltype(kind, &old)`: returns the previous type. glibc
+/// 2.36 wraps every cancellation-point syscall (read, write, poll) of a
+/// multi-threaded process in two compare-and-swaps that switch the thread to
+/// asynchronous cancellation and back, unless it already is asynchronous.
+pub fn set_cancel_type(kind: libc::c_int) -> Result<libc::c_int> {
+    let mut old = 0;
+    // SAFETY: old is a valid int; kbot-bench never cancels a thread, so the
+    // type only selects glibc's wrapper path.
+    let r = unsafe { pthread_setcanceltype(kind, &mut old) };
+    if r != 0 {
+        return Err(BenchError::Sys {
+            what: "pthread_setcanceltype",
+            source: io::Error::from_raw_os_error(r),
+        });
+    }
+    Ok(old)
+}
+
 /// The number of online CPUs (`sysconf(_SC_NPROCESSORS_ONLN)`).
 pub fn online_cpus() -> usize {
     // SAFETY: sysconf has no memory-safety preconditions.
