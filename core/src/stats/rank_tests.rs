@@ -1,5 +1,7 @@
-//! Two-sample rank tests: Mann-Whitney U and Kolmogorov-Smirnov (exact for
-//! the small samples kbot uses, asymptotic beyond), and Cliff's delta.
+//! Two-sample rank tests: Mann-Whitney U (exact without ties up to 50 runs a
+//! side, the normal approximation with tie and continuity correction
+//! otherwise) and Kolmogorov-Smirnov (exact up to n·m = 5·10⁷, the
+//! Kolmogorov limit beyond), and Cliff's delta.
 //!
 //! Pinpoint takes the smaller p-value of the two because they cover each
 //! other's blind spots: MWU sees location shifts, KS sees changes of shape
@@ -9,8 +11,10 @@
 /// approximation is accurate to well under 1e-3 (Mann & Whitney 1947 show
 /// convergence from n ≈ 8; scipy switches at 8 with ties).
 const MWU_EXACT_MAX: usize = 50;
-/// Largest total for exact KS lattice-path counting in f64 (C(400,200) ≈ 1e119).
-const KS_EXACT_MAX_TOTAL: usize = 400;
+/// Largest `n·m` for the exact KS computation (O(n·m) steps, a few tenths
+/// of a second at the cap); beyond it the Kolmogorov limit, whose error at
+/// such sizes is far below any decision threshold.
+const KS_EXACT_MAX_CELLS: usize = 50_000_000;
 
 /// Two-sided Mann-Whitney U p-value. Exact without ties (Gaussian-binomial
 /// counting); with ties or larger samples, the normal approximation with tie
@@ -138,17 +142,20 @@ fn binomial(n: usize, k: usize) -> f64 {
     (0..k).fold(1.0, |acc, i| acc * (n - i) as f64 / (i + 1) as f64)
 }
 
-/// Two-sided two-sample Kolmogorov-Smirnov p-value: exact lattice-path count
-/// (Hodges 1957) for small samples, the Kolmogorov limit with Stephens'
-/// small-sample correction otherwise.
+/// Two-sided two-sample Kolmogorov-Smirnov p-value, exact up to
+/// `n·m` = 5·10⁷ (e.g. 7000 runs a side): the probability that a random
+/// merge order of the two samples reaches |i·m − j·n| ≥ D·n·m, summed over
+/// the first step that does so ([`prob_outside`]), so small p-values keep
+/// their relative precision. Beyond that size, the Kolmogorov limit with
+/// Stephens' small-sample correction.
 pub fn kolmogorov_smirnov_p(a: &[f64], b: &[f64]) -> f64 {
     let (n, m) = (a.len(), b.len());
     if n == 0 || m == 0 {
         return 1.0;
     }
     let d = ks_statistic_scaled(a, b);
-    if n + m <= KS_EXACT_MAX_TOTAL {
-        return (1.0 - paths_inside(n, m, d) / binomial(n + m, n)).clamp(0.0, 1.0);
+    if n.saturating_mul(m) <= KS_EXACT_MAX_CELLS {
+        return prob_outside(n, m, d).clamp(0.0, 1.0);
     }
     let en = (n * m) as f64 / (n + m) as f64;
     let dn = d as f64 / (n * m) as f64;
@@ -180,25 +187,50 @@ fn ks_statistic_scaled(a: &[f64], b: &[f64]) -> i64 {
     d
 }
 
-/// Lattice paths (0,0)→(n,m) whose every point has |i·m − j·n| < d.
-fn paths_inside(n: usize, m: usize, d: i64) -> f64 {
-    let (ni, mi) = (n as i64, m as i64);
-    let mut row = vec![0.0f64; m + 1];
-    for i in 0..=n {
-        for j in 0..=m {
-            let inside = (i as i64 * mi - j as i64 * ni).abs() < d;
-            row[j] = if !inside {
-                0.0
-            } else if i == 0 && j == 0 {
-                1.0
-            } else {
-                let up = if i > 0 { row[j] } else { 0.0 };
-                let left = if j > 0 { row[j - 1] } else { 0.0 };
-                up + left
-            };
-        }
+/// P(a uniformly random lattice path (0,0)→(n,m) touches |i·m − j·n| ≥ d):
+/// the probability of staying inside is carried forward step by step (a
+/// step from (i,j) goes to i+1 with probability (n−i)/(n+m−i−j)), and each
+/// step that leaves adds its mass to the result. Only positive terms are
+/// summed, so unlike 1 − P(inside) a tiny p-value is not lost to
+/// cancellation, and no binomial coefficient is formed, so nothing
+/// overflows at any size.
+fn prob_outside(n: usize, m: usize, d: i64) -> f64 {
+    if d <= 0 {
+        return 1.0;
     }
-    row[m]
+    let (ni, mi) = (n as i64, m as i64);
+    let inside = |i: usize, j: usize| (i as i64 * mi - j as i64 * ni).abs() < d;
+    let mut out = 0.0f64;
+    let mut cur = vec![0.0f64; m + 1];
+    cur[0] = 1.0;
+    for i in 0..=n {
+        let mut next = vec![0.0f64; m + 1];
+        for j in 0..=m {
+            let p = cur[j];
+            if p == 0.0 {
+                continue;
+            }
+            let left = (n + m - i - j) as f64;
+            if i < n {
+                let q = p * (n - i) as f64 / left;
+                if inside(i + 1, j) {
+                    next[j] += q;
+                } else {
+                    out += q;
+                }
+            }
+            if j < m {
+                let q = p * (m - j) as f64 / left;
+                if inside(i, j + 1) {
+                    cur[j + 1] += q;
+                } else {
+                    out += q;
+                }
+            }
+        }
+        cur = next;
+    }
+    out
 }
 
 /// Cliff's delta of `b` over `a`: P(b > a) − P(b < a), in [-1, 1].
@@ -244,6 +276,30 @@ mod tests {
         assert!((kolmogorov_smirnov_p(&a, &b) - 2.0 / 252.0).abs() < 1e-12);
         // Identical samples: D = 0, p = 1.
         assert_eq!(kolmogorov_smirnov_p(&a, &a), 1.0);
+    }
+
+    #[test]
+    fn ks_large_samples_match_an_exact_reference() {
+        // References: the same merge-order statistic and an exact big-integer
+        // count of the lattice paths that stay inside, (C(n+m,n) − inside) /
+        // C(n+m,n) as a fraction, in Python. a = 0, 1, ..., n−1 and
+        // b = shift + step·j.
+        let cases = [
+            (300, 300, 1.0, 30.0, 0.099_562_519_661_289_48),
+            (250, 400, 0.5, 20.0, 0.021_803_861_708_540_98),
+            (500, 500, 1.0, 150.0, 2.978_529_992_974_402e-20),
+            (1000, 800, 1.25, -40.0, 0.432_604_935_655_110_4),
+            (450, 50, 1.0, 200.0, 1.494_240_966_835_92e-8),
+        ];
+        for (n, m, step, shift, want) in cases {
+            let a: Vec<f64> = (0..n).map(f64::from).collect();
+            let b: Vec<f64> = (0..m).map(|j| f64::from(j) * step + shift).collect();
+            let got = kolmogorov_smirnov_p(&a, &b);
+            assert!(
+                ((got - want) / want).abs() < 1e-6,
+                "n={n} m={m}: {got} vs {want}"
+            );
+        }
     }
 
     #[test]
