@@ -124,8 +124,8 @@ fn trial(
             return Trial {
                 outcome: cmp.metrics[0].kbot.outcome,
                 runs_per_side: nb.max(nh),
-                zero_day_at_min: zeroday::verdict(METRIC, &base[..min], &head[..min], 5.0).changed,
-                zero_day_at_max: zeroday::verdict(METRIC, &base, &head, 5.0).changed,
+                zero_day_at_min: zeroday::verdict(METRIC, &base[..min], &head[..min], None).changed,
+                zero_day_at_max: zeroday::verdict(METRIC, &base, &head, None).changed,
             };
         }
         nb += want.base;

@@ -469,11 +469,6 @@ pub fn shows_absolute_change(metric: &str) -> bool {
     is_perf_profile(metric) || metric.ends_with('%')
 }
 
-/// 0-day's latency stats get no trimming (`max_margin = 0`).
-pub fn is_latency(metric: &str) -> bool {
-    metric.contains(".latency")
-}
-
 /// Absolute floor `(value, integer)` of `etc/perf-metrics-threshold.yaml`.
 pub fn absolute_floor(metric: &str) -> Option<(f64, bool)> {
     tables()

@@ -70,8 +70,12 @@ pub struct StatsConfig {
     pub bootstrap_resamples: usize,
     /// CI level (95%).
     pub ci_level: f64,
-    /// 0-day's `perf_profile_threshold` (`ncompare -p`, default 5).
-    pub perf_profile_threshold: f64,
+    /// `lkp compare -p X`: perf-profile stats change when either side's
+    /// median is above X, with no separation test. `None` is what `lkp
+    /// compare` does without `-p`: its built-in 5 is an integer, and the
+    /// threshold rule only applies to a float like the medians, so
+    /// perf-profile stats take the separation test like any other.
+    pub perf_profile_threshold: Option<f64>,
     /// Mixed into the data-derived bootstrap seed.
     pub seed: u64,
 }
@@ -88,7 +92,7 @@ impl Default for StatsConfig {
             same_alpha: 0.05,
             bootstrap_resamples: 1000,
             ci_level: 0.95,
-            perf_profile_threshold: 5.0,
+            perf_profile_threshold: None,
             seed: 0,
         }
     }

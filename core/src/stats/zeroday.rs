@@ -19,7 +19,7 @@ pub enum ZeroDayReason {
     BelowRatioFloor,
     /// `reasonable_perf_change?` rejected it (per-metric absolute floors).
     BelowAbsoluteFloor,
-    /// perf-profile: neither median reaches `perf_profile_threshold`.
+    /// perf-profile with `-p X`: neither median is above X.
     BelowPerfProfileThreshold,
 }
 
@@ -46,12 +46,9 @@ pub fn verdict(
     metric: &str,
     base: &[f64],
     head: &[f64],
-    perf_profile_threshold: f64,
+    perf_profile_threshold: Option<f64>,
 ) -> ZeroDayVerdict {
-    let (b, a) = (
-        trimmed(metric, base, base.len()),
-        trimmed(metric, head, base.len()),
-    );
+    let (b, a) = (trimmed(base, base.len()), trimmed(head, base.len()));
     let not = |reason, ratio| ZeroDayVerdict {
         changed: false,
         reason,
@@ -69,20 +66,28 @@ pub fn verdict(
     } else {
         RATIO_CAP
     };
+    let changed = ZeroDayVerdict {
+        changed: true,
+        reason: ZeroDayReason::Changed,
+        ratio,
+    };
+    let profile = metrics::is_perf_profile(metric);
+    if let (true, Some(t)) = (profile, perf_profile_threshold) {
+        // `-p X` replaces the separation test for perf-profile stats.
+        return if med_a > t || med_b > t {
+            changed
+        } else {
+            not(ZeroDayReason::BelowPerfProfileThreshold, ratio)
+        };
+    }
     let separated = (min_b > med_a && med_b > max_a) || (min_a > med_b && med_a > max_b);
     if !separated {
         return not(ZeroDayReason::RangesOverlap, ratio);
     }
-    if metrics::is_perf_profile(metric) {
-        // perf-profile bypasses the ratio and absolute filters.
-        if hi > perf_profile_threshold {
-            return ZeroDayVerdict {
-                changed: true,
-                reason: ZeroDayReason::Changed,
-                ratio,
-            };
-        }
-        return not(ZeroDayReason::BelowPerfProfileThreshold, ratio);
+    if profile {
+        // lkp compare always passes a perf-profile option, so
+        // skip_small_change? never filters perf-profile stats.
+        return changed;
     }
     if ratio <= RATIO_FLOOR_ALL
         || (!metrics::is_perf_metric(metric) && ratio <= RATIO_FLOOR_NON_PERF)
@@ -92,24 +97,17 @@ pub fn verdict(
     if !metrics::passes_absolute_floor(metric, max_a.max(max_b), hi - lo) {
         return not(ZeroDayReason::BelowAbsoluteFloor, ratio);
     }
-    ZeroDayVerdict {
-        changed: true,
-        reason: ZeroDayReason::Changed,
-        ratio,
-    }
+    changed
 }
 
 /// Sort, drop `-1` placeholders, trim `min(n >> 5, max_margin)` from each end.
-fn trimmed(metric: &str, values: &[f64], base_len: usize) -> Vec<f64> {
+/// Upstream's `latency_stat?` answers false for every stat (its pattern test
+/// is followed by a literal `false`), so latency stats are trimmed like all
+/// others, and so is every stat here.
+fn trimmed(values: &[f64], base_len: usize) -> Vec<f64> {
     let mut v: Vec<f64> = values.iter().copied().filter(|x| *x != -1.0).collect();
     v.sort_by(f64::total_cmp);
-    let max_margin = if metrics::is_latency(metric) {
-        0
-    } else if base_len <= 3 {
-        1
-    } else {
-        3
-    };
+    let max_margin = if base_len <= 3 { 1 } else { 3 };
     let m = (v.len() >> 5).min(max_margin);
     v[m..v.len() - m].to_vec()
 }
@@ -131,27 +129,27 @@ mod tests {
 
     #[test]
     fn separated_kpi_changes() {
-        let v = verdict(KPI, &[100.0, 101.0, 102.0], &[90.0, 91.0, 92.0], 5.0);
+        let v = verdict(KPI, &[100.0, 101.0, 102.0], &[90.0, 91.0, 92.0], None);
         assert!(v.changed, "{v:?}");
     }
 
     #[test]
     fn median_inside_other_range_is_not_a_change() {
         // head median 97 > base min 96: fails the separation test.
-        let v = verdict(KPI, &[96.0, 101.0, 102.0], &[90.0, 97.0, 101.5], 5.0);
+        let v = verdict(KPI, &[96.0, 101.0, 102.0], &[90.0, 97.0, 101.5], None);
         assert_eq!(v.reason, ZeroDayReason::RangesOverlap);
     }
 
     #[test]
     fn ratio_floors() {
-        let v = verdict(KPI, &[100.0, 100.1, 100.2], &[100.5, 100.6, 100.7], 5.0);
+        let v = verdict(KPI, &[100.0, 100.1, 100.2], &[100.5, 100.6, 100.7], None);
         assert_eq!(v.reason, ZeroDayReason::BelowRatioFloor);
         // 3% is enough for a perf metric but not for an unknown prefix.
         let v = verdict(
             "foo.bar",
             &[100.0, 100.1, 100.2],
             &[103.0, 103.1, 103.2],
-            5.0,
+            None,
         );
         assert_eq!(v.reason, ZeroDayReason::BelowRatioFloor);
     }
@@ -162,17 +160,50 @@ mod tests {
             "lmbench3.time.user_time",
             &[2.0, 2.1, 2.2],
             &[4.0, 4.1, 4.2],
-            5.0,
+            None,
         );
         assert_eq!(v.reason, ZeroDayReason::BelowAbsoluteFloor);
-        let v = verdict(KPI, &[1.0, 1.0], &[2.0, 2.0], 5.0);
+        let v = verdict(KPI, &[1.0, 1.0], &[2.0, 2.0], None);
         assert_eq!(v.reason, ZeroDayReason::TooFewRuns);
     }
 
     #[test]
-    fn perf_profile_threshold() {
+    fn perf_profile_rule_follows_lkp_compare() {
         let m = "perf-profile.self.cycles-pp.pipe_write";
-        assert!(!verdict(m, &[1.0, 1.1, 1.2], &[3.0, 3.1, 3.2], 5.0).changed);
-        assert!(verdict(m, &[4.0, 4.1, 4.2], &[6.0, 6.1, 6.2], 5.0).changed);
+        // Without -p: the separation test alone, no ratio or floor filter
+        // (1.00 -> 1.01 is a 1% ratio and under perf-profile.*'s floor of 1).
+        let v = verdict(m, &[1.0, 1.0, 1.0], &[1.01, 1.01, 1.01], None);
+        assert!(v.changed, "{v:?}");
+        let v = verdict(m, &[1.0, 2.0, 3.0], &[2.5, 2.9, 4.0], None);
+        assert_eq!(v.reason, ZeroDayReason::RangesOverlap);
+        // With -p 5.0: either median above 5, whatever the overlap.
+        let v = verdict(m, &[4.0, 4.1, 4.2], &[6.0, 6.1, 6.2], Some(5.0));
+        assert!(v.changed, "{v:?}");
+        let v = verdict(m, &[4.0, 5.5, 7.0], &[4.0, 5.4, 7.0], Some(5.0));
+        assert!(v.changed, "overlapping, but a median is above 5: {v:?}");
+        let v = verdict(m, &[1.0, 1.1, 1.2], &[3.0, 3.1, 3.2], Some(5.0));
+        assert_eq!(v.reason, ZeroDayReason::BelowPerfProfileThreshold);
+        // The threshold is for perf-profile only.
+        let v = verdict(
+            KPI,
+            &[100.0, 100.1, 100.2],
+            &[100.5, 100.6, 100.7],
+            Some(5.0),
+        );
+        assert_eq!(v.reason, ZeroDayReason::BelowRatioFloor);
+    }
+
+    #[test]
+    fn latency_stats_are_trimmed_like_any_other() {
+        // 40 runs a side trim min(40 >> 5, 3) = 1 from each end, latency or
+        // not: the one outlier on each side goes, and the rest separate.
+        let mut base: Vec<f64> = (0..40).map(|i| 100.0 + f64::from(i) * 0.01).collect();
+        let mut head: Vec<f64> = (0..40).map(|i| 120.0 + f64::from(i) * 0.01).collect();
+        base[0] = 200.0;
+        head[0] = 50.0;
+        for m in ["lmbench3.PIPE.latency.us", KPI] {
+            let v = verdict(m, &base, &head, None);
+            assert!(v.changed, "{m}: {v:?}");
+        }
     }
 }
