@@ -64,6 +64,10 @@ pub struct ServeArgs {
     /// Regression e-mails (`KBOT_MAIL_*`, `KBOT_SMTP_*`).
     #[command(flatten)]
     pub mail: crate::mail::MailArgs,
+    /// An lkp-tests checkout that job files' `<< :` includes are resolved
+    /// against; unset, a job file with an include is refused.
+    #[arg(long, env = "KBOT_LKP_ROOT")]
+    pub lkp_root: Option<PathBuf>,
 }
 
 /// The settings the server runs with.
@@ -82,6 +86,8 @@ pub struct Config {
     pub agent_token_cache_secs: u32,
     pub shutdown_timeout_secs: u32,
     pub mail: crate::mail::MailConfig,
+    /// Where job files' includes come from (see [`ServeArgs::lkp_root`]).
+    pub lkp_root: Option<PathBuf>,
 }
 
 impl Config {
@@ -100,6 +106,7 @@ impl Config {
             agent_token_cache_secs: 5,
             shutdown_timeout_secs: 10,
             mail: crate::mail::MailConfig::disabled(),
+            lkp_root: None,
         }
     }
 }
@@ -119,6 +126,7 @@ impl From<ServeArgs> for Config {
             agent_token_cache_secs: args.agent_token_cache_secs,
             shutdown_timeout_secs: args.shutdown_timeout_secs,
             mail: crate::mail::MailConfig::from_args(args.mail, args.bind),
+            lkp_root: args.lkp_root,
         }
     }
 }

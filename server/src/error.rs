@@ -149,6 +149,7 @@ fn core_code(e: &kbot_core::Error) -> &'static str {
         E::UnknownProgram { .. } => "unknown_program",
         E::UnknownOption { .. } => "unknown_option",
         E::InvalidValue { .. } => "invalid_value",
+        E::NothingRunnable { .. } => "nothing_runnable",
         E::NonFiniteMetric { .. } => "non_finite_metric",
         _ => "bad_request",
     }

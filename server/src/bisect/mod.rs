@@ -115,6 +115,8 @@ pub async fn start(
             repo_id: pc.head.repo_id,
             job_name: format!("bisect {}", pc.job.testcase),
             job_file: &origin.job_file,
+            // Probes run one atomic job the origin queued: nothing skipped.
+            skipped: "[]".to_string(),
             base_commit_id: pc.base.id,
             head_commit_id: pc.head.id,
             priority: origin.priority,
@@ -665,6 +667,8 @@ async fn queue_verification(
             repo_id: b.repo_id,
             job_file: &pair.origin.job_file,
             atomic_jobs: &jobs,
+            // One atomic job the original submission ran: nothing skipped.
+            skipped: &[],
             base: &pair.parent,
             head: first_bad,
             priority: pair.origin.priority,

@@ -338,7 +338,20 @@ async fn submit(args: SubmitArgs) -> Result<(), ClientError> {
     };
     let s: SubmissionView = client(&args.conn)?.post("/submissions", &body).await?;
     println!("{}", summary_line(&s));
+    // On stderr: scripts read the one summary line from stdout.
+    for line in skipped_lines(&s) {
+        eprintln!("{line}");
+    }
     Ok(())
+}
+
+/// One line per atomic job, monitor or key of the job file that kbot does
+/// not run, with the reason.
+fn skipped_lines(s: &SubmissionView) -> Vec<String> {
+    s.skipped
+        .iter()
+        .map(|k| format!("skipped {} {}: {}", k.kind.as_str(), k.name, k.reason))
+        .collect()
 }
 
 async fn follow(api: &ApiClient, id: i64, interval: Duration) -> Result<(), ClientError> {

@@ -57,6 +57,8 @@ pub struct SubmissionSummary {
     pub jobs_failed: u32,
     pub jobs_total: u32,
     pub max_runs: u32,
+    /// What the job file has that kbot does not run: (kind, name, reason).
+    pub skipped: Vec<(&'static str, String, String)>,
 }
 
 impl From<&SubmissionView> for SubmissionSummary {
@@ -75,6 +77,11 @@ impl From<&SubmissionView> for SubmissionSummary {
             jobs_failed: s.jobs.failed,
             jobs_total: s.jobs.total,
             max_runs: s.max_runs,
+            skipped: s
+                .skipped
+                .iter()
+                .map(|k| (k.kind.as_str(), k.name.clone(), k.reason.clone()))
+                .collect(),
         }
     }
 }

@@ -8,7 +8,10 @@ pub mod routes;
 mod store;
 pub mod types;
 
-use kbot_core::job::{parse_job_file, AtomicJob};
+use std::path::Path;
+
+use kbot_core::job::{plan_job_file, AtomicJob, JobPlan, Skipped};
+use kbot_core::lkp::{IncludeDir, IncludeSource, NoIncludes};
 
 pub use store::{
     comparisons, events, get_submission, job_views, list_submissions, run_results, SubmissionRow,
@@ -34,7 +37,8 @@ pub async fn submit(
     user: &UserAuth,
     req: SubmitRequest,
 ) -> Result<SubmissionView> {
-    let atomic_jobs = parse_job(&req.job_file)?;
+    let plan = parse_job(&req.job_file, state.config.lkp_root.as_deref())?;
+    let atomic_jobs = plan.jobs;
     let max_runs = max_runs(req.max_runs)?;
     let repo = repos::get_repo(&state.db, &req.repo).await?;
     let head = repos::resolve_commit(state, &repo, req.head.trim()).await?;
@@ -57,6 +61,7 @@ pub async fn submit(
             repo_id: repo.id,
             job_file: &req.job_file,
             atomic_jobs: &atomic_jobs,
+            skipped: &plan.skipped,
             base: &base,
             head: &head,
             priority: i64::from(req.priority),
@@ -76,6 +81,7 @@ pub async fn submit(
         base = %base.sha,
         head = %head.sha,
         atomic_jobs = atomic_jobs.len(),
+        skipped = plan.skipped.len(),
         "submission queued"
     );
     store::submission_view(&state.db, id).await
@@ -88,6 +94,8 @@ pub(crate) struct NewPair<'a> {
     pub repo_id: i64,
     pub job_file: &'a str,
     pub atomic_jobs: &'a [AtomicJob],
+    /// What the job file has that kbot does not run, shown with the submission.
+    pub skipped: &'a [Skipped],
     pub base: &'a StoredCommit,
     pub head: &'a StoredCommit,
     pub priority: i64,
@@ -116,6 +124,8 @@ pub(crate) async fn queue_pair(
             repo_id: p.repo_id,
             job_name: job_name(p.atomic_jobs),
             job_file: p.job_file,
+            skipped: serde_json::to_string(p.skipped)
+                .map_err(|e| Error::Other(anyhow::anyhow!("cannot encode skipped jobs: {e}")))?,
             base_commit_id: p.base.id,
             head_commit_id: p.head.id,
             priority: p.priority,
@@ -133,21 +143,27 @@ pub(crate) async fn queue_pair(
     Ok(id)
 }
 
-/// Parses the job file; every problem names the culprit (line, key, option).
-pub fn parse_job(text: &str) -> Result<Vec<AtomicJob>> {
+/// Plans the job file, includes resolved against `lkp_root`; every problem
+/// names the culprit (line, key, option, missing include), and a file is
+/// refused only when nothing in it can run.
+pub fn parse_job(text: &str, lkp_root: Option<&Path>) -> Result<JobPlan> {
     if text.len() > MAX_JOB_FILE_BYTES {
         return Err(Error::BadRequest(format!(
             "job file is {} bytes; the limit is {MAX_JOB_FILE_BYTES}",
             text.len()
         )));
     }
-    let jobs = parse_job_file(text)?;
-    if jobs.is_empty() {
+    let includes: Box<dyn IncludeSource> = match lkp_root {
+        Some(root) => Box::new(IncludeDir::new(root)),
+        None => Box::new(NoIncludes),
+    };
+    let plan = plan_job_file(text, includes.as_ref())?;
+    if plan.jobs.is_empty() {
         return Err(Error::BadRequest(
             "the job file expands into no atomic job".into(),
         ));
     }
-    Ok(jobs)
+    Ok(plan)
 }
 
 pub(crate) fn max_runs(requested: Option<u32>) -> Result<u32> {
@@ -230,7 +246,7 @@ mod tests {
     #[test]
     fn oversized_and_empty_job_files_are_refused() {
         let big = "#".repeat(MAX_JOB_FILE_BYTES + 1);
-        assert!(matches!(parse_job(&big), Err(Error::BadRequest(_))));
-        assert!(parse_job("").is_err());
+        assert!(matches!(parse_job(&big, None), Err(Error::BadRequest(_))));
+        assert!(parse_job("", None).is_err());
     }
 }

@@ -1,7 +1,7 @@
 //! SQL for submissions and what hangs off them (jobs, events, results,
 //! comparisons), as the user API and the dashboard read them.
 
-use kbot_core::job::AtomicJob;
+use kbot_core::job::{AtomicJob, Skipped};
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
@@ -19,6 +19,8 @@ pub struct SubmissionRow {
     pub repo_name: String,
     pub job_name: String,
     pub job_file: String,
+    /// JSON list of [`Skipped`] (migration 0008).
+    pub skipped: String,
     pub base_commit_id: i64,
     pub head_commit_id: i64,
     pub priority: i64,
@@ -39,6 +41,7 @@ pub(crate) struct NewSubmission<'a> {
     pub repo_id: i64,
     pub job_name: String,
     pub job_file: &'a str,
+    pub skipped: String,
     pub base_commit_id: i64,
     pub head_commit_id: i64,
     pub priority: i64,
@@ -49,8 +52,9 @@ pub(crate) struct NewSubmission<'a> {
 pub(crate) async fn insert_submission(tx: &mut Tx, s: &NewSubmission<'_>) -> Result<i64> {
     let row = sqlx::query(
         "INSERT INTO submissions (user_id, repo_id, job_name, job_file, base_commit_id, \
-             head_commit_id, priority, runs_cap, state, created_at, kind, bisect, watch_id) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'active', $9, $10, $11, $12) RETURNING id",
+             head_commit_id, priority, runs_cap, state, created_at, kind, bisect, watch_id, \
+             skipped) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'active', $9, $10, $11, $12, $13) RETURNING id",
     )
     .bind(s.user_id)
     .bind(s.repo_id)
@@ -64,6 +68,7 @@ pub(crate) async fn insert_submission(tx: &mut Tx, s: &NewSubmission<'_>) -> Res
     .bind(s.kind)
     .bind(i64::from(s.bisect))
     .bind(s.watch_id)
+    .bind(&s.skipped)
     .fetch_one(&mut **tx)
     .await?;
     Ok(row.try_get("id")?)
@@ -71,7 +76,7 @@ pub(crate) async fn insert_submission(tx: &mut Tx, s: &NewSubmission<'_>) -> Res
 
 const SUBMISSION_SELECT: &str = "SELECT s.id, u.name AS user_name, r.name AS repo_name, \
      s.job_name, s.job_file, s.base_commit_id, s.head_commit_id, s.priority, s.runs_cap, \
-     s.state, s.created_at, s.finished_at, s.kind \
+     s.state, s.created_at, s.finished_at, s.kind, s.skipped \
      FROM submissions s JOIN users u ON u.id = s.user_id JOIN repos r ON r.id = s.repo_id";
 
 impl SubmissionRow {
@@ -82,6 +87,7 @@ impl SubmissionRow {
             repo_name: row.try_get("repo_name")?,
             job_name: row.try_get("job_name")?,
             job_file: row.try_get("job_file")?,
+            skipped: row.try_get("skipped")?,
             base_commit_id: row.try_get("base_commit_id")?,
             head_commit_id: row.try_get("head_commit_id")?,
             priority: row.try_get("priority")?,
@@ -131,6 +137,11 @@ async fn view_of(db: &Db, s: SubmissionRow) -> Result<SubmissionView> {
     let base = commit_by_id(db.read(), s.base_commit_id).await?;
     let head = commit_by_id(db.read(), s.head_commit_id).await?;
     let jobs = job_counts(db, s.id).await?;
+    let skipped: Vec<Skipped> = serde_json::from_str(&s.skipped).map_err(|e| {
+        Error::Other(anyhow::anyhow!(
+            "stored skipped jobs are not valid JSON: {e}"
+        ))
+    })?;
     Ok(SubmissionView {
         id: s.id,
         repo: s.repo_name,
@@ -143,6 +154,7 @@ async fn view_of(db: &Db, s: SubmissionRow) -> Result<SubmissionView> {
         max_runs: u32::try_from(s.runs_cap).unwrap_or(0),
         created_at: s.created_at,
         jobs,
+        skipped,
     })
 }
 

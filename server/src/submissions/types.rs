@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use kbot_core::job::AtomicJob;
+use kbot_core::job::{AtomicJob, Skipped};
 
 /// `POST /api/v1/repos`.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -84,6 +84,10 @@ pub struct SubmissionView {
     /// Unix milliseconds.
     pub created_at: i64,
     pub jobs: JobCounts,
+    /// The job file's atomic jobs, monitors and keys that kbot does not run
+    /// or use, each with the reason (empty when everything runs).
+    #[serde(default)]
+    pub skipped: Vec<Skipped>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

@@ -37,7 +37,7 @@ pub const ROBOT_USER: &str = "kbot-robot";
 const EVENTS_SHOWN: i64 = 200;
 
 pub async fn create(state: &AppState, user: &UserAuth, req: WatchCreate) -> Result<WatchView> {
-    let atomic_jobs = submissions::parse_job(&req.job_file)?;
+    let atomic_jobs = submissions::parse_job(&req.job_file, state.config.lkp_root.as_deref())?.jobs;
     let max_runs = submissions::max_runs(req.max_runs)?;
     let interval = req.interval_secs.unwrap_or(DEFAULT_INTERVAL_SECS);
     if !(1..=MAX_INTERVAL_SECS).contains(&interval) {
@@ -231,8 +231,9 @@ async fn submit_head(
     if base.id == head.id {
         return Ok(());
     }
-    let atomic_jobs = submissions::parse_job(&w.job_file)?;
-    let atomic_jobs: Vec<_> = atomic_jobs
+    let plan = submissions::parse_job(&w.job_file, state.config.lkp_root.as_deref())?;
+    let atomic_jobs: Vec<_> = plan
+        .jobs
         .into_iter()
         .map(|mut job| {
             if w.tbox_group.is_some() {
@@ -251,6 +252,7 @@ async fn submit_head(
             repo_id: repo.id,
             job_file: &w.job_file,
             atomic_jobs: &atomic_jobs,
+            skipped: &plan.skipped,
             base: &base,
             head: &head,
             priority: 0,
