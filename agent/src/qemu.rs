@@ -11,6 +11,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use kbot_core::api::{FailureKind, JobState, ResultUpload};
+use kbot_core::conditions;
 use kbot_core::programs::Invocation;
 
 use crate::console::{self, Section, DONE_MARKER, INIT_MARKER, MEASURE_MARKER};
@@ -320,15 +321,21 @@ impl QemuBackend {
     /// What the result records about how it was measured.
     fn tuning(&self, accel_note: &str) -> BTreeMap<String, String> {
         let mut tuning = BTreeMap::new();
-        tuning.insert("accel".to_string(), accel_note.to_string());
-        tuning.insert("qemu_clock".to_string(), self.cfg.clock.describe());
+        tuning.insert(conditions::ACCEL.to_string(), accel_note.to_string());
+        tuning.insert(
+            conditions::QEMU_CLOCK.to_string(),
+            self.cfg.clock.describe(),
+        );
         tuning.insert(
             "cpufreq_governor".to_string(),
             "unavailable (QEMU guest has no cpufreq)".to_string(),
         );
-        tuning.insert("guest_cmdline".to_string(), KERNEL_CMDLINE.to_string());
         tuning.insert(
-            "warmup_runs".to_string(),
+            conditions::GUEST_CMDLINE.to_string(),
+            KERNEL_CMDLINE.to_string(),
+        );
+        tuning.insert(
+            conditions::WARMUP_RUNS.to_string(),
             format!("{} per invocation, discarded", self.cfg.warmup_runs),
         );
         tuning
@@ -749,7 +756,7 @@ fn assemble(a: Assembly) -> Outcome {
     let mut tuning = a.tuning;
     let seen = body(&sections, "nproc").trim().to_string();
     tuning.insert(
-        "guest_cpus".to_string(),
+        conditions::GUEST_CPUS.to_string(),
         format!("{seen} online of {} configured", a.topology.cpus()),
     );
     tuning.insert(

@@ -4,6 +4,7 @@
 //! depend on it for the wire protocol ([`api`]), the typed errors ([`Error`]).
 
 pub mod api;
+pub mod conditions;
 pub mod error;
 pub mod job;
 pub mod lkp;

@@ -2,7 +2,9 @@
 //! both sides: its comparison is an A/A test and says so, in
 //! `comparisons::booted_commits`, in the REST results and on the dashboard;
 //! a pair whose runs booted their commits (a `qemu` agent) carries no such
-//! note.
+//! note. Neither is a pair whose sides were measured under different
+//! conditions (an icount guest against a wall-clock one): it is neither
+//! reported nor bisected.
 
 mod common;
 
@@ -10,7 +12,10 @@ use std::time::{Duration, Instant};
 
 use common::agent::TestAgent;
 use common::{backends, hardware, TestServer, ONE_JOB};
+use std::collections::BTreeMap;
+
 use kbot_core::api::{BootBackend, EnrollRequest, EnrollResponse};
+use kbot_core::conditions;
 use kbot_server::comparisons::booted_commits;
 use kbot_server::submissions::types::{SubmissionDetail, SubmissionResults};
 
@@ -160,6 +165,110 @@ async fn host_backend_pairs_are_marked_a_a_and_booted_pairs_are_not() {
         let html = page(ab.submission_id).await;
         assert!(!html.contains("Not a test of the commits"), "{html}");
         assert!(!html.contains("class=\"state state-aa\""), "{html}");
+        t.stop().await;
+    }
+}
+
+/// Runs `agent`'s jobs until submission `id` is done: the base side at 100
+/// under `base_clock`, the head side 30% lower under `head_clock`.
+async fn run_regressed_pair(
+    t: &TestServer,
+    agent: &TestAgent<'_>,
+    user: &str,
+    id: i64,
+    (base_clock, head_clock): (&str, &str),
+) {
+    let detail: SubmissionDetail = get(t, user, &format!("/api/v1/submissions/{id}")).await;
+    let base_sha = detail.submission.base.sha.clone();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        while let Some(job) = agent.lease().await {
+            let (level, clock) = if job.commit == base_sha {
+                (100.0, base_clock)
+            } else {
+                (70.0, head_clock)
+            };
+            let tuning = BTreeMap::from([
+                (conditions::QEMU_CLOCK.to_string(), clock.to_string()),
+                (
+                    "guest_boot_wall_secs".to_string(),
+                    format!("{}", job.run_index),
+                ),
+            ]);
+            let value = level + f64::from(job.run_index % 3) * 0.1;
+            let response = agent.upload_with(job.job_id, value, tuning).await;
+            assert_eq!(response.status(), 200, "upload");
+        }
+        let detail: SubmissionDetail = get(t, user, &format!("/api/v1/submissions/{id}")).await;
+        if detail.submission.state == "done" {
+            return;
+        }
+        assert!(Instant::now() < deadline, "submission {id} never settled");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn pairs_measured_under_different_conditions_are_not_blamed_on_a_commit() {
+    const ICOUNT: &str = "icount shift=3,sleep=off";
+    for backend in backends() {
+        let t = TestServer::start(backend).await;
+        let (_, user) = kbot_server::auth::create_user_token(t.db(), "alice", None)
+            .await
+            .expect("user token");
+        let qemu = enroll_as(&t, "vm-qemu-1", "vm-qemu", BootBackend::Qemu).await;
+        let count = |path: &'static str| {
+            let (t, user) = (&t, user.clone());
+            async move {
+                let list: Vec<serde_json::Value> = get(t, &user, path).await;
+                list.len()
+            }
+        };
+
+        // Base measured on an icount guest, head on a wall-clock one.
+        let mixed = t.seed("alice", ONE_JOB, 4, 0).await;
+        run_regressed_pair(&t, &qemu, &user, mixed.submission_id, (ICOUNT, "wall")).await;
+        let booted = booted_commits(t.db(), mixed.atomic_job_ids[0])
+            .await
+            .expect("booted_commits");
+        assert_eq!(booted.booted_runs, booted.finished_runs, "{booted:?}");
+        assert!(!booted.same_conditions(), "{backend:?}: {booted:?}");
+        assert!(!booted.tests_the_commits(), "{backend:?}: {booted:?}");
+        let results: SubmissionResults = get(
+            &t,
+            &user,
+            &format!("/api/v1/submissions/{}/results", mixed.submission_id),
+        )
+        .await;
+        let kpi = results
+            .comparisons
+            .iter()
+            .find(|c| c.metric == "bw_pipe.bandwidth.MB/sec")
+            .expect("the KPI's comparison");
+        assert_eq!(kpi.verdict, "different", "the samples do differ: {kpi:?}");
+        assert!(!kpi.tests_the_commits);
+        let note = kpi.boot_note.clone().unwrap_or_default();
+        assert!(
+            note.contains("measured under different conditions")
+                && note.contains("base: qemu_clock=icount shift=3,sleep=off")
+                && note.contains("head: qemu_clock=wall"),
+            "{note}"
+        );
+        assert_eq!(count("/api/v1/reports").await, 0, "{backend:?}");
+        assert_eq!(count("/api/v1/bisections").await, 0, "{backend:?}");
+
+        // The same regression measured alike on both sides is acted on.
+        let alike = t.seed("alice", ONE_JOB, 4, 0).await;
+        run_regressed_pair(&t, &qemu, &user, alike.submission_id, (ICOUNT, ICOUNT)).await;
+        let booted = booted_commits(t.db(), alike.atomic_job_ids[0])
+            .await
+            .expect("booted_commits");
+        assert!(booted.tests_the_commits(), "{backend:?}: {booted:?}");
+        let acted = count("/api/v1/reports").await + count("/api/v1/bisections").await;
+        assert!(
+            acted >= 1,
+            "{backend:?}: the regression was neither reported nor bisected"
+        );
         t.stop().await;
     }
 }

@@ -8,8 +8,15 @@
 //! (`results.agent_id -> agents.backend`), so that a host-backend pair is
 //! marked as such wherever its comparison is shown, and never blamed on a
 //! commit it did not boot.
+//!
+//! The same holds for a pair whose runs were measured under different
+//! conditions ([`kbot_core::conditions`]: an icount guest on one side and a
+//! wall-clock guest on the other, say): their samples differ whatever the
+//! commits do.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+
+use kbot_core::conditions;
 
 use serde::{Deserialize, Serialize};
 use sqlx::any::AnyRow;
@@ -31,6 +38,9 @@ pub struct BootedCommits {
     pub unknown_runs: u32,
     /// The kernel releases the host-backend runs reported, sorted, once each.
     pub host_kernels: Vec<String>,
+    /// The measurement conditions ([`conditions::describe`]) the runs of
+    /// each side (`base`, `head`) were measured under, once each.
+    pub conditions: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl BootedCommits {
@@ -38,7 +48,18 @@ impl BootedCommits {
     /// commit's kernel: only then does the comparison test the commits, and
     /// only then may a regression be reported against (or bisected to) one.
     pub fn tests_the_commits(&self) -> bool {
-        self.finished_runs > 0 && self.booted_runs == self.finished_runs
+        self.finished_runs > 0 && self.booted_runs == self.finished_runs && self.same_conditions()
+    }
+
+    /// True when every finished run, both sides, was measured under the
+    /// same conditions.
+    pub fn same_conditions(&self) -> bool {
+        self.conditions
+            .values()
+            .flatten()
+            .collect::<BTreeSet<_>>()
+            .len()
+            <= 1
     }
 
     /// Why the comparison is not a test of the commits, for people: `None`
@@ -52,6 +73,9 @@ impl BootedCommits {
             [one] => format!("kernel {one}"),
             many => format!("kernels {}", many.join(", ")),
         };
+        if self.host_runs == 0 && self.unknown_runs == 0 {
+            return Some(self.conditions_note());
+        }
         if self.host_runs == self.finished_runs {
             return Some(format!(
                 "host backend: both sides ran the running {kernels}; \
@@ -78,9 +102,43 @@ impl BootedCommits {
         ))
     }
 
-    fn add(&mut self, backend: Option<&str>, kernel_release: String, runs: u32) {
+    /// Why runs measured under different conditions do not compare.
+    fn conditions_note(&self) -> String {
+        let sides = self
+            .conditions
+            .iter()
+            .map(|(side, set)| {
+                let list = set
+                    .iter()
+                    .map(|c| if c.is_empty() { "none recorded" } else { c })
+                    .collect::<Vec<_>>()
+                    .join(" | ");
+                format!("{side}: {list}")
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        format!(
+            "the runs were measured under different conditions ({sides}); \
+             their samples differ whatever the commits do, so this comparison is \
+             not a test of the commits"
+        )
+    }
+
+    fn add(&mut self, run: RunGroup) {
+        let RunGroup {
+            side,
+            backend,
+            kernel_release,
+            tuning,
+            runs,
+        } = run;
+        let tuning: BTreeMap<String, String> = serde_json::from_str(&tuning).unwrap_or_default();
+        self.conditions
+            .entry(side)
+            .or_default()
+            .insert(conditions::describe(&tuning));
         self.finished_runs += runs;
-        match backend {
+        match backend.as_deref() {
             Some("qemu" | "kexec") => self.booted_runs += runs,
             Some("host") => {
                 self.host_runs += runs;
@@ -96,20 +154,31 @@ impl BootedCommits {
     }
 }
 
-/// The finished runs of an atomic job, by backend and kernel release.
-const JOB_RUNS_BY_BACKEND: &str = "SELECT j.atomic_job_id AS k, ag.backend, r.kernel_release, \
-        COUNT(*) AS n \
+/// Finished runs that agree on side, backend, kernel and tuning.
+struct RunGroup {
+    side: String,
+    backend: Option<String>,
+    kernel_release: String,
+    /// The result's tuning map, as stored (JSON).
+    tuning: String,
+    runs: u32,
+}
+
+/// The finished runs of an atomic job, by side, backend, kernel release and
+/// tuning.
+const JOB_RUNS_BY_BACKEND: &str = "SELECT j.atomic_job_id AS k, j.side, ag.backend, \
+        r.kernel_release, r.tuning, COUNT(*) AS n \
     FROM jobs j JOIN results r ON r.job_id = j.id LEFT JOIN agents ag ON ag.id = r.agent_id \
     WHERE j.atomic_job_id = $1 AND j.state = 'finished' \
-    GROUP BY j.atomic_job_id, ag.backend, r.kernel_release";
+    GROUP BY j.atomic_job_id, j.side, ag.backend, r.kernel_release, r.tuning";
 
 /// The same for every atomic job of a submission, keyed by position.
-const SUBMISSION_RUNS_BY_BACKEND: &str = "SELECT a.position AS k, ag.backend, \
-        r.kernel_release, COUNT(*) AS n \
+const SUBMISSION_RUNS_BY_BACKEND: &str = "SELECT a.position AS k, j.side, ag.backend, \
+        r.kernel_release, r.tuning, COUNT(*) AS n \
     FROM jobs j JOIN atomic_jobs a ON a.id = j.atomic_job_id \
     JOIN results r ON r.job_id = j.id LEFT JOIN agents ag ON ag.id = r.agent_id \
     WHERE j.submission_id = $1 AND j.state = 'finished' \
-    GROUP BY a.position, ag.backend, r.kernel_release";
+    GROUP BY a.position, j.side, ag.backend, r.kernel_release, r.tuning";
 
 /// Whether every finished run of the atomic job booted its commit's kernel
 /// (qemu or kexec), or some ran on the host backend (or on an agent that is
@@ -139,12 +208,13 @@ fn fold(rows: &[AnyRow]) -> Result<BTreeMap<i64, BootedCommits>> {
     let mut out: BTreeMap<i64, BootedCommits> = BTreeMap::new();
     for row in rows {
         let key: i64 = row.try_get("k")?;
-        let backend: Option<String> = row.try_get("backend")?;
-        let release: String = row.try_get("kernel_release")?;
-        let runs = u32::try_from(row.try_get::<i64, _>("n")?).unwrap_or(u32::MAX);
-        out.entry(key)
-            .or_default()
-            .add(backend.as_deref(), release, runs);
+        out.entry(key).or_default().add(RunGroup {
+            side: row.try_get("side")?,
+            backend: row.try_get("backend")?,
+            kernel_release: row.try_get("kernel_release")?,
+            tuning: row.try_get("tuning")?,
+            runs: u32::try_from(row.try_get::<i64, _>("n")?).unwrap_or(u32::MAX),
+        });
     }
     Ok(out)
 }
@@ -153,12 +223,60 @@ fn fold(rows: &[AnyRow]) -> Result<BTreeMap<i64, BootedCommits>> {
 mod tests {
     use super::*;
 
+    const ICOUNT: &str =
+        r#"{"qemu_clock":"icount shift=3,sleep=off","guest_boot_wall_secs":"4.1"}"#;
+
+    fn group(side: &str, backend: Option<&str>, release: &str, tuning: &str, n: u32) -> RunGroup {
+        RunGroup {
+            side: side.to_string(),
+            backend: backend.map(str::to_string),
+            kernel_release: release.to_string(),
+            tuning: tuning.to_string(),
+            runs: n,
+        }
+    }
+
+    /// Runs of one backend and release, alike on both sides.
     fn of(runs: &[(Option<&str>, &str, u32)]) -> BootedCommits {
         let mut b = BootedCommits::default();
         for (backend, release, n) in runs {
-            b.add(*backend, release.to_string(), *n);
+            b.add(group("base", *backend, release, "{}", *n));
         }
         b
+    }
+
+    #[test]
+    fn runs_under_different_conditions_do_not_test_the_commits() {
+        let mut b = BootedCommits::default();
+        b.add(group("base", Some("qemu"), "6.1.0-kbot", ICOUNT, 3));
+        b.add(group(
+            "head",
+            Some("qemu"),
+            "6.1.0-kbot",
+            r#"{"qemu_clock":"icount shift=3,sleep=off","guest_boot_wall_secs":"3.7"}"#,
+            3,
+        ));
+        assert!(b.same_conditions(), "a boot's wall time is not a condition");
+        assert!(b.tests_the_commits());
+        b.add(group(
+            "head",
+            Some("qemu"),
+            "6.1.0-kbot",
+            r#"{"qemu_clock":"wall"}"#,
+            1,
+        ));
+        assert!(!b.same_conditions());
+        assert!(!b.tests_the_commits());
+        let note = b.note().unwrap_or_default();
+        assert!(
+            note.starts_with(
+                "the runs were measured under different conditions \
+                 (base: qemu_clock=icount shift=3,sleep=off; \
+                 head: qemu_clock=icount shift=3,sleep=off | qemu_clock=wall)"
+            ),
+            "{note}"
+        );
+        assert!(note.ends_with("not a test of the commits"), "{note}");
     }
 
     #[test]

@@ -65,13 +65,23 @@ impl<'a> TestAgent<'a> {
     }
 
     pub async fn upload(&self, job_id: i64, value: f64) -> reqwest::Response {
+        self.upload_with(job_id, value, BTreeMap::new()).await
+    }
+
+    /// [`Self::upload`] with the result's tuning map.
+    pub async fn upload_with(
+        &self,
+        job_id: i64,
+        value: f64,
+        tuning: BTreeMap<String, String>,
+    ) -> reqwest::Response {
         let upload = ResultUpload {
             metrics: BTreeMap::from([("bw_pipe.bandwidth.MB/sec".to_string(), value)]),
             raw_output: "ok\n".into(),
             console: None,
             kconfig: None,
             kernel_release: "6.1.0".into(),
-            tuning: BTreeMap::new(),
+            tuning,
             started_at: 1,
             finished_at: 2,
         };
