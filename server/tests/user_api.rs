@@ -27,7 +27,14 @@ struct Fixture {
 }
 
 async fn fixture(backend: Backend) -> Fixture {
-    let server = TestServer::start(backend).await;
+    fixture_with(backend, |_| {}).await
+}
+
+async fn fixture_with(
+    backend: Backend,
+    tweak: impl FnOnce(&mut kbot_server::config::Config),
+) -> Fixture {
+    let server = TestServer::start_with(backend, tweak).await;
     let (_, user_token) = kbot_server::auth::create_user_token(server.db(), "alice", None)
         .await
         .expect("user token");
@@ -467,4 +474,125 @@ async fn commits_resolve_and_bad_input_gets_stable_codes() {
         );
         f.server.stop().await;
     }
+}
+
+/// lkp-tests' lmbench3 list in LKP's own form: an include from the LKP root,
+/// tests kbot does not run next to PIPE, a monitor the agent lacks.
+const MIXED_LMBENCH3: &str = "\
+<< : include/testbox/any
+
+testcase: lmbench3
+runs: 2
+turbostat:
+nr_threads: 1
+lmbench3:
+  mode: development
+  test:
+    - CONNECT
+    - PIPE
+";
+
+#[tokio::test]
+async fn a_mixed_matrix_queues_what_runs_and_lists_the_rest() {
+    for backend in backends() {
+        let root = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(root.path().join("include/testbox")).expect("mkdir");
+        std::fs::write(
+            root.path().join("include/testbox/any"),
+            "rootfs: debian-12-x86_64.cgz\n",
+        )
+        .expect("write include");
+        let lkp_root = root.path().to_path_buf();
+        let f = fixture_with(backend, move |c| c.lkp_root = Some(lkp_root)).await;
+        let s = f
+            .submit(json!({"repo": "linux", "job_file": MIXED_LMBENCH3, "head": "main"}))
+            .await;
+        // PIPE only: 1 atomic job x 2 runs x 2 sides.
+        assert_eq!(s.jobs.total, 4, "{s:?}");
+        let skipped: Vec<(&str, &str, &str)> = s
+            .skipped
+            .iter()
+            .map(|k| (k.kind.as_str(), k.name.as_str(), k.reason.as_str()))
+            .collect();
+        assert!(
+            skipped.contains(&(
+                "job",
+                "lmbench3/development-1-CONNECT",
+                "invalid value \"CONNECT\" for test: kbot runs: PIPE"
+            )),
+            "{skipped:?}"
+        );
+        assert!(
+            skipped
+                .iter()
+                .any(|k| k.0 == "monitor" && k.1 == "turbostat"),
+            "{skipped:?}"
+        );
+        assert!(
+            skipped.iter().any(|k| k.0 == "key" && k.1 == "rootfs"),
+            "{skipped:?}"
+        );
+        assert_eq!(skipped.len(), 3, "{skipped:?}");
+
+        // Stored: the submission reads back with the same list, and its page shows it.
+        let detail: SubmissionDetail = f.get_json(&format!("/api/v1/submissions/{}", s.id)).await;
+        assert_eq!(detail.submission.skipped, s.skipped);
+        assert_eq!(detail.atomic_jobs.len(), 1);
+        assert_eq!(detail.atomic_jobs[0].options["test"], "PIPE");
+        let page = f.get(&format!("/submissions/{}", s.id)).await;
+        assert_eq!(page.status(), 200);
+        let html = page.text().await.expect("html");
+        assert!(
+            html.contains("id=\"skipped\"") && html.contains("lmbench3/development-1-CONNECT"),
+            "{html}"
+        );
+        assert!(html.contains("kbot runs: PIPE"), "{html}");
+
+        // Refused only when nothing can run, with the reasons or the missing file.
+        let cases: Vec<(&str, &str, &str)> = vec![
+            (
+                "lmbench3: {mode: development, test: [CONNECT, TCP]}\n",
+                "nothing_runnable",
+                "lmbench3/development-TCP",
+            ),
+            (
+                "<< : jobs/none.yaml\npipen:\n",
+                "invalid_job_file",
+                "included file \"jobs/none.yaml\" was not found",
+            ),
+        ];
+        for (job_file, code, text) in cases {
+            let resp = f
+                .post(
+                    "/api/v1/submissions",
+                    &json!({"repo": "linux", "job_file": job_file, "head": "main"}),
+                )
+                .await;
+            assert_eq!(resp.status(), 400, "{job_file}");
+            let body: Value = resp.json().await.expect("error json");
+            assert_eq!(body["error"]["code"], code, "{body}");
+            let message = body["error"]["message"].as_str().unwrap_or_default();
+            assert!(message.contains(text), "{body}");
+        }
+        f.server.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn an_include_without_an_lkp_root_is_refused_by_name() {
+    let f = fixture(Backend::Sqlite).await;
+    let resp = f
+        .post(
+            "/api/v1/submissions",
+            &json!({"repo": "linux", "job_file": MIXED_LMBENCH3, "head": "main"}),
+        )
+        .await;
+    assert_eq!(resp.status(), 400);
+    let body: Value = resp.json().await.expect("error json");
+    assert!(
+        body.to_string().contains("include/testbox/any")
+            && body.to_string().contains("no LKP include root"),
+        "{body}"
+    );
+    f.server.stop().await;
 }

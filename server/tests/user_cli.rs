@@ -7,7 +7,9 @@ mod gitrepo;
 use common::{backends, TestServer};
 use serde_json::Value;
 
-const JOB: &str = "testcase: bw_pipe\nnr_threads: 1\nruns: 2\nbw_pipe:\n  size: [4k, 64k]\n";
+/// Two atomic jobs kbot runs, two it skips (no `RANDOM` placement), and a
+/// monitor the agent does not have.
+const JOB: &str = "testcase: bw_pipe\nnr_threads: 1\nruns: 2\nturbostat:\nbw_pipe:\n  size: [4k, 64k]\n  sched: [DEFAULT, RANDOM]\n";
 
 /// Runs `kbot-server ARGS` against the server; returns (success, stdout, stderr).
 async fn cli(server: &TestServer, token: &str, args: &[&str]) -> (bool, String, String) {
@@ -61,6 +63,16 @@ async fn submit_list_cancel_results_from_the_command_line() {
         )
         .await;
         assert!(ok, "submit: {err}");
+        // The skipped atomic jobs and monitor, by name with the reason, on stderr.
+        for name in ["1-RANDOM-4k", "1-RANDOM-64k"] {
+            assert!(
+                err.contains(&format!(
+                    "skipped job bw_pipe/{name}: invalid value \"RANDOM\" for sched"
+                )),
+                "{err}"
+            );
+        }
+        assert!(err.contains("skipped monitor turbostat: "), "{err}");
         let id: i64 = out
             .split('\t')
             .next()
