@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use kbot_core::api::{FailureKind, KconfigSpec, RepoSpec};
 
 use crate::build_cache::{BuildCache, BuildKey, BuiltKernel};
+use crate::build_lock;
 use crate::elf_notes;
 use crate::error::{AgentError, Result};
 use crate::outcome::Failure;
@@ -195,6 +196,8 @@ impl Builder {
             fs::create_dir_all(d)
                 .map_err(|e| AgentError::io(format!("creating {}", d.display()), e))?;
         }
+        // Held until the build returns; make's processes hold it too.
+        let _lock = build_lock::lock(&obj, cancel)?;
         let log = staged.join("build.log");
         let make = |args: &[&str]| self.make(src, &obj, compiler, args);
         let mut steps: Vec<Command> = Vec::new();

@@ -8,6 +8,7 @@
 //! [`spool`].
 
 pub mod build_cache;
+pub mod build_lock;
 pub mod client;
 pub mod config;
 pub mod console;
