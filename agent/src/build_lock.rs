@@ -28,8 +28,11 @@ const LOCK_FILE: &str = ".kbot-build.lock";
 const POLL: Duration = Duration::from_millis(500);
 
 /// An object directory's build lock; the build's children inherit it.
+/// Dropping it unlocks (held for that, never read).
 #[derive(Debug)]
-pub struct BuildLock(Flock<File>);
+pub struct BuildLock {
+    _flock: Flock<File>,
+}
 
 /// Takes `obj`'s build lock, waiting (until `cancel`) for another build of
 /// that directory, this agent's or an orphaned one, to end.
@@ -68,7 +71,7 @@ pub fn try_lock(obj: &Path) -> Result<Option<BuildLock>> {
     fcntl(file.as_raw_fd(), FcntlArg::F_SETFD(FdFlag::empty()))
         .map_err(|e| AgentError::io(format!("making {} inheritable", path.display()), e.into()))?;
     match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-        Ok(lock) => Ok(Some(BuildLock(lock))),
+        Ok(flock) => Ok(Some(BuildLock { _flock: flock })),
         Err((_, Errno::EWOULDBLOCK)) => Ok(None),
         Err((_, e)) => Err(AgentError::io(
             format!("locking {}", path.display()),
@@ -97,7 +100,7 @@ mod tests {
             .spawn()
             .map_err(|e| AgentError::io("spawning sleep", e))?;
         // ... and the agent dies without unlocking: its descriptor is just closed.
-        let fd = held.0.as_raw_fd();
+        let fd = held._flock.as_raw_fd();
         std::mem::forget(held);
         nix::unistd::close(fd).map_err(|e| AgentError::io("closing", e.into()))?;
         assert!(
