@@ -123,7 +123,8 @@ fn error_description(status: u16) -> &'static str {
         400 => {
             "Input that does not parse or makes no sense: `bad_request`, `invalid_json`, \
              `invalid_yaml`, `invalid_job_file`, `unknown_program`, `unknown_option`, \
-             `invalid_value`, `invalid_revision`, `non_finite_metric`"
+             `invalid_value`, `nothing_runnable` (no job of the file can run here; each skipped \
+             job is named with its reason), `invalid_revision`, `non_finite_metric`"
         }
         401 => "`unauthorized`: the bearer token is missing, malformed, unknown or revoked",
         403 => {
