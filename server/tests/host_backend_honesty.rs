@@ -14,7 +14,7 @@ use common::agent::TestAgent;
 use common::{backends, hardware, TestServer, ONE_JOB};
 use std::collections::BTreeMap;
 
-use kbot_core::api::{BootBackend, EnrollRequest, EnrollResponse};
+use kbot_core::api::{BootBackend, EnrollRequest, EnrollResponse, LeasedJob};
 use kbot_core::conditions;
 use kbot_server::comparisons::booted_commits;
 use kbot_server::submissions::types::{SubmissionDetail, SubmissionResults};
@@ -63,14 +63,20 @@ async fn get<T: serde::de::DeserializeOwned>(t: &TestServer, token: &str, path: 
     response.json().await.expect("JSON body")
 }
 
-/// Runs `agent`'s jobs (both sides alike, a little noise) until submission
-/// `id` is done.
-async fn run_until_done(t: &TestServer, agent: &TestAgent<'_>, user: &str, id: i64) {
+/// Runs `agent`'s jobs until submission `id` is done, each uploaded with
+/// the value and tuning `measure` gives it.
+async fn run_until_done(
+    t: &TestServer,
+    agent: &TestAgent<'_>,
+    user: &str,
+    id: i64,
+    measure: impl Fn(&LeasedJob) -> (f64, BTreeMap<String, String>),
+) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         while let Some(job) = agent.lease().await {
-            let value = 100.0 + f64::from(job.run_index % 7);
-            let response = agent.upload(job.job_id, value).await;
+            let (value, tuning) = measure(&job);
+            let response = agent.upload_with(job.job_id, value, tuning).await;
             assert_eq!(response.status(), 200, "upload");
         }
         let detail: SubmissionDetail = get(t, user, &format!("/api/v1/submissions/{id}")).await;
@@ -80,6 +86,11 @@ async fn run_until_done(t: &TestServer, agent: &TestAgent<'_>, user: &str, id: i
         assert!(Instant::now() < deadline, "submission {id} never settled");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Both sides alike, a little noise, no tuning.
+fn unchanged(job: &LeasedJob) -> (f64, BTreeMap<String, String>) {
+    (100.0 + f64::from(job.run_index % 7), BTreeMap::new())
 }
 
 #[tokio::test]
@@ -94,9 +105,9 @@ async fn host_backend_pairs_are_marked_a_a_and_booted_pairs_are_not() {
 
         // Each submission's first lease pins it to that agent's tbox group.
         let aa = t.seed("alice", ONE_JOB, 2, 0).await;
-        run_until_done(&t, &host, &user, aa.submission_id).await;
+        run_until_done(&t, &host, &user, aa.submission_id, unchanged).await;
         let ab = t.seed("alice", ONE_JOB, 2, 0).await;
-        run_until_done(&t, &qemu, &user, ab.submission_id).await;
+        run_until_done(&t, &qemu, &user, ab.submission_id, unchanged).await;
 
         // The function the comparison code calls.
         let on_host = booted_commits(t.db(), aa.atomic_job_ids[0])
@@ -179,33 +190,23 @@ async fn run_regressed_pair(
     (base_clock, head_clock): (&str, &str),
 ) {
     let detail: SubmissionDetail = get(t, user, &format!("/api/v1/submissions/{id}")).await;
-    let base_sha = detail.submission.base.sha.clone();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        while let Some(job) = agent.lease().await {
-            let (level, clock) = if job.commit == base_sha {
-                (100.0, base_clock)
-            } else {
-                (70.0, head_clock)
-            };
-            let tuning = BTreeMap::from([
-                (conditions::QEMU_CLOCK.to_string(), clock.to_string()),
-                (
-                    "guest_boot_wall_secs".to_string(),
-                    format!("{}", job.run_index),
-                ),
-            ]);
-            let value = level + f64::from(job.run_index % 3) * 0.1;
-            let response = agent.upload_with(job.job_id, value, tuning).await;
-            assert_eq!(response.status(), 200, "upload");
-        }
-        let detail: SubmissionDetail = get(t, user, &format!("/api/v1/submissions/{id}")).await;
-        if detail.submission.state == "done" {
-            return;
-        }
-        assert!(Instant::now() < deadline, "submission {id} never settled");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let base_sha = detail.submission.base.sha;
+    run_until_done(t, agent, user, id, |job| {
+        let (level, clock) = if job.commit == base_sha {
+            (100.0, base_clock)
+        } else {
+            (70.0, head_clock)
+        };
+        let tuning = BTreeMap::from([
+            (conditions::QEMU_CLOCK.to_string(), clock.to_string()),
+            (
+                "guest_boot_wall_secs".to_string(),
+                format!("{}", job.run_index),
+            ),
+        ]);
+        (level + f64::from(job.run_index % 3) * 0.1, tuning)
+    })
+    .await;
 }
 
 #[tokio::test]

@@ -41,6 +41,9 @@ import tarfile
 import time
 import zipfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare_upstream import lm_bw, lm_lat, ub_score, wis_avg  # noqa: E402
+
 
 def run(cmd, cwd=None, env=None):
     """Runs cmd (a list), returns (stdout+stderr, wall seconds); fails loudly."""
@@ -123,22 +126,7 @@ def build_unixbench(src, scratch):
     return tree
 
 
-# Parsers of each tool's own printed number.
-def lm_bw(out):
-    return float(re.search(r"Pipe bandwidth: ([0-9.]+) MB/sec", out).group(1))
-
-
-def lm_lat(out):
-    return float(re.search(r"Pipe latency: ([0-9.]+) microseconds", out).group(1))
-
-
-def wis_avg(out):
-    return float(re.search(r"^average:([0-9]+)", out, re.M).group(1))
-
-
-def ub_score(out):
-    return float(re.search(r"^Pipe Throughput\s+([0-9.]+) lps", out, re.M).group(1))
-
+# Parsers of each tool's own printed number: compare_upstream.py's.
 
 def rows(kb, lm, wis, ub, ncpu, calibrate):
     """(name, unit, original argv, kbot argv, parser, cwd of the original)"""
