@@ -137,10 +137,16 @@ fn interrupt_totals(text: &str) -> BTreeMap<String, u64> {
                 .map_while(|f| f.parse().ok())
                 .collect();
             let desc: Vec<&str> = fields.collect();
+            let irq = irq.trim();
+            // LKP's programs/interrupts/parse: a numbered line joins its
+            // chip, hwirq and device with `.` (dropping `.` after a comma),
+            // a named one (`LOC`, `CAL`) its description with `_`.
             let name = if desc.is_empty() {
-                irq.trim().to_string()
+                irq.to_string()
+            } else if irq.bytes().all(|b| b.is_ascii_digit()) {
+                format!("{irq}:{}", desc.join(".").replace(",.", ","))
             } else {
-                format!("{}:{}", irq.trim(), desc.join("."))
+                format!("{irq}:{}", desc.join("_"))
             };
             Some((name.replace(' ', "_"), counts.iter().sum()))
         })
@@ -369,8 +375,17 @@ mod tests {
         let after = "           CPU0       CPU1\n  4:         15          1   IO-APIC   4-edge      ttyS0\nLOC:        150        260   Local timer interrupts\nERR:          0\n";
         let m = interrupts(before, after);
         assert_eq!(m.get("interrupts.4:IO-APIC.4-edge.ttyS0"), Some(&6.0));
-        assert_eq!(m.get("interrupts.LOC:Local.timer.interrupts"), Some(&110.0));
+        assert_eq!(m.get("interrupts.LOC:Local_timer_interrupts"), Some(&110.0));
         assert_eq!(m.get("interrupts.ERR"), Some(&0.0));
+        // A shared line: LKP drops the `.` after the comma.
+        let shared = |n: u64| {
+            format!("           CPU0       CPU1\n 16:  {n}  1   IO-APIC  16-fasteoi   i801_smbus, i915\n")
+        };
+        let m = interrupts(&shared(2), &shared(5));
+        assert_eq!(
+            m.get("interrupts.16:IO-APIC.16-fasteoi.i801_smbus,i915"),
+            Some(&3.0)
+        );
     }
 
     #[test]

@@ -80,20 +80,54 @@ pub fn profile(argv: &[String], data: &Path) -> Option<Metrics> {
 }
 
 /// `perf report --stdio --sort sym -g none` lines (`  12.34%  [k] pipe_write`).
+/// As LKP's programs/perf-profile/parse: symbols lose their `.isra.N`,
+/// `.constprop.N` and `.part.N` suffixes, rows that then share a name are
+/// summed, and sums under 0.05% are dropped.
 pub fn parse_report(text: &str, event: &str) -> Metrics {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(|l| {
-            let mut w = l.split_whitespace();
-            let pct: f64 = w.next()?.strip_suffix('%')?.parse().ok()?;
-            let _space = w.next().filter(|s| s.starts_with('['))?;
-            let sym = w.next()?;
-            let name = format!("perf-profile.self.{event}.{sym}");
-            // A system-wide profile can hold huge C++/Rust symbols of other
-            // processes; the server refuses names it cannot store.
-            (pct >= 0.05 && kbot_core::metrics::is_storable_name(&name)).then_some((name, pct))
-        })
-        .collect()
+    let mut sums = Metrics::new();
+    for l in text.lines().filter(|l| !l.starts_with('#')) {
+        let mut w = l.split_whitespace();
+        let Some(pct) = w
+            .next()
+            .and_then(|p| p.strip_suffix('%'))
+            .and_then(|p| p.parse::<f64>().ok())
+        else {
+            continue;
+        };
+        if !w.next().is_some_and(|s| s.starts_with('[')) {
+            continue;
+        }
+        let Some(sym) = w.next() else {
+            continue;
+        };
+        let name = format!("perf-profile.self.{event}.{}", lkp_symbol(sym));
+        *sums.entry(name).or_insert(0.0) += pct;
+    }
+    // A system-wide profile can hold huge C++/Rust symbols of other
+    // processes; the server refuses names it cannot store.
+    sums.retain(|name, pct| *pct >= 0.05 && kbot_core::metrics::is_storable_name(name));
+    sums
+}
+
+/// LKP's `fixup_symbol_name`: removes every `.isra.N`, `.constprop.N` and
+/// `.part.N` (compiler clones of one function).
+fn lkp_symbol(sym: &str) -> String {
+    let mut out = String::with_capacity(sym.len());
+    let mut rest = sym;
+    'scan: while let Some(c) = rest.chars().next() {
+        for tag in [".isra.", ".constprop.", ".part."] {
+            if let Some(after) = rest.strip_prefix(tag) {
+                let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+                if digits > 0 {
+                    rest = &after[digits..];
+                    continue 'scan;
+                }
+            }
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    out
 }
 
 #[cfg(test)]
@@ -110,12 +144,16 @@ mod tests {
 
     #[test]
     fn report_lines_become_profile_percentages() {
-        let m = parse_report("# Overhead  Symbol\n     2.15%  [k] finish_task_switch.isra.0\n     0.01%  [.] tiny\n    12.00%  [k] pipe_write\n", "cycles-pp");
+        let m = parse_report("# Overhead  Symbol\n     2.15%  [k] finish_task_switch.isra.0\n     0.01%  [.] tiny\n    12.00%  [k] pipe_write\n     0.03%  [k] copy_page.part.0\n     0.03%  [k] copy_page.constprop.12\n", "cycles-pp");
         assert_eq!(m.get("perf-profile.self.cycles-pp.pipe_write"), Some(&12.0));
+        // LKP's names: clone suffixes dropped, clones summed (0.06%).
         assert_eq!(
-            m.get("perf-profile.self.cycles-pp.finish_task_switch.isra.0"),
+            m.get("perf-profile.self.cycles-pp.finish_task_switch"),
             Some(&2.15)
         );
-        assert_eq!(m.len(), 2);
+        assert!((m["perf-profile.self.cycles-pp.copy_page"] - 0.06).abs() < 1e-9);
+        assert_eq!(m.len(), 3);
+        assert_eq!(lkp_symbol("a.isra.0.constprop.3"), "a");
+        assert_eq!(lkp_symbol("b.part.x"), "b.part.x");
     }
 }
