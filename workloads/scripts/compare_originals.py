@@ -42,7 +42,7 @@ import time
 import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_upstream import lm_bw, lm_lat, ub_score, wis_avg  # noqa: E402
+from compare_upstream import interleave, lm_bw, lm_lat, loadavg, ub_score, wis_avg  # noqa: E402
 
 
 def run(cmd, cwd=None, env=None):
@@ -162,11 +162,6 @@ def spread(v):
     return f"{num(min(v))} / **{num(statistics.median(v))}** / {num(max(v))}"
 
 
-def loadavg():
-    with open("/proc/loadavg") as f:
-        return float(f.read().split()[0])
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("kbot", help="kbot-bench binary")
@@ -203,15 +198,8 @@ def main():
     print("|---|---|---|---|---|---|---|")
     sys.stdout.flush()
     for name, unit, up_cmd, kb_cmd, parse, cwd in table:
-        up, kbv, up_t, kb_t, loads = [], [], [], [], []
-        for _ in range(a.rounds):
-            loads.append(loadavg())
-            out, dt = run(up_cmd, cwd=cwd)
-            up.append(parse(out))
-            up_t.append(dt)
-            out, dt = run(kb_cmd)
-            kbv.append(parse(out))
-            kb_t.append(dt)
+        up, kbv, up_t, kb_t, loads = interleave(
+            a.rounds, lambda: run(up_cmd, cwd=cwd), lambda: run(kb_cmd), parse)
         ratio = statistics.median(kbv) / statistics.median(up)
         print(f"| {name} | {unit} | {spread(up)} | {spread(kbv)} | **{ratio:.3f}** "
               f"| {statistics.median(up_t):.0f} / {statistics.median(kb_t):.0f} "

@@ -35,6 +35,19 @@ def loadavg():
         return float(f.read().split()[0])
 
 
+def interleave(rounds, run_up, run_kb, parse):
+    """Runs the upstream tool then kbot-bench, `rounds` times; each run_* returns
+    (output, wall seconds). Returns the values, wall times and load averages."""
+    up, kb, up_t, kb_t, loads = [], [], [], [], []
+    for _ in range(rounds):
+        loads.append(loadavg())
+        for run, values, times in ((run_up, up, up_t), (run_kb, kb, kb_t)):
+            out, dt = run()
+            values.append(parse(out))
+            times.append(dt)
+    return up, kb, up_t, kb_t, loads
+
+
 def hackbench_time(out):
     return float(re.search(r"^Time: ([0-9.]+)", out, re.M).group(1))
 
@@ -130,15 +143,8 @@ def main():
     for name, metric, unit, up_cmd, kb_cmd, parse in pairs(a.kbot):
         if only and not any(o in name for o in only):
             continue
-        up, kb, up_t, kb_t, loads = [], [], [], [], []
-        for _ in range(a.runs):
-            loads.append(loadavg())
-            out, dt = sh(up_cmd)
-            up.append(parse(out))
-            up_t.append(dt)
-            out, dt = sh(kb_cmd)
-            kb.append(parse(out))
-            kb_t.append(dt)
+        up, kb, up_t, kb_t, loads = interleave(
+            a.runs, lambda: sh(up_cmd), lambda: sh(kb_cmd), parse)
         ratio = statistics.median(kb) / statistics.median(up)
         print(f"| {name} | {metric} ({unit}) | {spread(up)} | {spread(kb)} | {ratio:.3f} "
               f"| {statistics.median(up_t):.1f} / {statistics.median(kb_t):.1f} "
