@@ -48,6 +48,8 @@ pub struct Enrolment {
     pub tbox_group: String,
     pub backend: BootBackend,
     pub hardware: Hardware,
+    /// The host, when the machine under test is a guest.
+    pub host: Option<Hardware>,
 }
 
 /// The persisted identity, or a new one from the server (once).
@@ -85,6 +87,7 @@ pub async fn enrol(e: &Enrolment) -> Result<Identity> {
         tbox_group: e.tbox_group.clone(),
         backend: e.backend,
         hardware: e.hardware.clone(),
+        host: e.host.clone(),
     };
     let mut attempt = 0;
     let resp = loop {
@@ -298,6 +301,7 @@ mod tests {
             tbox_group: "box".into(),
             backend,
             hardware: crate::hwinfo::read_host().expect("hwinfo"),
+            host: None,
         }
     }
 

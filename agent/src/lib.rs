@@ -196,6 +196,10 @@ async fn daemon(args: &AgentArgs) -> Result<()> {
         tbox_group: args.tbox_group_name(),
         backend: BootBackend::from(args.backend),
         hardware,
+        host: match args.backend {
+            config::BackendArg::Qemu => Some(hwinfo::read_host()?),
+            _ => None,
+        },
     };
     std::fs::create_dir_all(&args.work_dir)
         .map_err(|e| AgentError::io(format!("creating {}", args.work_dir.display()), e))?;

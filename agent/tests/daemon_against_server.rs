@@ -131,6 +131,7 @@ async fn the_daemon_runs_both_sides_and_the_server_holds_the_results() {
             tbox_group: "host-test".into(),
             backend: BootBackend::Host,
             hardware: hw,
+            host: None,
         })
         .await
         .expect("enrol");
@@ -142,6 +143,7 @@ async fn the_daemon_runs_both_sides_and_the_server_holds_the_results() {
             tbox_group: "host-test".into(),
             backend: BootBackend::Host,
             hardware: kbot_agent::hwinfo::read_host().expect("hwinfo"),
+            host: None,
         })
         .await
         .expect("the persisted identity is reused without a token");

@@ -67,7 +67,14 @@ pub struct EnrollRequest {
     pub name: String,
     pub tbox_group: String,
     pub backend: BootBackend,
+    /// The machine the jobs run on: the host itself, or for the qemu
+    /// backend the guest it boots (its arch, vCPUs, memory and page size).
+    /// Jobs' requirements are matched against this.
     pub hardware: Hardware,
+    /// The machine the agent runs on, when that is not the machine under
+    /// test (the qemu backend's host).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<Hardware>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

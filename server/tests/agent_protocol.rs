@@ -235,6 +235,7 @@ async fn tokens_are_checked_by_kind_and_owner() {
             tbox_group: "grp".into(),
             backend: kbot_core::api::BootBackend::Qemu,
             hardware: common::hardware(),
+            host: None,
         };
         let ok = t
             .http

@@ -34,6 +34,7 @@ async fn enroll_as<'a>(
         tbox_group: tbox_group.to_string(),
         backend,
         hardware: hardware(),
+        host: None,
     };
     let response = t
         .http

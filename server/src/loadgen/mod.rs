@@ -213,6 +213,7 @@ async fn enroll(
             microcode: None,
             kernel: "simulated".into(),
         },
+        host: None,
     };
     let response = http
         .post(format!("{server}/api/v1/agents/enroll"))

@@ -231,6 +231,7 @@ impl TestServer {
             tbox_group: tbox_group.to_string(),
             backend,
             hardware: hardware(),
+            host: None,
         };
         let response = self
             .http
