@@ -117,6 +117,7 @@ fn trial(
             base_runs: nb,
             head_runs: nh,
             metrics: vec![m],
+            one_sided: Vec::new(),
         };
         let want = cmp.runs_wanted(cfg);
         if want.none() {

@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::stats::{Comparison, MetricComparison, Outcome};
+use crate::metrics;
+use crate::stats::{Comparison, MetricComparison, OneSidedMetric, Outcome, ZeroDayVerdict};
 
 /// A commit as the table names it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,17 +35,32 @@ pub struct TableRow {
     pub head_stddev_pct: f64,
 }
 
+impl TableRow {
+    /// The row `lkp compare` prints for a stat: 0-day's numbers, from every
+    /// run with a missing sample as 0 ([`crate::stats::ZeroDayRow`]).
+    fn of(metric: &str, change_is_absolute: bool, zero_day: &ZeroDayVerdict) -> Self {
+        let r = &zero_day.row;
+        TableRow {
+            metric: metric.to_owned(),
+            base_mean: r.base_mean,
+            base_stddev_pct: r.base_stddev_pct,
+            change: r.change,
+            change_is_absolute,
+            head_mean: r.head_mean,
+            head_stddev_pct: r.head_stddev_pct,
+        }
+    }
+}
+
 impl From<&MetricComparison> for TableRow {
     fn from(m: &MetricComparison) -> Self {
-        TableRow {
-            metric: m.metric.clone(),
-            base_mean: m.base.mean,
-            base_stddev_pct: m.base.stddev_pct,
-            change: m.change,
-            change_is_absolute: m.change_is_absolute,
-            head_mean: m.head.mean,
-            head_stddev_pct: m.head.stddev_pct,
-        }
+        TableRow::of(&m.metric, m.change_is_absolute, &m.zero_day)
+    }
+}
+
+impl From<&OneSidedMetric> for TableRow {
+    fn from(m: &OneSidedMetric) -> Self {
+        TableRow::of(&m.metric, m.change_is_absolute, &m.zero_day)
     }
 }
 
@@ -74,7 +90,9 @@ pub struct TableInput {
 }
 
 impl TableInput {
-    /// Rows from a comparison, keeping its order (KPIs first).
+    /// Rows from a comparison in its order (KPIs first). Metrics only one
+    /// side has are rows too where 0-day compares them (`All`) or calls them
+    /// changed (`ZeroDayChanged`, `Changed`); kbot has no verdict on them.
     pub fn from_comparison(
         axes: BTreeMap<String, String>,
         base: CommitRef,
@@ -88,12 +106,29 @@ impl TableInput {
             RowFilter::KbotDifferent => m.kbot.outcome == Outcome::Different,
             RowFilter::Changed => m.zero_day.changed || m.kbot.outcome == Outcome::Different,
         };
-        let rows = comparison
+        let keep_one_sided = |m: &&OneSidedMetric| match filter {
+            RowFilter::All => true,
+            RowFilter::ZeroDayChanged | RowFilter::Changed => m.zero_day.changed,
+            RowFilter::KbotDifferent => false,
+        };
+        let mut rows: Vec<TableRow> = comparison
             .metrics
             .iter()
             .filter(keep)
             .map(TableRow::from)
+            .chain(
+                comparison
+                    .one_sided
+                    .iter()
+                    .filter(keep_one_sided)
+                    .map(TableRow::from),
+            )
             .collect();
+        // Stable: both lists come sorted this way.
+        rows.sort_by(|x, y| {
+            (metrics::report_rank(&x.metric), &x.metric)
+                .cmp(&(metrics::report_rank(&y.metric), &y.metric))
+        });
         TableInput {
             axes,
             base,
@@ -212,6 +247,40 @@ mod tests {
         assert_eq!(number(292_800_000.0), "2.928e+08");
         assert_eq!(number(0.004), "0.00");
         assert_eq!(number(123_456.0), "1.235e+05");
+    }
+
+    #[test]
+    fn a_vanished_metric_is_a_zero_day_row() {
+        use crate::stats::{compare_runs, StatsConfig};
+        let run = |pairs: &[(&str, f64)]| -> BTreeMap<String, f64> {
+            pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+        };
+        let base: Vec<_> = [100.0, 101.0, 102.0]
+            .iter()
+            .map(|v| run(&[("x.ops", 10.0), ("x.gone_ops", *v)]))
+            .collect();
+        let head: Vec<_> = (0..3).map(|_| run(&[("x.ops", 10.0)])).collect();
+        let c = compare_runs(&base, &head, &StatsConfig::default()).expect("compare");
+        let commit = |sha: &str| CommitRef {
+            sha: sha.repeat(40),
+            subject: "s".into(),
+        };
+        let table = |filter| {
+            TableInput::from_comparison(BTreeMap::new(), commit("a"), commit("b"), &c, filter)
+        };
+        let rows = table(RowFilter::ZeroDayChanged).rows;
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        assert_eq!(
+            render_row(&rows[0]),
+            "    101.00          -100.0%       0.00        x.gone_ops"
+        );
+        let all: Vec<String> = table(RowFilter::All)
+            .rows
+            .into_iter()
+            .map(|r| r.metric)
+            .collect();
+        assert_eq!(all, ["x.gone_ops", "x.ops"]);
+        assert!(table(RowFilter::KbotDifferent).rows.is_empty());
     }
 
     #[test]

@@ -29,6 +29,7 @@ fn adaptive(base: &[f64], head: &[f64], first: usize, cfg: &StatsConfig) -> (Out
             base_runs: nb,
             head_runs: nh,
             metrics: vec![m],
+            one_sided: Vec::new(),
         };
         let want = c.runs_wanted(cfg);
         if want.none() {
@@ -56,6 +57,7 @@ fn issue_12_e2e_pair_is_different_at_five_runs() {
         base_runs: 5,
         head_runs: 5,
         metrics: vec![m],
+        one_sided: Vec::new(),
     };
     assert!(c.runs_wanted(&cfg).none(), "decided: no more runs");
 }

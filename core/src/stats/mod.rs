@@ -29,7 +29,7 @@ use crate::metrics::{self, Direction, Impact};
 use crate::{Error, Result};
 pub use describe::Summary;
 pub use verdict::{KbotVerdict, Outcome};
-pub use zeroday::{ZeroDayReason, ZeroDayVerdict};
+pub use zeroday::{Sample, ZeroDayReason, ZeroDayRow, ZeroDayVerdict};
 
 /// Tunables of the comparison. `Default` gives the documented defaults.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -182,12 +182,40 @@ pub struct MetricComparison {
     pub kbot: KbotVerdict,
 }
 
+/// Which side's runs have a metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Side {
+    Base,
+    Head,
+}
+
+/// A metric only one side's runs have. kbot's verdict needs samples on both
+/// sides; 0-day's rule, as `lkp compare` applies it, pads the other side
+/// with zeros and judges it like any other stat.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OneSidedMetric {
+    pub metric: String,
+    /// The side whose runs have it.
+    pub present_in: Side,
+    pub kpi: bool,
+    pub change_is_absolute: bool,
+    pub zero_day: ZeroDayVerdict,
+}
+
 /// The comparison of two commits' runs, KPIs first.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
     pub base_runs: usize,
     pub head_runs: usize,
+    /// Metrics some run of each side has: both verdicts.
     pub metrics: Vec<MetricComparison>,
+    /// Metrics of one side only that 0-day compares: every metric of the
+    /// base (it vanished from the head), and a head-only `perf-profile.*` or
+    /// `lock_stat.*` metric when the base ran that monitor (`StatCompare#process`).
+    /// Other head-only metrics are new and not compared, as upstream.
+    #[serde(default)]
+    pub one_sided: Vec<OneSidedMetric>,
 }
 
 /// How many more runs of each side to request.
@@ -204,9 +232,11 @@ impl RunsWanted {
 }
 
 /// Compare per-run metric maps of base and head. One [`MetricComparison`]
-/// per metric present in at least one run of each side; a run that lacks a
-/// metric simply contributes no sample to it. Errors on non-finite values
-/// and invalid configs.
+/// per metric present in at least one run of each side: kbot's verdict
+/// takes the runs that have the metric; 0-day's takes every run, a run
+/// without the metric as a 0 (lkp-tests pads its matrices so). Metrics of
+/// one side only go to [`Comparison::one_sided`] when 0-day compares them.
+/// Errors on non-finite values and invalid configs.
 pub fn compare_runs(
     base: &[BTreeMap<String, f64>],
     head: &[BTreeMap<String, f64>],
@@ -219,29 +249,81 @@ pub fn compare_runs(
     let (nb, nh) = (names(base), names(head));
     let mut metrics: Vec<MetricComparison> = Vec::new();
     for (i, name) in nb.intersection(&nh).enumerate() {
-        let b = samples(base, name)?;
-        let h = samples(head, name)?;
-        metrics.push(compare_metric(name, &b, &h, cfg, i as u64));
+        let b = padded(base, name)?;
+        let h = padded(head, name)?;
+        metrics.push(compare_padded(name, &b, &h, cfg, i as u64));
     }
-    metrics.sort_by(|x, y| {
-        (metrics::report_rank(&x.metric), &x.metric)
-            .cmp(&(metrics::report_rank(&y.metric), &y.metric))
-    });
+    let mut one_sided = Vec::new();
+    for name in nb.symmetric_difference(&nh) {
+        let present_in = if nb.contains(name) {
+            Side::Base
+        } else if monitored_by(&nb, name) {
+            Side::Head
+        } else {
+            continue;
+        };
+        let b = padded(base, name)?;
+        let h = padded(head, name)?;
+        one_sided.push(OneSidedMetric {
+            metric: name.clone(),
+            present_in,
+            kpi: metrics::is_kpi(name),
+            change_is_absolute: metrics::shows_absolute_change(name),
+            zero_day: zeroday::verdict_padded(name, &b, &h, cfg.perf_profile_threshold),
+        });
+    }
+    let rank = |m: &str| (metrics::report_rank(m), m.to_owned());
+    metrics.sort_by_key(|m| rank(&m.metric));
+    one_sided.sort_by_key(|m| rank(&m.metric));
     Ok(Comparison {
         base_runs: base.len(),
         head_runs: head.len(),
         metrics,
+        one_sided,
     })
 }
 
-fn samples(runs: &[BTreeMap<String, f64>], name: &str) -> Result<Vec<f64>> {
-    let v: Vec<f64> = runs.iter().filter_map(|r| r.get(name).copied()).collect();
-    if v.iter().any(|x| !x.is_finite()) {
-        return Err(Error::NonFiniteMetric {
-            name: name.to_string(),
-        });
-    }
-    Ok(v)
+/// `StatCompare#monitored_by_b?`: a head-only `perf-profile.*` or
+/// `lock_stat.*` stat is compared when the base has some stat of that monitor.
+fn monitored_by(base_names: &BTreeSet<String>, name: &str) -> bool {
+    let monitor = metrics::prefix(name);
+    matches!(monitor, "perf-profile" | "lock_stat")
+        && base_names.iter().any(|b| metrics::prefix(b) == monitor)
+}
+
+/// One sample per run, [`Sample::Missing`] where the run lacks `name`.
+fn padded(runs: &[BTreeMap<String, f64>], name: &str) -> Result<Vec<Sample>> {
+    runs.iter()
+        .map(|r| match r.get(name) {
+            Some(v) if !v.is_finite() => Err(Error::NonFiniteMetric {
+                name: name.to_string(),
+            }),
+            Some(v) => Ok(Sample::Value(*v)),
+            None => Ok(Sample::Missing),
+        })
+        .collect()
+}
+
+/// [`compare_metric`] on per-run samples: kbot's verdict and summaries over
+/// the runs that have the metric, 0-day's over all of them.
+fn compare_padded(
+    name: &str,
+    base: &[Sample],
+    head: &[Sample],
+    cfg: &StatsConfig,
+    salt: u64,
+) -> MetricComparison {
+    let present = |v: &[Sample]| -> Vec<f64> {
+        v.iter()
+            .filter_map(|s| match s {
+                Sample::Value(x) => Some(*x),
+                Sample::Missing => None,
+            })
+            .collect()
+    };
+    let mut m = compare_metric(name, &present(base), &present(head), cfg, salt);
+    m.zero_day = zeroday::verdict_padded(name, base, head, cfg.perf_profile_threshold);
+    m
 }
 
 /// Compare the samples of one metric (both non-empty and finite).
@@ -342,6 +424,61 @@ mod tests {
         let c = compare_runs(&base, &head, &StatsConfig::default()).expect("compare");
         let names: Vec<_> = c.metrics.iter().map(|m| m.metric.as_str()).collect();
         assert_eq!(names, ["pipen.MB/sec", "pipen.time.user_time"]);
+    }
+
+    #[test]
+    fn missing_metrics_are_zeros_for_zero_day_only() {
+        let mut base = runs(&[
+            ("x.ops", &[100.0, 101.0, 102.0]),
+            ("gone.ops", &[50.0, 51.0, 52.0]),
+            ("perf-profile.self.cycles-pp.a", &[7.0, 7.1, 7.2]),
+        ]);
+        let mut head = runs(&[
+            ("x.ops", &[90.0, 91.0, 92.0]),
+            ("new.ops", &[1.0, 1.0, 1.0]),
+            ("perf-profile.self.cycles-pp.b", &[8.0, 8.1, 8.2]),
+        ]);
+        // One head run lost x.ops: kbot's verdict uses the two that have
+        // it, 0-day's counts the third as 0.
+        head[2].remove("x.ops");
+        base[0].insert("partial.ops".into(), 10.0);
+        head[0].insert("partial.ops".into(), 10.0);
+        let c = compare_runs(&base, &head, &StatsConfig::default()).expect("compare");
+        let x = c
+            .metrics
+            .iter()
+            .find(|m| m.metric == "x.ops")
+            .expect("x.ops");
+        assert_eq!((x.base.n, x.head.n), (3, 2));
+        assert!((x.zero_day.row.head_mean - 181.0 / 3.0).abs() < 1e-9);
+        // partial.ops: one run a side has it, the other two are zeros.
+        let p = c
+            .metrics
+            .iter()
+            .find(|m| m.metric == "partial.ops")
+            .expect("partial");
+        assert_eq!(p.zero_day.reason, ZeroDayReason::RangesOverlap);
+        let one_sided: Vec<(&str, Side, bool)> = c
+            .one_sided
+            .iter()
+            .map(|m| (m.metric.as_str(), m.present_in, m.zero_day.changed))
+            .collect();
+        // gone.ops vanished from the head: compared against zeros, changed.
+        // The base's symbol `a` that the head lost: the head's median is a
+        // padded Integer 0, so the default Integer threshold decides (7.1 >
+        // 5). The head's new symbol `b` is compared because the base ran
+        // perf-profile; its head median is a Float, so the separation test
+        // decides (8.0..8.2 against the base's zeros). new.ops is new and
+        // not compared.
+        assert_eq!(
+            one_sided,
+            [
+                ("gone.ops", Side::Base, true),
+                ("perf-profile.self.cycles-pp.a", Side::Base, true),
+                ("perf-profile.self.cycles-pp.b", Side::Head, true),
+            ]
+        );
+        assert_eq!(c.one_sided[0].zero_day.row.head_mean, 0.0);
     }
 
     #[test]

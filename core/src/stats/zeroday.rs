@@ -1,5 +1,13 @@
 //! 0-day's changed-stat rule, exactly as `lib/stats.rb` (`StatCompare`) and
-//! `lib/changed_stat.rb` apply it by default (`shared/reference/lkp-0day.md` §4).
+//! `lib/changed_stat.rb` apply it by default (`shared/reference/lkp-0day.md` §4),
+//! with the inputs `lkp compare` (`lib/compare.rb`) gives it.
+//!
+//! Inputs are one [`Sample`] per run of each side: lkp's result matrices
+//! hold one column per run (`stats_source`), and a run without the stat is
+//! padded with an integer 0 (`matrix_fill_missing_zeros` when the matrix is
+//! loaded; `StatCompare#calculate_matrix_values` for a stat a whole side
+//! lacks). So the run counts are the number of runs, whatever each run
+//! printed, and a stat that vanishes is compared against zeros.
 
 use serde::{Deserialize, Serialize};
 
@@ -11,16 +19,39 @@ use crate::metrics;
 pub enum ZeroDayReason {
     /// Passed every test.
     Changed,
+    /// `lkp compare` leaves the stat out unless asked for more (`-m`): it is
+    /// on lkp-tests' stat deny list and on neither allow list
+    /// (`StatCompare#skip_stat?`, see [`shown_by_default`]).
+    HiddenByDefault,
     /// Both sides have fewer than 3 runs (`skip_regular_stat?`).
     TooFewRuns,
+    /// Nothing was left of a side once `-1` placeholders were dropped and
+    /// the margins trimmed (`calculate_matrix_values` returns nothing).
+    NoSamples,
     /// The min/median/max separation test failed.
     RangesOverlap,
     /// `ratio ≤ 1.01`, or `≤ 1.05` for a stat that is not a perf metric.
     BelowRatioFloor,
     /// `reasonable_perf_change?` rejected it (per-metric absolute floors).
     BelowAbsoluteFloor,
-    /// perf-profile with `-p X`: neither median is above X.
+    /// perf-profile threshold rule: neither median is above the threshold.
     BelowPerfProfileThreshold,
+}
+
+/// The numbers of a stat's row in `lkp compare`'s table (`calc_avg_stddev`,
+/// `calc_perf_change`), from the padded samples: every run counts, a
+/// missing one as 0, and `-1` placeholders are averaged like any value.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct ZeroDayRow {
+    pub base_mean: f64,
+    /// `100·σ/mean` (population σ), signed like the mean; σ itself when the
+    /// mean is 0; 0 with fewer than 2 runs (lkp's `-1`, never shown).
+    pub base_stddev_pct: f64,
+    pub head_mean: f64,
+    pub head_stddev_pct: f64,
+    /// `100·(head − base)/base`, with a base mean of 0 taken as 1e-100; the
+    /// difference of the means for perf-profile and `%` stats.
+    pub change: f64,
 }
 
 /// 0-day's verdict on one stat.
@@ -30,6 +61,34 @@ pub struct ZeroDayVerdict {
     pub reason: ZeroDayReason,
     /// `med_hi / med_lo` of the trimmed samples, capped at 5.
     pub ratio: f64,
+    /// What `lkp compare` prints for the stat.
+    #[serde(default)]
+    pub row: ZeroDayRow,
+}
+
+/// One run's value of a stat, as lkp's matrix holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Sample {
+    /// What the run printed (a float, as every kbot sample is).
+    Value(f64),
+    /// The run did not print the stat: lkp pads it with the integer 0.
+    Missing,
+}
+
+impl Sample {
+    pub fn value(self) -> f64 {
+        match self {
+            Sample::Value(v) => v,
+            Sample::Missing => 0.0,
+        }
+    }
+
+    /// Ruby's class of the padded value: an Integer, where a printed value
+    /// of the stats kbot has is a Float.
+    fn is_integer(self) -> bool {
+        self == Sample::Missing
+    }
 }
 
 /// 0-day's default ratio cap (`skip_small_change?`).
@@ -40,27 +99,107 @@ const RATIO_FLOOR_ALL: f64 = 1.01;
 const RATIO_FLOOR_NON_PERF: f64 = 1.05;
 /// `skip_regular_stat?`: at least one side needs 3 runs.
 const MIN_RUNS_ONE_SIDE: usize = 3;
+/// `lkp compare`'s built-in perf-profile threshold, the Integer 5.
+const DEFAULT_PERF_PROFILE_THRESHOLD: f64 = 5.0;
+/// `sort_remove_margin`: trim `n >> 5` from each end...
+const MARGIN_SHIFT: u32 = 5;
+/// ...but at most this many (`max_margin` of a regular stat)...
+const MAX_MARGIN: usize = 3;
+/// ...and at most 1 from the head when the base has at most 3 runs.
+const MAX_MARGIN_SMALL_BASE: usize = 1;
 
-/// Apply 0-day's rule to the base and head samples of `metric`.
+/// Monitors on lkp-tests' `etc/stat-denylist` that neither `etc/stat-allowlist`
+/// nor `etc/report-allowlist` lets back in (`^<monitor>\.`): `lkp compare`
+/// skips their stats unless run with `-m`. Of kbot's monitors this is
+/// `interrupts`; the rest are listed so that a metric kbot may add later is
+/// judged as upstream judges it.
+const HIDDEN_MONITORS: &[&str] = &[
+    "buddyinfo",
+    "diskstats",
+    "interrupts",
+    "max_iostat",
+    "pagetypeinfo",
+    "slabinfo",
+    "softirqs",
+    "tcrypt",
+    "zoneinfo",
+];
+
+/// Unanchored entries of `etc/stat-denylist` (substrings of any stat name).
+const HIDDEN_ANYWHERE: &[&str] = &[
+    "Modules_linked_in",
+    "Spectre_v2_mitigation",
+    "{#:#}",
+    "},at",
+];
+
+/// Whether `lkp compare` considers `metric` without `-m` (`skip_stat?`:
+/// `bisectable_stat?` or `ReportAllowlist`). The deny list's other entries
+/// name tests and logs kbot never produces (`dmesg.*`, `kmsg.*`,
+/// `last_state.*`, `aim7.*`, ...); its monitors that the report allow list
+/// lets back in (`vmstat`, `proc-vmstat`, `perf-stat`, `perf-profile`,
+/// `time`, `meminfo`, ...) are shown.
+pub fn shown_by_default(metric: &str) -> bool {
+    let prefix = metrics::prefix(metric);
+    let denied = (metric.contains('.') && HIDDEN_MONITORS.contains(&prefix))
+        || HIDDEN_ANYWHERE.iter().any(|s| metric.contains(s));
+    // etc/stat-allowlist's `^stress-ng\..+\.fail`.
+    let allowed = metric
+        .strip_prefix("stress-ng.")
+        .and_then(|rest| rest.strip_suffix(".fail"))
+        .is_some_and(|mid| !mid.is_empty());
+    !denied || allowed
+}
+
+/// Apply 0-day's rule to `metric` when every run of both sides has it.
 pub fn verdict(
     metric: &str,
     base: &[f64],
     head: &[f64],
     perf_profile_threshold: Option<f64>,
 ) -> ZeroDayVerdict {
-    let (b, a) = (trimmed(base, base.len()), trimmed(head, base.len()));
+    let wrap = |v: &[f64]| v.iter().map(|x| Sample::Value(*x)).collect::<Vec<_>>();
+    verdict_padded(metric, &wrap(base), &wrap(head), perf_profile_threshold)
+}
+
+/// Apply 0-day's rule to one sample per run of each side ([`Sample::Missing`]
+/// where a run lacks the stat). `perf_profile_threshold` is `lkp compare
+/// -p X`; `None` is its built-in Integer 5, which only applies where the
+/// head's median is an Integer, i.e. a padded 0 (Ruby's `is_a?` test).
+pub fn verdict_padded(
+    metric: &str,
+    base: &[Sample],
+    head: &[Sample],
+    perf_profile_threshold: Option<f64>,
+) -> ZeroDayVerdict {
+    let row = table_row(metric, base, head);
     let not = |reason, ratio| ZeroDayVerdict {
         changed: false,
         reason,
         ratio,
+        row,
     };
-    if (a.len() < MIN_RUNS_ONE_SIDE && b.len() < MIN_RUNS_ONE_SIDE) || a.is_empty() || b.is_empty()
-    {
+    if !shown_by_default(metric) {
+        return not(ZeroDayReason::HiddenByDefault, 1.0);
+    }
+    // Runs, not samples: each side's matrix has one column per run.
+    if head.len() < MIN_RUNS_ONE_SIDE && base.len() < MIN_RUNS_ONE_SIDE {
         return not(ZeroDayReason::TooFewRuns, 1.0);
+    }
+    let b = trimmed(base, MAX_MARGIN);
+    let head_margin = if base.len() <= 3 {
+        MAX_MARGIN_SMALL_BASE
+    } else {
+        MAX_MARGIN
+    };
+    let a = trimmed(head, head_margin);
+    if a.is_empty() || b.is_empty() {
+        return not(ZeroDayReason::NoSamples, 1.0);
     }
     let (min_a, med_a, max_a) = min_med_max(&a);
     let (min_b, med_b, max_b) = min_med_max(&b);
-    let (hi, lo) = (med_a.max(med_b), med_a.min(med_b));
+    let (va, vb) = (med_a.value(), med_b.value());
+    let (hi, lo) = (va.max(vb), va.min(vb));
     let ratio = if lo > 0.0 {
         (hi / lo).min(RATIO_CAP)
     } else {
@@ -70,17 +209,25 @@ pub fn verdict(
         changed: true,
         reason: ZeroDayReason::Changed,
         ratio,
+        row,
     };
     let profile = metrics::is_perf_profile(metric);
-    if let (true, Some(t)) = (profile, perf_profile_threshold) {
-        // `-p X` replaces the separation test for perf-profile stats.
-        return if med_a > t || med_b > t {
+    // `changed_stats?`: the threshold replaces the separation test when it
+    // is of the head median's class (Integer 5 by default, a Float with -p).
+    let threshold = match perf_profile_threshold {
+        Some(t) if !med_a.is_integer() => Some(t),
+        None if med_a.is_integer() => Some(DEFAULT_PERF_PROFILE_THRESHOLD),
+        _ => None,
+    };
+    if let (true, Some(t)) = (profile, threshold) {
+        return if va > t || vb > t {
             changed
         } else {
             not(ZeroDayReason::BelowPerfProfileThreshold, ratio)
         };
     }
-    let separated = (min_b > med_a && med_b > max_a) || (min_a > med_b && med_a > max_b);
+    let (min_a, max_a, min_b, max_b) = (min_a.value(), max_a.value(), min_b.value(), max_b.value());
+    let separated = (min_b > va && vb > max_a) || (min_a > vb && va > max_b);
     if !separated {
         return not(ZeroDayReason::RangesOverlap, ratio);
     }
@@ -100,25 +247,71 @@ pub fn verdict(
     changed
 }
 
-/// Sort, drop `-1` placeholders, trim `min(n >> 5, max_margin)` from each end.
-/// Upstream's `latency_stat?` answers false for every stat (its pattern test
-/// is followed by a literal `false`), so latency stats are trimmed like all
-/// others, and so is every stat here.
-fn trimmed(values: &[f64], base_len: usize) -> Vec<f64> {
-    let mut v: Vec<f64> = values.iter().copied().filter(|x| *x != -1.0).collect();
-    v.sort_by(f64::total_cmp);
-    let max_margin = if base_len <= 3 { 1 } else { 3 };
-    let m = (v.len() >> 5).min(max_margin);
-    v[m..v.len() - m].to_vec()
+/// `sort_remove_margin` with `sorted` (lib/statistics.rb): the margin is
+/// `min(n >> 5, max_margin)` of the run count `n`; after sorting, `-1`
+/// placeholders are dropped from the front only (a `-1` with a smaller
+/// value before it stays), then the margin is cut from each end.
+/// Upstream's `latency_stat?` answers false for every stat (its pattern
+/// test is followed by a literal `false`), so latency stats are trimmed
+/// like all others, and so is every stat here.
+fn trimmed(values: &[Sample], max_margin: usize) -> Vec<Sample> {
+    let margin = (values.len() >> MARGIN_SHIFT).min(max_margin);
+    let mut v = values.to_vec();
+    v.sort_by(|x, y| x.value().total_cmp(&y.value()));
+    let placeholders = v.iter().take_while(|x| x.value() == -1.0).count();
+    v.drain(..placeholders);
+    if v.len() < 2 * margin {
+        return Vec::new();
+    }
+    v[margin..v.len() - margin].to_vec()
 }
 
 /// 0-day's `min_mean_max`: the "mean" is the upper median `sorted[n/2]`.
-fn min_med_max(sorted: &[f64]) -> (f64, f64, f64) {
+fn min_med_max(sorted: &[Sample]) -> (Sample, Sample, Sample) {
     (
         sorted[0],
         sorted[sorted.len() / 2],
         sorted[sorted.len() - 1],
     )
+}
+
+/// Mean and `stddev %` of one side as `calc_avg_stddev` and
+/// `show_perf_change` compute them.
+fn mean_stddev_pct(samples: &[Sample]) -> (f64, f64) {
+    if samples.is_empty() {
+        return (0.0, 0.0);
+    }
+    let n = samples.len() as f64;
+    let mean = samples.iter().map(|s| s.value()).sum::<f64>() / n;
+    if samples.len() < 2 {
+        return (mean, 0.0);
+    }
+    let var = samples
+        .iter()
+        .map(|s| (s.value() - mean).powi(2))
+        .sum::<f64>()
+        / n;
+    let sd = var.sqrt();
+    let pct = if mean != 0.0 { 100.0 * sd / mean } else { sd };
+    (mean, pct)
+}
+
+fn table_row(metric: &str, base: &[Sample], head: &[Sample]) -> ZeroDayRow {
+    let (base_mean, base_stddev_pct) = mean_stddev_pct(base);
+    let (head_mean, head_stddev_pct) = mean_stddev_pct(head);
+    let change = if metrics::shows_absolute_change(metric) {
+        head_mean - base_mean
+    } else {
+        let b = if base_mean == 0.0 { 1e-100 } else { base_mean };
+        100.0 * (head_mean - b) / b
+    };
+    ZeroDayRow {
+        base_mean,
+        base_stddev_pct,
+        head_mean,
+        head_stddev_pct,
+        change,
+    }
 }
 
 #[cfg(test)]
@@ -191,6 +384,98 @@ mod tests {
             Some(5.0),
         );
         assert_eq!(v.reason, ZeroDayReason::BelowRatioFloor);
+    }
+
+    use Sample::{Missing, Value as V};
+
+    #[test]
+    fn runs_are_counted_and_placeholders_dropped_as_lkp_does() {
+        // Three runs a side, one a -1 placeholder each: lkp counts 3 runs
+        // (its matrix columns), so the run-count test passes, and the
+        // placeholders leave the samples before the separation test.
+        let v = verdict(KPI, &[-1.0, 100.0, 101.0], &[-1.0, 90.0, 91.0], None);
+        assert!(v.changed, "{v:?}");
+        // -1 goes only from the front of the sorted samples.
+        let t = trimmed(&[V(-1.0), V(-2.0), V(3.0)], 3);
+        assert_eq!(t, [V(-2.0), V(-1.0), V(3.0)]);
+        let t = trimmed(&[V(-1.0), V(2.0), V(-1.0)], 3);
+        assert_eq!(t, [V(2.0)]);
+        // The margin comes from the run count before the placeholders go:
+        // 32 runs trim 32 >> 5 = 1 from each end of the 31 values left.
+        let mut runs: Vec<Sample> = (0..31).map(|i| V(f64::from(i))).collect();
+        runs.push(V(-1.0));
+        let t = trimmed(&runs, 3);
+        assert_eq!(t.len(), 29);
+        assert_eq!((t[0], t[28]), (V(1.0), V(29.0)));
+        // All placeholders: nothing to compare.
+        let v = verdict(KPI, &[-1.0; 3], &[1.0, 2.0, 3.0], None);
+        assert_eq!(v.reason, ZeroDayReason::NoSamples);
+        // Fewer than 3 runs on both sides, whatever the values.
+        let v = verdict_padded(KPI, &[V(1.0), Missing], &[V(9.0), V(9.0)], None);
+        assert_eq!(v.reason, ZeroDayReason::TooFewRuns);
+    }
+
+    #[test]
+    fn a_missing_sample_is_a_zero() {
+        // The head's runs lost the stat: compared against zeros, a change.
+        let base = [V(100.0), V(101.0), V(102.0)];
+        let v = verdict_padded(KPI, &base, &[Missing; 3], None);
+        assert!(v.changed, "{v:?}");
+        assert_eq!((v.ratio, v.row.head_mean, v.row.change), (5.0, 0.0, -100.0));
+        // One head run lost it: its 0 is the head's minimum, the median
+        // stays inside the base's range, and the row's mean counts the 0.
+        let v = verdict_padded(KPI, &base, &[V(100.0), V(101.0), Missing], None);
+        assert_eq!(v.reason, ZeroDayReason::RangesOverlap);
+        assert!((v.row.head_mean - 67.0).abs() < 1e-9, "{:?}", v.row);
+        assert!(v.row.head_stddev_pct > 2.0, "{:?}", v.row);
+        // Complete samples give the plain means.
+        let v = verdict(KPI, &[1.0, 2.0, 3.0], &[2.0, 4.0, 6.0], None);
+        assert_eq!((v.row.base_mean, v.row.head_mean), (2.0, 4.0));
+        assert!((v.row.change - 100.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_vanished_profile_symbol_takes_the_integer_threshold() {
+        let m = "perf-profile.self.cycles-pp.pipe_write";
+        let gone = [Missing; 3];
+        // lkp compare's default threshold is the Integer 5, and the head's
+        // median is the padded Integer 0: a median above 5 decides alone.
+        let v = verdict_padded(m, &[V(3.0), V(3.1), V(3.2)], &gone, None);
+        assert_eq!(v.reason, ZeroDayReason::BelowPerfProfileThreshold);
+        let v = verdict_padded(m, &[V(6.0), V(6.1), V(6.2)], &gone, None);
+        assert!(v.changed, "{v:?}");
+        assert!((v.row.change + 6.1).abs() < 1e-9, "{:?}", v.row);
+        // `-p 5.0` is a Float: not the padded median's class, so the
+        // separation test decides.
+        let v = verdict_padded(m, &[V(3.0), V(3.1), V(3.2)], &gone, Some(5.0));
+        assert!(v.changed, "{v:?}");
+    }
+
+    #[test]
+    fn default_stat_filters() {
+        let big = |x: f64| [x, x + 1.0, x + 2.0];
+        let v = verdict(
+            "interrupts.LOC:Local_timer_interrupts",
+            &big(100_000.0),
+            &big(200_000.0),
+            None,
+        );
+        assert_eq!(v.reason, ZeroDayReason::HiddenByDefault);
+        assert!(!shown_by_default("softirqs.NET_RX"));
+        assert!(!shown_by_default("x.Modules_linked_in"));
+        for shown in [
+            "vmstat.system.cs",
+            "proc-vmstat.pgfault",
+            "perf-stat.ps.cpu-cycles",
+            "perf-profile.self.cycles-pp.pipe_read",
+            "lmbench3.time.user_time",
+            "interrupts",
+            "stress-ng.pipe.ops_per_sec",
+        ] {
+            assert!(shown_by_default(shown), "{shown}");
+        }
+        let v = verdict("vmstat.system.cs", &big(100_000.0), &big(200_000.0), None);
+        assert!(v.changed, "{v:?}");
     }
 
     #[test]
