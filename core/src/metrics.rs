@@ -81,6 +81,9 @@ impl Impact {
 /// `pipebench.MB/sec` are covered by the suffixes).
 const HIGHER: &[&str] = &[
     r"^will-it-scale\..+_ops$",
+    // index-perf-all.yaml `will-it-scale\.scalability: 1`: the share of
+    // linear scaling reached at the largest task count.
+    r"^will-it-scale\.scalability$",
     r"^lmbench3\..+\.MB/sec$",
     r"\.MB/sec$",
     r"_ops$",

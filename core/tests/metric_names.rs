@@ -502,10 +502,16 @@ fn directions_follow_upstream_index_tables() {
         assert!(is_kpi(name), "{name} is the benchmark's own metric");
         assert!(is_perf_metric(name), "{name}");
     }
-    // Exception: index-perf-all.yaml has `will-it-scale\.scalability: 1`;
-    // kbot's table has no entry for it, so it is reported without a
-    // direction.
-    assert_eq!(direction("will-it-scale.scalability"), Direction::Undefined);
+    // index-perf-all.yaml `will-it-scale\.scalability: 1`: higher is
+    // better, and not through a generic suffix (it has none of them).
+    assert_eq!(
+        direction("will-it-scale.scalability"),
+        Direction::HigherIsBetter
+    );
+    assert_eq!(
+        direction("will-it-scale.16.scalability"),
+        Direction::Undefined
+    );
 }
 
 /// The monitor names kbot's agent emits are monitors in kbot's tables, as in
