@@ -22,53 +22,20 @@ pub struct Execution {
     pub stdout: String,
 }
 
-/// Parses every execution and merges the metrics of the whole workload:
-/// `*.time.*` figures add up over executions (the workload's total, as one
-/// `time` around it would show) except the peak RSS, which is the maximum;
-/// any other metric seen several times (repeated runs) is averaged.
+/// Parses every execution and merges the metrics of the whole workload
+/// ([`parsers::merge_executions`]: times add up, a will-it-scale sweep gives
+/// LKP's results for the sweep, repeated runs are averaged).
 pub fn metrics(plan: &[Invocation], runs: &[Execution]) -> Result<Metrics> {
-    let mut seen: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    let mut parsed = Vec::new();
     for run in runs {
         let Some(inv) = plan.get(run.invocation) else {
             continue;
         };
-        for (k, v) in parsers::parse(inv.parser, &run.stdout, &inv.context)? {
-            seen.entry(k).or_default().push(v);
-        }
+        parsed.push(parsers::Parsed {
+            invocation: run.invocation,
+            context: &inv.context,
+            metrics: parsers::parse(inv.parser, &run.stdout, &inv.context)?,
+        });
     }
-    Ok(seen
-        .into_iter()
-        .map(|(k, vs)| {
-            let v = merge(&k, &vs);
-            (k, v)
-        })
-        .collect())
-}
-
-fn merge(name: &str, values: &[f64]) -> f64 {
-    if name.ends_with(".time.maximum_resident_set_size") {
-        values.iter().copied().fold(0.0, f64::max)
-    } else if name.contains(".time.") {
-        values.iter().sum()
-    } else {
-        values.iter().sum::<f64>() / values.len().max(1) as f64
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn time_figures_add_up_and_kpis_average() {
-        assert_eq!(merge("lmbench3.time.elapsed_time", &[1.5, 2.5]), 4.0);
-        assert_eq!(
-            merge("lmbench3.time.maximum_resident_set_size", &[10.0, 30.0]),
-            30.0
-        );
-        assert_eq!(
-            merge("lmbench3.PIPE.bandwidth.MB/sec", &[100.0, 200.0]),
-            150.0
-        );
-    }
+    Ok(parsers::merge_executions(&parsed)?)
 }

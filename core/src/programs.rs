@@ -662,7 +662,12 @@ pub fn kbot_bench_invocations(
                     let tasks = tasks.to_string();
                     let mut args = strings(["-t", &tasks, "-s", &secs, "--mode", mode]);
                     args.extend(wis_pinning_flags(&p)?);
-                    list.push(bench(job, p.get("test")?, args));
+                    let mut inv = bench(job, p.get("test")?, args);
+                    // The sweep's rows are combined as LKP's parser does
+                    // (parsers::merge_executions).
+                    inv.context.tasks = tasks.parse().ok();
+                    inv.context.threads = mode == "thread";
+                    list.push(inv);
                 }
             }
             list

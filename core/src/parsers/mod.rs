@@ -19,6 +19,7 @@ mod hackbench;
 mod kbot_bench;
 mod lmbench;
 mod perf_bench;
+pub mod perf_stat;
 mod pipebench;
 mod stress_ng;
 mod unixbench;
@@ -155,5 +156,45 @@ fn nonempty(tool: &'static str, m: Metrics) -> Result<Metrics> {
         Err(fail(tool, "no result found in the output"))
     } else {
         Ok(m)
+    }
+}
+
+/// One execution's metrics, with the context its output was parsed in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Parsed<'a> {
+    /// Which invocation of the plan ran.
+    pub invocation: usize,
+    pub context: &'a ParseContext,
+    pub metrics: Metrics,
+}
+
+/// The metrics of a whole workload from those of its executions:
+/// `*.time.*` figures add up (the workload's total, as one `time` around it
+/// would show) except the peak RSS, which is the maximum; a will-it-scale
+/// run over several task counts or modes gives upstream's results for the
+/// sweep ([`will_it_scale::combine`]); any other metric seen several times
+/// (repeated runs) is averaged.
+pub fn merge_executions(parsed: &[Parsed<'_>]) -> Result<Metrics> {
+    let mut seen: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for p in parsed {
+        for (k, v) in &p.metrics {
+            seen.entry(k.as_str()).or_default().push(*v);
+        }
+    }
+    let mut out: Metrics = seen
+        .into_iter()
+        .map(|(k, vs)| (k.to_string(), merge_values(k, &vs)))
+        .collect();
+    will_it_scale::combine(parsed, &mut out)?;
+    Ok(out)
+}
+
+fn merge_values(name: &str, values: &[f64]) -> f64 {
+    if name.ends_with(".time.maximum_resident_set_size") {
+        values.iter().copied().fold(0.0, f64::max)
+    } else if name.contains(".time.") {
+        values.iter().sum()
+    } else {
+        values.iter().sum::<f64>() / values.len().max(1) as f64
     }
 }
