@@ -41,7 +41,10 @@ pub fn run(
     let before = Snapshot::read_host();
     let t0 = Instant::now();
     let mut runs = Vec::new();
-    let mut perf_metrics: BTreeMap<String, f64> = BTreeMap::new();
+    // perf stat's event counts, summed over the executions, and the time
+    // they were counted for.
+    let mut perf_counts: BTreeMap<String, f64> = BTreeMap::new();
+    let mut perf_seconds = 0.0;
     for (i, inv) in plan.iter().enumerate() {
         let first = Instant::now();
         let mut n = 0u32;
@@ -53,7 +56,10 @@ pub fn run(
                 Vec::new()
             };
             argv.extend(argv_of(cfg, inv));
-            match execute(&argv, cfg.run_timeout, cancel)? {
+            let started = Instant::now();
+            let executed = execute(&argv, cfg.run_timeout, cancel)?;
+            perf_seconds += started.elapsed().as_secs_f64();
+            match executed {
                 Ok(stdout) => runs.push(Execution {
                     invocation: i,
                     stdout,
@@ -63,7 +69,7 @@ pub fn run(
             if use_perf {
                 let text = std::fs::read_to_string(&stat_file).unwrap_or_default();
                 for (k, v) in perf::parse_stat_csv(&text) {
-                    *perf_metrics.entry(k).or_default() += v;
+                    *perf_counts.entry(k).or_default() += v;
                 }
             }
             n += 1;
@@ -88,7 +94,9 @@ pub fn run(
         }
     };
     metrics.extend(monitors::metrics(&before, &after, elapsed));
-    metrics.extend(perf_metrics);
+    if use_perf {
+        metrics.extend(perf::stat_metrics(&perf_counts, perf_seconds));
+    }
     let mut notes = tuning.notes.clone();
     notes.insert(
         "pinning".into(),

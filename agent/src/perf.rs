@@ -4,7 +4,9 @@
 use std::path::Path;
 use std::process::Command;
 
-use kbot_core::parsers::Metrics;
+use std::collections::BTreeMap;
+
+use kbot_core::parsers::{perf_stat, Metrics};
 
 use crate::process;
 
@@ -13,33 +15,31 @@ pub fn available() -> bool {
     process::on_path("perf")
 }
 
-/// The command prefix that runs a command under `perf stat` writing CSV to `out`.
+/// The command prefix that runs a command under `perf stat` writing CSV to
+/// `out`, counting LKP's perf-stat events (`kbot_core::parsers::perf_stat`).
 pub fn stat_prefix(out: &Path) -> Vec<String> {
     vec![
         "perf".into(),
         "stat".into(),
         "-x,".into(),
         "-e".into(),
-        "task-clock,context-switches,cpu-migrations,page-faults,cycles,instructions,branches,branch-misses".into(),
+        perf_stat::LKP_EVENTS.join(","),
         "-o".into(),
         out.display().to_string(),
         "--".into(),
     ]
 }
 
-/// `perf-stat.total.<event>` from `perf stat -x,` output; unsupported
-/// events (a VM without a PMU) are left out.
-pub fn parse_stat_csv(text: &str) -> Metrics {
-    text.lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split(',').collect();
-            let value: f64 = f.first()?.trim().parse().ok()?;
-            let event = f.get(2)?.trim();
-            (!event.is_empty() && value.is_finite())
-                .then(|| (format!("perf-stat.total.{event}"), value))
-        })
-        .collect()
+/// Event counts of one `perf stat -x,` output; events the machine cannot
+/// count (a VM without a PMU) are left out.
+pub fn parse_stat_csv(text: &str) -> BTreeMap<String, f64> {
+    perf_stat::counts(text)
+}
+
+/// LKP's `perf-stat.*` metrics from the counts summed over the executions
+/// and the seconds those executions took.
+pub fn stat_metrics(totals: &BTreeMap<String, f64>, seconds: f64) -> Metrics {
+    perf_stat::lkp_metrics(totals, seconds)
 }
 
 /// Records a system-wide call-graph profile of `argv` and returns
@@ -135,11 +135,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn stat_csv_skips_unsupported_events() {
-        let m = parse_stat_csv("# started on\n\n1.49,msec,task-clock,1489540,100.00,0.162,CPUs utilized\n<not supported>,,cycles,0,100.00,,\n7,,context-switches,1,100.00,,\n");
-        assert_eq!(m.get("perf-stat.total.task-clock"), Some(&1.49));
-        assert_eq!(m.get("perf-stat.total.context-switches"), Some(&7.0));
-        assert!(!m.contains_key("perf-stat.total.cycles"));
+    fn stat_csv_becomes_lkp_perf_stat_metrics() {
+        let c = parse_stat_csv("# started on\n\n1.49,msec,task-clock,1489540,100.00,0.162,CPUs utilized\n<not supported>,,cpu-cycles,0,100.00,,\n7,,context-switches,1,100.00,,\n");
+        assert_eq!(c.get("task-clock"), Some(&1.49));
+        assert!(!c.contains_key("cpu-cycles"));
+        let m = stat_metrics(&c, 0.5);
+        assert_eq!(m.get("perf-stat.ps.context-switches"), Some(&14.0));
+        assert_eq!(m.get("perf-stat.ps.task-clock"), Some(&2.98));
+        assert!(m.keys().all(|k| k.starts_with("perf-stat.ps.")), "{m:?}");
+        let prefix = stat_prefix(Path::new("/tmp/x.csv"));
+        assert!(
+            prefix[4].starts_with("cpu-cycles,instructions,"),
+            "{prefix:?}"
+        );
     }
 
     #[test]

@@ -210,7 +210,7 @@ async fn the_daemon_runs_both_sides_and_the_server_holds_the_results() {
             assert!(m["vmstat.system.cs"].as_f64().is_some(), "{run}");
             assert!(m["proc-vmstat.pgfault"].as_f64().is_some(), "{run}");
             if kbot_agent::perf::available() {
-                assert!(m["perf-stat.total.task-clock"].as_f64().is_some(), "{run}");
+                assert!(m["perf-stat.ps.task-clock"].as_f64().is_some(), "{run}");
             }
         }
         server.stop().await;

@@ -29,10 +29,11 @@
 //!   sum.
 //! - `perf-profile.self.<event>.<symbol>` matches `programs/perf-profile/parse`
 //!   (clone suffixes `.isra.N`, `.constprop.N`, `.part.N` dropped).
-//! - Mismatch, left as is: the agent's `perf-stat.total.<event>` (counts of
-//!   one `perf stat -x,` run). Upstream's `programs/perf-stat/parse` prints
-//!   `ps.<event>` (per second of an interval run), derived `overall.*` and
-//!   `i.*` rows, and `total.` only as `total.instructions`.
+//! - `perf-stat.ps.<event>`, `perf-stat.total.instructions` and the
+//!   `perf-stat.overall.*` rows match `programs/perf-stat/parse`; they come
+//!   from `kbot_core::parsers::perf_stat`, which the agent calls and
+//!   `perf_stat_names_are_lkps` below drives. Upstream's per-interval
+//!   `i.<event>` rows have no counterpart (kbot counts no intervals).
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -564,4 +565,54 @@ fn upstream_patterns_match_counts_only() {
     assert!(!matches("<N>.processes", "x.processes"));
     assert!(!matches("<N>.processes", "processes"));
     assert!(matches("PIPE.bandwidth.MB/sec", "PIPE.bandwidth.MB/sec"));
+}
+
+/// intel/lkp-tests programs/perf-stat/parse on the monitor's default events
+/// (programs/perf-stat/monitor): `ps.<event>` for every event counted,
+/// `total.instructions`, and from the totals `overall.<stem>-miss-rate%`
+/// (`<stem>-misses` over `<stem>s` + misses, `<stem>-references` or
+/// `<stem>-instructions`), `overall.cycles-between-cache-misses`,
+/// `overall.MPKI`, `overall.instructions-per-iTLB-miss`, `overall.ipc` and
+/// `overall.cpi`.
+const PERF_STAT_OVERALL: &[&str] = &[
+    "cache-miss-rate%",
+    "branch-miss-rate%",
+    "dTLB-load-miss-rate%",
+    "dTLB-store-miss-rate%",
+    "iTLB-load-miss-rate%",
+    "cycles-between-cache-misses",
+    "MPKI",
+    "instructions-per-iTLB-miss",
+    "ipc",
+    "cpi",
+];
+
+#[test]
+fn perf_stat_names_are_lkps() {
+    use kbot_core::parsers::perf_stat::{counts, lkp_metrics, LKP_EVENTS};
+    // What `perf stat -x,` prints for every event the agent asks for.
+    let csv: String = LKP_EVENTS
+        .iter()
+        .enumerate()
+        .map(|(i, e)| format!("{},,{e},1000,100.00,,\n", 1000 * (i + 1)))
+        .collect();
+    let m = lkp_metrics(&counts(&csv), 2.0);
+    let mut upstream: BTreeSet<String> = LKP_EVENTS
+        .iter()
+        .map(|e| format!("perf-stat.ps.{e}"))
+        .collect();
+    upstream.insert("perf-stat.total.instructions".into());
+    upstream.extend(
+        PERF_STAT_OVERALL
+            .iter()
+            .map(|k| format!("perf-stat.overall.{k}")),
+    );
+    let emitted: BTreeSet<String> = m.keys().cloned().collect();
+    assert_eq!(emitted, upstream);
+    for name in &emitted {
+        assert!(
+            is_monitor(name) && is_perf_metric(name) && !is_kpi(name),
+            "{name}"
+        );
+    }
 }
