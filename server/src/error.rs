@@ -40,6 +40,9 @@ pub enum Error {
     LeaseLost(i64),
     #[error("request body is larger than the server accepts")]
     PayloadTooLarge,
+    /// The request took longer than the server's request timeout.
+    #[error("the request took longer than the server allows")]
+    RequestTimeout,
     #[error("database error")]
     Db(#[from] sqlx::Error),
     #[error("database migration failed")]
@@ -85,6 +88,7 @@ impl Error {
             Error::Conflict(_) => "conflict",
             Error::LeaseLost(_) => "lease_lost",
             Error::PayloadTooLarge => "payload_too_large",
+            Error::RequestTimeout => "request_timeout",
             Error::Db(_) | Error::Migrate(_) | Error::Io(_) | Error::Other(_) => "internal",
             Error::UnknownRepo(_) => "unknown_repo",
             Error::RepoUnreachable { .. } => "repo_unreachable",
@@ -103,6 +107,7 @@ impl Error {
             Error::NotFound { .. } => StatusCode::NOT_FOUND,
             Error::Conflict(_) | Error::LeaseLost(_) => StatusCode::CONFLICT,
             Error::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Error::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             Error::Db(_) | Error::Migrate(_) | Error::Io(_) | Error::Other(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }

@@ -62,7 +62,7 @@ pub const USER_TOKEN: &str = "user_token";
         document,
     ),
     components(schemas(ErrorBody)),
-    modifiers(&TokenSchemes),
+    modifiers(&TokenSchemes, &RequestTimeouts),
     tags(
         (name = "agent", description = "Test machines: enrol, lease jobs, report progress, upload results"),
         (name = "repos", description = "Registered git repositories and their commits"),
@@ -94,6 +94,31 @@ impl Modify for TokenSchemes {
             let mut scheme = Http::new(HttpAuthScheme::Bearer);
             scheme.description = Some(description.to_owned());
             components.add_security_scheme(name, SecurityScheme::Http(scheme));
+        }
+    }
+}
+
+/// Every request runs under the router's timeout layer (`routes.rs`), so
+/// every operation can answer 408, with the usual ErrorBody.
+struct RequestTimeouts;
+
+impl Modify for RequestTimeouts {
+    fn modify(&self, openapi: &mut Document) {
+        let timeout = error_responses(&[408]);
+        for item in openapi.paths.paths.values_mut() {
+            let operations = [
+                &mut item.get,
+                &mut item.put,
+                &mut item.post,
+                &mut item.delete,
+                &mut item.options,
+                &mut item.head,
+                &mut item.patch,
+                &mut item.trace,
+            ];
+            for op in operations.into_iter().flatten() {
+                op.responses.responses.extend(timeout.clone());
+            }
         }
     }
 }
@@ -135,6 +160,11 @@ fn error_description(status: u16) -> &'static str {
         409 => {
             "`conflict` (the state does not allow it) or `lease_lost` (the job's lease \
              expired, or it was cancelled or re-queued meanwhile)"
+        }
+        408 => {
+            "`request_timeout`: the request took longer than the server's request timeout \
+             (`max_lease_wait_secs` + 60 s). The handler was stopped where it was: a write \
+             may or may not have taken effect, so look before retrying one"
         }
         413 => "`payload_too_large`: the body is larger than the server accepts",
         422 => "`repo_unreachable`: git cannot clone or fetch the repository's URL",

@@ -25,22 +25,30 @@ pub fn router(state: AppState) -> Router {
     let limit = state.config.max_upload_bytes;
     // Long-polls end within max_lease_wait_secs; anything slower is stuck.
     let request_timeout = Duration::from_secs(u64::from(state.config.max_lease_wait_secs) + 60);
-    Router::new()
+    let routes = Router::new()
         .merge(agent_routes())
         .merge(meta_routes())
         .merge(user_routes())
         .merge(dashboard_routes())
         .merge(report_routes())
         .fallback(dashboard::not_found)
-        .with_state(state)
+        .with_state(state);
+    with_layers(routes, limit, request_timeout)
+}
+
+/// The layers every request passes: body limits, the request timeout (408,
+/// documented on every API operation), JSON error bodies for both, tracing.
+fn with_layers(routes: Router, limit: usize, request_timeout: Duration) -> Router {
+    routes
         .layer(DefaultBodyLimit::max(limit))
         .layer(RequestBodyLimitLayer::new(limit))
-        // Outside the limit layer, whose own 413 it rewrites.
-        .layer(middleware::from_fn(json_errors))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             request_timeout,
         ))
+        // Outside the limit and timeout layers, whose own 413 and 408 it
+        // rewrites.
+        .layer(middleware::from_fn(json_errors))
         .layer(TraceLayer::new_for_http())
 }
 
@@ -127,6 +135,7 @@ async fn healthz(axum::extract::State(state): axum::extract::State<AppState>) ->
 }
 
 /// The body-limit layer answers 413 in plain text before any handler runs,
+/// the timeout layer an empty 408 when a request outlives the timeout,
 /// and axum's own extractors refuse a malformed path segment or query
 /// string with a plain-text 400; API clients get the JSON error body every
 /// other error has (and the OpenAPI document promises).
@@ -142,6 +151,8 @@ async fn json_errors(req: Request, next: Next) -> Response {
         response
     } else if status == StatusCode::PAYLOAD_TOO_LARGE {
         (status, Json(Error::PayloadTooLarge.body())).into_response()
+    } else if api && status == StatusCode::REQUEST_TIMEOUT {
+        (status, Json(Error::RequestTimeout.body())).into_response()
     } else if api && status == StatusCode::BAD_REQUEST {
         // The rejection's text says what was wrong; it is short, and a
         // longer one is cut rather than dropped.
@@ -152,5 +163,44 @@ async fn json_errors(req: Request, next: Next) -> Response {
         (status, Json(Error::BadRequest(message).body())).into_response()
     } else {
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A request that outlives the timeout gets 408 with the ErrorBody the
+    /// OpenAPI document promises on every operation.
+    #[tokio::test]
+    async fn a_timed_out_api_request_gets_a_json_408() {
+        use tower::ServiceExt;
+        let slow = || async {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            "late"
+        };
+        let routes = Router::new()
+            .route("/api/v1/slow", get(slow))
+            .route("/slow", get(slow));
+        let app = with_layers(routes, 1024, Duration::from_millis(20));
+        let call = |uri: &'static str| {
+            let app = app.clone();
+            async move {
+                let request = Request::builder().uri(uri).body(axum::body::Body::empty());
+                app.oneshot(request.expect("request"))
+                    .await
+                    .expect("response")
+            }
+        };
+        let response = call("/api/v1/slow").await;
+        assert_eq!(response.status(), StatusCode::REQUEST_TIMEOUT);
+        let body = axum::body::to_bytes(response.into_body(), 4096)
+            .await
+            .expect("body");
+        let body: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+        assert_eq!(body["error"]["code"], "request_timeout", "{body}");
+        // Pages keep the plain response.
+        let response = call("/slow").await;
+        assert_eq!(response.status(), StatusCode::REQUEST_TIMEOUT);
     }
 }

@@ -144,6 +144,22 @@ async fn every_api_route_is_in_the_document() {
             }
         }
     }
+    // The wildcard `{*rev}` is the path parameter `rev`, and says it may
+    // hold `/` (OpenAPI has no multi-segment parameters).
+    let rev = doc["paths"]["/api/v1/repos/{name}/commits/{rev}"]["get"]["parameters"]
+        .as_array()
+        .and_then(|ps| ps.iter().find(|p| p["name"] == "rev"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        (rev["in"].as_str(), rev["required"].as_bool()),
+        (Some("path"), Some(true)),
+        "{rev}"
+    );
+    assert!(
+        rev["description"].as_str().is_some_and(|d| d.contains('/')),
+        "{rev}"
+    );
     let not_a_number = t.http.get(t.url("/api/v1/submissions/abc")).send();
     let response = not_a_number.await.expect("GET /api/v1/submissions/abc");
     assert_eq!(response.status(), 400);
@@ -185,13 +201,22 @@ async fn every_api_route_is_in_the_document() {
             assert_eq!(declared, in_path, "{method} {path}: path parameters");
             let operation_id = op["operationId"].as_str().unwrap_or_default();
             assert!(!operation_id.is_empty(), "{method} {path}: operationId");
+            let error_body = |status: &str| {
+                op["responses"][status]["content"]["application/json"]["schema"]["$ref"].clone()
+            };
             if path != "/api/openapi.json" {
-                let error = &op["responses"]["500"]["content"]["application/json"]["schema"];
                 assert_eq!(
-                    error["$ref"], "#/components/schemas/ErrorBody",
+                    error_body("500"),
+                    "#/components/schemas/ErrorBody",
                     "{method} {path}: the error body"
                 );
             }
+            // The router's timeout layer covers every request.
+            assert_eq!(
+                error_body("408"),
+                "#/components/schemas/ErrorBody",
+                "{method} {path}: 408"
+            );
         }
     }
     t.stop().await;
