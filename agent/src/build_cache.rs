@@ -1,4 +1,4 @@
-//! Built kernels kept by (commit, kconfig, compiler), evicted least recently
+//! Built kernels kept by (commit, kconfig, compiler, arch), evicted least recently
 //! used first when the cache outgrows its size bound; and the record of
 //! commits that do not build for a kconfig and compiler.
 
@@ -19,10 +19,25 @@ pub struct BuildKey {
     pub commit: String,
     pub kconfig: KconfigSpec,
     pub compiler: String,
+    /// The kernel's `ARCH=` (`x86_64`, `arm64`): one commit, kconfig name
+    /// and compiler build different kernels for different guests. Entries
+    /// written before the arch was recorded are x86_64 builds.
+    #[serde(default = "default_arch")]
+    pub arch: String,
+}
+
+/// The arch of the builds kbot made before it built for other guests.
+pub const DEFAULT_ARCH: &str = "x86_64";
+
+fn default_arch() -> String {
+    DEFAULT_ARCH.to_string()
 }
 
 impl BuildKey {
-    /// A short stable hash naming the cache entry.
+    /// A short stable hash naming the cache entry (and the object
+    /// directory of its kconfig, compiler and arch). The arch is hashed
+    /// unless it is x86_64, so x86_64 kernels cached before arches were
+    /// told apart keep their ids.
     pub fn id(&self) -> String {
         let mut h = Sha256::new();
         h.update(self.commit.as_bytes());
@@ -30,6 +45,11 @@ impl BuildKey {
         h.update(config_identity(&self.kconfig).as_bytes());
         h.update([0]);
         h.update(self.compiler.as_bytes());
+        if self.arch != DEFAULT_ARCH {
+            h.update([0]);
+            h.update(b"arch=");
+            h.update(self.arch.as_bytes());
+        }
         hex::encode(&h.finalize()[..12])
     }
 }
@@ -247,6 +267,7 @@ mod tests {
                 full: None,
             },
             compiler: "gcc-12".into(),
+            arch: DEFAULT_ARCH.into(),
         }
     }
 
@@ -279,6 +300,51 @@ mod tests {
         assert_ne!(a.id(), b.id());
         assert_ne!(a.id(), c.id());
         assert_eq!(a.id(), key("a").id());
+    }
+
+    /// One commit, kconfig and compiler built for x86_64 and for arm64 are
+    /// two cache entries: each arch gets its own kernel back, and an arm64
+    /// build marked unbuildable says nothing about the x86_64 one.
+    #[test]
+    fn kernels_of_two_arches_are_kept_apart() -> Result<()> {
+        let tmp = tempfile::tempdir().map_err(|e| AgentError::io("tempdir", e))?;
+        let cache = BuildCache::open(&tmp.path().join("cache"), 1 << 30)?;
+        let x86 = key("c1");
+        let mut arm = key("c1");
+        arm.arch = "arm64".into();
+        assert_ne!(x86.id(), arm.id());
+        let x86_dir = stage(tmp.path(), "s-x86", 100)?;
+        fs::write(x86_dir.join("bzImage"), b"x86 bzImage").map_err(|e| AgentError::io("w", e))?;
+        cache.insert(&x86_dir, kernel(x86.clone()))?;
+        assert!(
+            cache.get(&arm)?.is_none(),
+            "an x86_64 kernel is no arm64 kernel"
+        );
+        let arm_dir = stage(tmp.path(), "s-arm", 100)?;
+        fs::write(arm_dir.join("bzImage"), b"arm64 Image").map_err(|e| AgentError::io("w", e))?;
+        cache.insert(&arm_dir, kernel(arm.clone()))?;
+        let read = |k: &BuildKey| -> Result<Vec<u8>> {
+            let got = cache
+                .get(k)?
+                .ok_or_else(|| AgentError::Config("missing".into()))?;
+            assert_eq!(got.key.arch, k.arch);
+            fs::read(got.image()).map_err(|e| AgentError::io("read", e))
+        };
+        assert_eq!(read(&x86)?, b"x86 bzImage");
+        assert_eq!(read(&arm)?, b"arm64 Image");
+        assert_eq!(cache.entries()?.len(), 2);
+        cache.mark_unbuildable(&arm, "arm64 only")?;
+        assert!(cache.unbuildable(&x86)?.is_none());
+        // A meta.json from before the arch was recorded is an x86_64 build
+        // under the same id as before.
+        let old: BuildKey = serde_json::from_str(
+            r#"{"commit":"c1","kconfig":{"name":"tiny","base":"tinyconfig","fragment":"CONFIG_SMP=y\n","full":null},"compiler":"gcc-12"}"#,
+        )
+        .map_err(|e| AgentError::parse("key", e.to_string()))?;
+        assert_eq!(old, x86);
+        // sha256("c1\0" + config_identity + "\0gcc-12"), as before arches.
+        assert_eq!(x86.id(), "0d7da82da8e30e613652f951");
+        Ok(())
     }
 
     #[test]

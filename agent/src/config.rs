@@ -7,6 +7,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use kbot_core::api::BootBackend;
 
+use crate::guest_arch::{parse_page_size, GuestArch};
 use crate::monitors::InterferenceLimits;
 use crate::qemu::{Accel, Clock, QemuConfig, Topology};
 
@@ -178,21 +179,18 @@ pub struct AgentArgs {
     /// The static kbot-bench binary (put into the guest; run on the host).
     #[arg(long, env = "KBOT_BENCH", default_value = "kbot-bench", global = true)]
     pub kbot_bench: PathBuf,
-    /// A static busybox for the guest's /init.
-    #[arg(
-        long,
-        env = "KBOT_BUSYBOX",
-        default_value = "/bin/busybox",
-        global = true
-    )]
-    pub busybox: PathBuf,
-    #[arg(
-        long,
-        env = "KBOT_QEMU",
-        default_value = "qemu-system-x86_64",
-        global = true
-    )]
-    pub qemu: PathBuf,
+    /// A static busybox for the guest's /init, of the guest's architecture
+    /// (default: /bin/busybox for x86_64, /usr/local/lib/kbot/aarch64/busybox
+    /// for aarch64).
+    #[arg(long, env = "KBOT_BUSYBOX", global = true)]
+    pub busybox: Option<PathBuf>,
+    /// The QEMU system emulator (default: qemu-system-<guest arch>).
+    #[arg(long, env = "KBOT_QEMU", global = true)]
+    pub qemu: Option<PathBuf>,
+    /// QEMU's `-cpu` under TCG (default: QEMU's qemu64 for x86_64,
+    /// cortex-a57 for aarch64; KVM guests get `host`).
+    #[arg(long, env = "KBOT_QEMU_CPU", global = true)]
+    pub qemu_cpu: Option<String>,
     #[arg(
         long,
         env = "KBOT_ACCEL",
@@ -238,6 +236,21 @@ pub struct AgentArgs {
 /// The tbox group's guest machine (qemu backend).
 #[derive(Debug, Clone, Args)]
 pub struct GuestArgs {
+    /// The guest's architecture: its kernel is built for it (cross-compiled
+    /// on another host) and booted in qemu-system-<arch>.
+    #[arg(
+        long,
+        env = "KBOT_GUEST_ARCH",
+        value_enum,
+        default_value = "x86_64",
+        global = true
+    )]
+    pub guest_arch: GuestArch,
+    /// The guest kernel's page size, in bytes or as `64K` (default: 4096 on
+    /// x86_64, 65536 on aarch64, as the built-in kconfigs build). Reported
+    /// in the fingerprint and checked in every booted guest.
+    #[arg(long, env = "KBOT_GUEST_PAGE_SIZE", value_parser = parse_page_size, global = true)]
+    pub guest_page_size: Option<u64>,
     #[arg(long, env = "KBOT_GUEST_SOCKETS", default_value_t = 1, global = true)]
     pub guest_sockets: u32,
     #[arg(long, env = "KBOT_GUEST_CORES", default_value_t = 2, global = true)]
@@ -364,12 +377,47 @@ impl AgentArgs {
         }
     }
 
+    pub fn guest_arch(&self) -> GuestArch {
+        self.guest.guest_arch
+    }
+
+    /// The guest kernel's page size the tbox group promises.
+    pub fn guest_page_size(&self) -> u64 {
+        self.guest
+            .guest_page_size
+            .unwrap_or_else(|| self.guest_arch().default_page_size())
+    }
+
+    /// The QEMU binary: configured, or the guest arch's.
+    pub fn qemu_binary(&self) -> PathBuf {
+        self.qemu
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(self.guest_arch().default_qemu()))
+    }
+
+    /// The guest's static busybox: configured, or the guest arch's.
+    pub fn busybox_binary(&self) -> PathBuf {
+        self.busybox
+            .clone()
+            .unwrap_or_else(|| self.guest_arch().default_busybox().to_path_buf())
+    }
+
+    /// QEMU's `-cpu` under TCG: configured, or the guest arch's.
+    pub fn tcg_cpu(&self) -> Option<String> {
+        self.qemu_cpu
+            .clone()
+            .or_else(|| self.guest_arch().default_tcg_cpu().map(str::to_string))
+    }
+
     /// The qemu backend's configuration, with `kbot_bench` as the guest's.
     pub fn qemu_config(&self, kbot_bench: PathBuf) -> QemuConfig {
         QemuConfig {
-            qemu: self.qemu.clone(),
+            qemu: self.qemu_binary(),
+            arch: self.guest_arch(),
+            tcg_cpu: self.tcg_cpu(),
+            page_size: self.guest_page_size(),
             topology: self.topology(),
-            busybox: self.busybox.clone(),
+            busybox: self.busybox_binary(),
             kbot_bench,
             force_accel: self.force_accel(),
             boot_timeout: self.boot_timeout(),

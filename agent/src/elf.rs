@@ -351,6 +351,11 @@ mod tests {
 
     /// The static kbot-bench that scripts/build-kbot-bench-static builds.
     fn static_kbot_bench() -> Option<PathBuf> {
+        static_kbot_bench_for("x86_64")
+    }
+
+    /// The static kbot-bench of `arch` (`--arch aarch64` for the other).
+    fn static_kbot_bench_for(arch: &str) -> Option<PathBuf> {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let target = std::env::var_os("CARGO_TARGET_DIR")
             .map(PathBuf::from)
@@ -359,7 +364,7 @@ mod tests {
             .iter()
             .map(|p| {
                 target
-                    .join("x86_64-unknown-linux-gnu")
+                    .join(format!("{arch}-unknown-linux-gnu"))
                     .join(p)
                     .join("kbot-bench")
             })
@@ -412,6 +417,29 @@ mod tests {
             check_guest_binary(&data, "i386"),
             Err(ElfProblem::WrongArch { .. })
         ));
+    }
+
+    /// The cross-built aarch64 kbot-bench (scripts/build-kbot-bench-static
+    /// --arch aarch64) is a static aarch64 executable, refused for x86_64.
+    #[test]
+    fn the_static_aarch64_kbot_bench_passes_only_for_aarch64() {
+        let Some(bench) = static_kbot_bench_for("aarch64") else {
+            crate::process::skip_outside_ci(
+                "no static aarch64 kbot-bench: run scripts/build-kbot-bench-static --arch aarch64",
+            );
+            return;
+        };
+        let data = read(&bench);
+        let facts = check_guest_binary(&data, "aarch64").expect("the aarch64 kbot-bench passes");
+        assert!(facts.is_static() && facts.class_bits == 64 && facts.little_endian);
+        assert_eq!(facts.machine_name(), "aarch64");
+        assert_eq!(
+            check_guest_binary(&data, "x86_64"),
+            Err(ElfProblem::WrongArch {
+                found: "aarch64".into(),
+                guest: "x86_64".into()
+            })
+        );
     }
 
     /// A dynamically linked Rust binary (what kbot-up used to pass as

@@ -127,13 +127,18 @@ pub fn count_numa_nodes(dir: &Path) -> u32 {
 
 /// The report's `test machine:` style one-liner.
 pub fn describe(hw: &Hardware) -> String {
+    let memory = if hw.memory_bytes >= 1 << 30 {
+        format!("{}G", hw.memory_bytes >> 30)
+    } else {
+        format!("{}M", hw.memory_bytes >> 20)
+    };
     format!(
-        "{} threads {} sockets {} ({} cores) with {}G memory, {}K pages, kernel {}",
+        "{} threads {} sockets {} ({} cores) with {memory} memory, {} with {}K pages, kernel {}",
         hw.threads,
         hw.sockets,
         hw.cpu_model,
         hw.cores,
-        hw.memory_bytes >> 30,
+        hw.arch,
         hw.page_size >> 10,
         hw.kernel
     )

@@ -1,7 +1,8 @@
 //! The guest's initramfs: an uncompressed newc cpio archive holding a static
 //! busybox (shell, mount, reboot), the static kbot-bench and an /init script
-//! that runs the workload and sends everything back over the second serial
-//! port (ttyS1) in [`crate::console`] sections.
+//! that runs the workload and sends everything back over the results channel
+//! (the second serial port ttyS1 on x86_64, the virtio console hvc0 on
+//! aarch64) in [`crate::console`] sections.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -14,13 +15,21 @@ use crate::error::{AgentError, Result};
 
 /// Busybox applets /init uses, installed as symlinks in /bin.
 const APPLETS: &[&str] = &[
-    "sh", "mount", "cat", "uname", "reboot", "grep", "cut", "sleep", "mkdir", "poweroff",
+    "sh", "mount", "cat", "uname", "reboot", "grep", "cut", "sleep", "mkdir", "poweroff", "od",
 ];
+
+/// Prints the page size the kernel runs with: `AT_PAGESZ` (6) of the
+/// auxiliary vector, read as native 8-byte words (busybox has no getconf).
+const PAGESIZE_FN: &str = "pagesize() { set -- $(od -An -tu8 -v /proc/self/auxv); \
+while [ $# -gt 1 ]; do [ \"$1\" = 6 ] && { echo \"$2\"; return 0; }; shift 2; done; return 1; }\n";
 
 /// The /init shell script for a workload: `warmup` executions of each
 /// invocation first (their output in `warmup.<i>.<n>` sections, which are
 /// not parsed), then the monitors' `before` snapshot and the measured runs.
-pub fn init_script(plan: &[Invocation], warmup: u32) -> String {
+/// Everything but the progress markers goes to `results` (the guest's
+/// results channel device), beginning with the guest's `uname -m` and page
+/// size, which the agent checks against its fingerprint.
+pub fn init_script(plan: &[Invocation], warmup: u32, results: &str) -> String {
     let mut s = String::from(
         "#!/bin/sh\n\
          export PATH=/bin\n\
@@ -30,14 +39,28 @@ pub fn init_script(plan: &[Invocation], warmup: u32) -> String {
          mount -t tmpfs tmpfs /tmp 2>/dev/null\n",
     );
     s.push_str(&format!("echo {INIT_MARKER}\n"));
-    s.push_str("R=/dev/ttyS1\n[ -c $R ] || R=/dev/console\n");
+    // A virtio console's hvc0 appears a moment after /init starts (its
+    // port is announced by the host) and cannot be opened until then; a
+    // serial port is there at once. Up to 10 s of guest time, then the
+    // console takes the results (the agent then finds no sections and says
+    // so). The trial open is in a subshell: a failed redirection of `:` (a
+    // special builtin) ends a non-interactive shell, here /init.
+    s.push_str(&format!(
+        "R={results}\n\
+         i=0; while ! {{ [ -c $R ] && ( : >$R ) 2>/dev/null; }} && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done\n\
+         [ -c $R ] || R=/dev/console\n"
+    ));
     s.push_str(&format!(
         "section() {{ name=$1; shift; echo \"{BEGIN}$name\"; \"$@\"; rc=$?; echo \"{END}$name rc=$rc\"; }}\n\
          snap() {{ for f in uptime vmstat stat interrupts; do section $f.$1 cat /proc/$f; done; }}\n\
          secs() {{ cut -d. -f1 /proc/uptime; }}\n\
          quiet() {{ \"$@\" >/dev/null 2>&1; }}\n"
     ));
-    s.push_str("{\nsection uname uname -r\nsection nproc grep -c ^processor /proc/cpuinfo\n");
+    s.push_str(PAGESIZE_FN);
+    s.push_str(
+        "{\nsection uname uname -r\nsection machine uname -m\nsection page_size pagesize\n\
+         section nproc grep -c ^processor /proc/cpuinfo\n",
+    );
     if warmup > 0 {
         for (i, inv) in plan.iter().enumerate() {
             s.push_str(&warmup_lines(i, inv, warmup));
@@ -178,7 +201,10 @@ mod tests {
                 inv(&["messaging", "it's"], Repeat::ForSeconds(30)),
             ],
             0,
+            "/dev/ttyS1",
         );
+        assert!(s.contains("R=/dev/ttyS1\ni=0; while ! { [ -c $R ] && ( : >$R ) 2>/dev/null; }"));
+        assert!(s.contains("section machine uname -m\nsection page_size pagesize\n"));
         assert!(s.contains(
             "section output.0.$n 'kbot-bench' 'bw_pipe' '--sched' 'CUSTOM 0,1' 2>/tmp/err.0.$n"
         ));
@@ -193,13 +219,44 @@ mod tests {
     /// output goes to sections the agent does not parse.
     #[test]
     fn warmup_runs_come_first_and_are_discarded() {
-        let s = init_script(&[inv(&["pipen", "-s", "1"], Repeat::ForSeconds(30))], 2);
+        let s = init_script(
+            &[inv(&["pipen", "-s", "1"], Repeat::ForSeconds(30))],
+            2,
+            "/dev/hvc0",
+        );
+        assert!(s.contains("R=/dev/hvc0\n"));
         let warm = s.find(
             "while [ $n -lt 2 ]; do\nsection warmup.0.$n quiet 'kbot-bench' 'pipen' '-s' '1'\n",
         );
         let before = s.find("snap before");
         let measured = s.find("section output.0.$n");
         assert!(warm.is_some() && warm < before && before < measured, "{s}");
+    }
+
+    /// The page-size function of /init prints what the kernel says, here
+    /// through the host's busybox (the guest's is the same program).
+    #[test]
+    fn pagesize_reads_the_auxiliary_vector() -> Result<()> {
+        let busybox = Path::new("/bin/busybox");
+        if !busybox.is_file() {
+            crate::process::skip_outside_ci("busybox is not installed (scripts/install-test-deps)");
+            return Ok(());
+        }
+        let dir = tempfile::tempdir().map_err(|e| AgentError::io("tempdir", e))?;
+        let od = dir.path().join("od");
+        std::os::unix::fs::symlink(busybox, &od).map_err(|e| AgentError::io("symlink", e))?;
+        let out = crate::process::output(
+            Command::new(busybox)
+                .args(["sh", "-c"])
+                .arg(format!("{PAGESIZE_FN}pagesize"))
+                .env("PATH", dir.path()),
+        )?;
+        let want = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
+            .ok()
+            .flatten()
+            .map(|v| v.to_string());
+        assert_eq!(Some(out.trim().to_string()), want);
+        Ok(())
     }
 
     /// The archive is what GNU cpio reads back, with the right types.

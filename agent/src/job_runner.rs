@@ -96,14 +96,16 @@ impl JobRunner {
             commit: job.commit.clone(),
             kconfig: effective_kconfig(&job.kconfig),
             compiler: job.job.compiler.clone(),
+            arch: self.builder.arch().to_string(),
         };
         on_state(
             JobState::Building,
             &format!(
-                "{} {} {}",
+                "{} {} {} ARCH={}",
                 short(&key.commit),
                 key.kconfig.name,
-                key.compiler
+                key.compiler,
+                key.arch
             ),
         );
         self.builder.kernel(&job.repo, &key, cancel)

@@ -13,6 +13,7 @@ use crate::build_cache::{BuildCache, BuildKey, BuiltKernel};
 use crate::build_lock;
 use crate::elf_notes;
 use crate::error::{AgentError, Result};
+use crate::guest_arch::GuestArch;
 use crate::outcome::Failure;
 use crate::process::{self, output, run_logged, tail, Cancel, Finished};
 
@@ -30,6 +31,11 @@ pub struct BuildConfig {
     pub arch: String,
     pub image_target: String,
     pub image_path: String,
+    /// `CROSS_COMPILE=` (`aarch64-linux-gnu-`) when the kernel is for
+    /// another architecture than the host's: the job's compiler becomes
+    /// `<prefix><compiler>` (Debian's `aarch64-linux-gnu-gcc-12`), host
+    /// programs keep the plain one.
+    pub cross_compile: Option<String>,
     pub timeout: Duration,
     /// Use ccache (with its directory) when it is installed.
     pub ccache_dir: Option<PathBuf>,
@@ -37,14 +43,33 @@ pub struct BuildConfig {
 
 impl BuildConfig {
     pub fn x86_64(work_dir: &Path, jobs: u32) -> BuildConfig {
+        BuildConfig::for_guest(GuestArch::X86_64, work_dir, jobs)
+    }
+
+    /// Kernels for `arch` guests, cross-compiled when the host is another arch.
+    pub fn for_guest(arch: GuestArch, work_dir: &Path, jobs: u32) -> BuildConfig {
+        let (image_target, image_path) = arch.image();
         BuildConfig {
             work_dir: work_dir.to_path_buf(),
             jobs,
-            arch: "x86_64".into(),
-            image_target: "bzImage".into(),
-            image_path: "arch/x86/boot/bzImage".into(),
+            arch: arch.kernel_arch().into(),
+            image_target: image_target.into(),
+            image_path: image_path.into(),
+            cross_compile: arch
+                .cross_compile(std::env::consts::ARCH)
+                .map(str::to_string),
             timeout: Duration::from_secs(3 * 3600),
             ccache_dir: Some(work_dir.join("ccache")),
+        }
+    }
+
+    /// The C compiler for the kernel with the job's `compiler` (clang
+    /// cross-compiles by itself: kbuild gives it `--target` from
+    /// CROSS_COMPILE).
+    pub fn kernel_cc(&self, compiler: &str) -> String {
+        match &self.cross_compile {
+            Some(prefix) if !compiler.starts_with("clang") => format!("{prefix}{compiler}"),
+            _ => compiler.to_string(),
         }
     }
 }
@@ -61,6 +86,11 @@ impl Builder {
 
     pub fn cache(&self) -> &BuildCache {
         &self.cache
+    }
+
+    /// The kernel's `ARCH=` this builder builds for (part of each [`BuildKey`]).
+    pub fn arch(&self) -> &str {
+        &self.cfg.arch
     }
 
     /// The kernel for `key`: from the cache, or built now. A commit that
@@ -81,7 +111,9 @@ impl Builder {
                 format!("known unbuildable:\n{}", u.log_tail),
             )));
         }
-        let compiler = match compiler_command(&key.compiler) {
+        let compiler = match compiler_command(&key.compiler)
+            .and_then(|host| Ok((host, compiler_command(&self.cfg.kernel_cc(&key.compiler))?)))
+        {
             Ok(c) => c,
             Err(why) => return Ok(Err(Failure::new(FailureKind::Infrastructure, why))),
         };
@@ -185,7 +217,7 @@ impl Builder {
         &self,
         src: &Path,
         key: &BuildKey,
-        compiler: &str,
+        compiler: &(String, String),
         cancel: &Cancel,
     ) -> Result<std::result::Result<BuiltKernel, Failure>> {
         let start = Instant::now();
@@ -225,6 +257,7 @@ impl Builder {
             fs::copy(&from, staged.join(to))
                 .map_err(|e| AgentError::io(format!("copying {}", from.display()), e))
         };
+        // Cached as `bzImage` whatever the arch (arm64's is `Image`).
         copy(obj.join(&self.cfg.image_path), "bzImage")?;
         copy(obj.join(".config"), "config")?;
         let release = output(&mut make(&["-s", "kernelrelease"]))?
@@ -245,20 +278,27 @@ impl Builder {
         Ok(Ok(self.cache.insert(&staged, kernel)?))
     }
 
-    fn make(&self, src: &Path, obj: &Path, compiler: &str, args: &[&str]) -> Command {
+    /// `make` in the object directory with (host compiler, kernel compiler).
+    fn make(&self, src: &Path, obj: &Path, compiler: &(String, String), args: &[&str]) -> Command {
         let mut cmd = Command::new("make");
         cmd.arg("-C")
             .arg(src)
             .arg(format!("O={}", obj.display()))
             .arg(format!("ARCH={}", self.cfg.arch));
-        let cc = match &self.cfg.ccache_dir {
+        if let Some(prefix) = &self.cfg.cross_compile {
+            cmd.arg(format!("CROSS_COMPILE={prefix}"));
+        }
+        let (host_cc, cc) = match &self.cfg.ccache_dir {
             Some(dir) if process::on_path("ccache") => {
                 cmd.env("CCACHE_DIR", dir);
-                format!("ccache {compiler}")
+                (
+                    format!("ccache {}", compiler.0),
+                    format!("ccache {}", compiler.1),
+                )
             }
-            _ => compiler.to_string(),
+            _ => compiler.clone(),
         };
-        cmd.arg(format!("CC={cc}")).arg(format!("HOSTCC={cc}"));
+        cmd.arg(format!("CC={cc}")).arg(format!("HOSTCC={host_cc}"));
         // Fixed build identity: rebuilding a commit gives the same image.
         cmd.env("KBUILD_BUILD_USER", "kbot")
             .env("KBUILD_BUILD_HOST", "kbot-agent");
@@ -322,6 +362,7 @@ fn object_dir_name(key: &BuildKey) -> String {
         commit: String::new(),
         kconfig: key.kconfig.clone(),
         compiler: key.compiler.clone(),
+        arch: key.arch.clone(),
     }
     .id();
     format!("{}-{}", key.kconfig.name.replace('/', "_"), id)
@@ -410,6 +451,10 @@ const BUILTIN_KCONFIGS: &[(&str, &str)] = &[
         "qemu-x86_64-ci",
         include_str!("../kconfigs/qemu-x86_64-ci.config"),
     ),
+    (
+        "qemu-arm64-64k",
+        include_str!("../kconfigs/qemu-arm64-64k.config"),
+    ),
 ];
 
 /// A built-in kconfig: `tinyconfig` plus the named fragment.
@@ -449,6 +494,56 @@ mod tests {
             unmet_fragment_lines(config, frag),
             vec!["CONFIG_NUMA=y", "# CONFIG_KASAN is not set"]
         );
+    }
+
+    /// An arm64 build on an x86_64 host: ARCH=arm64, Debian's cross
+    /// compiler for the kernel, the plain one for host programs, the Image.
+    #[test]
+    fn an_arm64_build_cross_compiles() {
+        let cfg = BuildConfig::for_guest(GuestArch::Aarch64, Path::new("/w"), 2);
+        assert_eq!(cfg.arch, "arm64");
+        assert_eq!(cfg.image_path, "arch/arm64/boot/Image");
+        if std::env::consts::ARCH == "x86_64" {
+            assert_eq!(cfg.cross_compile.as_deref(), Some("aarch64-linux-gnu-"));
+            assert_eq!(cfg.kernel_cc("gcc-12"), "aarch64-linux-gnu-gcc-12");
+            assert_eq!(cfg.kernel_cc("clang-14"), "clang-14");
+            let b = Builder::new(
+                cfg,
+                BuildCache::open(&std::env::temp_dir().join("kbot-cross-test"), 1).expect("cache"),
+            );
+            let make = b.make(
+                Path::new("/src"),
+                Path::new("/obj"),
+                &("gcc-12".into(), "aarch64-linux-gnu-gcc-12".into()),
+                &["Image"],
+            );
+            let line = process::describe(&make);
+            assert!(
+                line.contains("ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu- CC="),
+                "{line}"
+            );
+            assert!(line.contains("aarch64-linux-gnu-gcc-12 HOSTCC="), "{line}");
+            assert!(
+                !line.contains("HOSTCC=aarch64") && !line.contains("HOSTCC=ccache aarch64"),
+                "{line}"
+            );
+        }
+        let x86 = BuildConfig::x86_64(Path::new("/w"), 2);
+        assert_eq!(
+            (x86.arch.as_str(), x86.image_target.as_str()),
+            ("x86_64", "bzImage")
+        );
+        assert_eq!(x86.cross_compile, None);
+        assert_eq!(x86.kernel_cc("gcc-12"), "gcc-12");
+    }
+
+    #[test]
+    fn the_arm64_kconfig_is_built_in_with_64k_pages() {
+        let k = builtin_kconfig("qemu-arm64-64k").expect("built in");
+        assert_eq!(k.base.as_deref(), Some("tinyconfig"));
+        assert!(k.fragment.contains("CONFIG_ARM64_64K_PAGES=y"));
+        assert!(k.fragment.contains("CONFIG_VIRTIO_CONSOLE=y"));
+        assert!(k.fragment.contains("CONFIG_SERIAL_AMBA_PL011_CONSOLE=y"));
     }
 
     #[test]

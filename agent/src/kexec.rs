@@ -281,6 +281,7 @@ mod tests {
                     full: None,
                 },
                 compiler: "gcc-12".into(),
+                arch: "x86_64".into(),
             },
             release: "6.1.0-kbot".into(),
             build_id: Some("1234".into()),

@@ -16,6 +16,7 @@ pub mod daemon;
 pub mod elf;
 pub mod elf_notes;
 pub mod error;
+pub mod guest_arch;
 pub mod guest_noise;
 pub mod host_backend;
 pub mod hwinfo;
@@ -81,22 +82,39 @@ fn print_hardware(hw: &Hardware) {
 }
 
 /// The machine the agent tests: the host itself, or for the qemu backend
-/// the guest (the tbox group's topology with the host's CPU model), so the
-/// server resolves `nr_threads: 50%` against the CPUs the workload sees.
+/// the guest, so the server resolves `nr_threads: 50%` against the CPUs the
+/// workload sees and matches `arch:` / `need_page_size:` against the guest's.
 pub fn fingerprint(args: &AgentArgs) -> Result<Hardware> {
-    let mut hw = hwinfo::read_host()?;
-    if args.backend == config::BackendArg::Qemu {
-        let t = qemu::guest_topology(&args.topology(), args.measure.clock());
-        hw.sockets = t.sockets;
-        hw.cores = t.sockets * t.cores_per_socket;
-        hw.threads = t.cpus();
-        hw.numa_nodes = t.numa_nodes;
-        hw.memory_bytes = t.memory_mib << 20;
-        hw.page_size = 4096;
-        hw.microcode = None;
-    }
-    Ok(hw)
+    let host = hwinfo::read_host()?;
+    Ok(match args.backend {
+        config::BackendArg::Qemu => guest_fingerprint(args, &host),
+        _ => host,
+    })
 }
+
+/// The qemu guest as the fingerprint describes it: the configured guest
+/// arch and page size (checked in every booted guest), the guest topology
+/// QEMU gets, the CPU QEMU emulates (the host's only under KVM's `-cpu
+/// host`), and no kernel release: each job boots the kernel it built.
+pub fn guest_fingerprint(args: &AgentArgs, host: &Hardware) -> Hardware {
+    let cfg = args.qemu_config(PathBuf::new());
+    let t = cfg.guest_topology();
+    Hardware {
+        arch: cfg.arch.name().to_string(),
+        cpu_model: cfg.cpu_model(&host.cpu_model),
+        sockets: t.sockets,
+        cores: t.sockets * t.cores_per_socket,
+        threads: t.cpus(),
+        numa_nodes: t.numa_nodes,
+        memory_bytes: t.memory_mib << 20,
+        page_size: cfg.page_size,
+        microcode: None,
+        kernel: GUEST_KERNEL.to_string(),
+    }
+}
+
+/// The `kernel` of a qemu guest's fingerprint.
+pub const GUEST_KERNEL: &str = "built per job";
 
 /// Resolves a binary given by name on PATH (or next to this executable).
 pub fn find_binary(p: &Path) -> PathBuf {
@@ -130,7 +148,10 @@ pub fn job_runner(args: &AgentArgs) -> Result<JobRunner> {
     });
     std::env::set_var("CCACHE_MAXSIZE", &args.ccache_size);
     let cache = BuildCache::open(&work.join("build-cache"), args.cache_size_mib << 20)?;
-    let mut build = BuildConfig::x86_64(work, jobs);
+    let mut build = match args.backend {
+        config::BackendArg::Qemu => BuildConfig::for_guest(args.guest_arch(), work, jobs),
+        _ => BuildConfig::x86_64(work, jobs),
+    };
     if let Some(dir) = &args.ccache_dir {
         build.ccache_dir = Some(dir.clone());
     }
@@ -139,8 +160,16 @@ pub fn job_runner(args: &AgentArgs) -> Result<JobRunner> {
         config::BackendArg::Host => Backend::Host,
         config::BackendArg::Kexec => Backend::Kexec,
         config::BackendArg::Qemu => {
-            let arch = elf::qemu_arch(&args.qemu).unwrap_or_else(|| build.arch.clone());
-            check_initramfs_binaries(&kbot_bench, &args.busybox, &arch)?;
+            let arch = args.guest_arch().name();
+            let qemu = args.qemu_binary();
+            if let Some(emulates) = elf::qemu_arch(&qemu).filter(|q| q != arch) {
+                return Err(AgentError::Config(format!(
+                    "{} emulates {emulates}, but the guest arch is {arch} (KBOT_GUEST_ARCH): \
+                     give qemu-system-{arch} in --qemu (KBOT_QEMU) or leave it unset",
+                    qemu.display()
+                )));
+            }
+            check_initramfs_binaries(&kbot_bench, &args.busybox_binary(), arch)?;
             Backend::Qemu(QemuBackend::new(args.qemu_config(kbot_bench.clone())))
         }
     };
@@ -167,7 +196,7 @@ pub fn check_initramfs_binaries(kbot_bench: &Path, busybox: &Path, guest_arch: &
         guest_arch,
         &format!(
             "build a static {guest_arch} one with scripts/build-kbot-bench-static \
-             and give its path in --kbot-bench (KBOT_BENCH)"
+             --arch {guest_arch} and give its path in --kbot-bench (KBOT_BENCH)"
         ),
     )?;
     elf::require_guest_binary(
@@ -175,8 +204,10 @@ pub fn check_initramfs_binaries(kbot_bench: &Path, busybox: &Path, guest_arch: &
         busybox,
         guest_arch,
         &format!(
-            "install a static {guest_arch} busybox (Debian: busybox-static) \
-             and give its path in --busybox (KBOT_BUSYBOX)"
+            "install a static {guest_arch} busybox (Debian: busybox-static, for aarch64 \
+             busybox-static:arm64 unpacked to {}; scripts/install-test-deps does both) \
+             and give its path in --busybox (KBOT_BUSYBOX)",
+            guest_arch::AARCH64_BUSYBOX
         ),
     )?;
     Ok(())
@@ -211,4 +242,137 @@ async fn daemon(args: &AgentArgs) -> Result<()> {
         lease_wait_secs: args.lease_wait_secs,
     };
     d.run(None).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn args(argv: &[&str]) -> AgentArgs {
+        let mut all = vec!["kbot-agent"];
+        all.extend_from_slice(argv);
+        all.push("hwinfo");
+        Cli::try_parse_from(all).expect("flags parse").agent
+    }
+
+    /// A qemu agent's `hardware` is its guest: the guest arch, page size,
+    /// topology and QEMU's CPU, no host kernel release; the host's facts
+    /// stay the host's.
+    #[test]
+    fn the_qemu_fingerprint_is_the_guest() -> Result<()> {
+        let host = hwinfo::read_host()?;
+        let arm = guest_fingerprint(
+            &args(&["--backend", "qemu", "--guest-arch", "aarch64"]),
+            &host,
+        );
+        assert_eq!(arm.arch, "aarch64");
+        assert_eq!(arm.page_size, 65536);
+        assert_eq!(arm.threads, 1, "icount guests have one vCPU");
+        assert_eq!(arm.memory_bytes, 1024 << 20);
+        assert_eq!(arm.kernel, GUEST_KERNEL);
+        assert_eq!(arm.microcode, None);
+        if host.arch == "x86_64" {
+            assert_eq!(arm.cpu_model, "QEMU cortex-a57 (TCG)");
+        }
+        let x86 = guest_fingerprint(
+            &args(&["--backend", "qemu", "--guest-memory-mib", "512"]),
+            &host,
+        );
+        assert_eq!((x86.arch.as_str(), x86.page_size), ("x86_64", 4096));
+        assert_eq!(x86.memory_bytes, 512 << 20);
+        assert_eq!(x86.cpu_model, "QEMU qemu64 (TCG)");
+        assert_ne!(x86.kernel, host.kernel);
+        let big = guest_fingerprint(
+            &args(&[
+                "--guest-arch",
+                "aarch64",
+                "--guest-page-size",
+                "4K",
+                "--qemu-cpu",
+                "max",
+            ]),
+            &host,
+        );
+        assert_eq!(big.page_size, 4096);
+        assert_eq!(big.cpu_model, "QEMU max (TCG)");
+        assert_eq!(
+            fingerprint(&args(&["--backend", "host"]))?.kernel,
+            host.kernel
+        );
+        Ok(())
+    }
+
+    /// The guest arch picks the QEMU binary and busybox unless configured,
+    /// and a QEMU of another arch is refused at start.
+    #[test]
+    fn the_guest_arch_picks_qemu_and_busybox() {
+        let a = args(&["--guest-arch", "aarch64"]);
+        assert_eq!(a.qemu_binary(), PathBuf::from("qemu-system-aarch64"));
+        assert_eq!(
+            a.busybox_binary(),
+            PathBuf::from(guest_arch::AARCH64_BUSYBOX)
+        );
+        assert_eq!(a.tcg_cpu().as_deref(), Some("cortex-a57"));
+        let x = args(&[]);
+        assert_eq!(x.qemu_binary(), PathBuf::from("qemu-system-x86_64"));
+        assert_eq!(x.busybox_binary(), PathBuf::from("/bin/busybox"));
+        assert_eq!(x.tcg_cpu(), None);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let wrong = args(&[
+            "--backend",
+            "qemu",
+            "--guest-arch",
+            "aarch64",
+            "--qemu",
+            "qemu-system-x86_64",
+            "--work-dir",
+            &dir.path().display().to_string(),
+        ]);
+        let err = job_runner(&wrong)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("emulates x86_64, but the guest arch is aarch64"),
+            "{err}"
+        );
+        assert!(Cli::try_parse_from(["kbot-agent", "--guest-arch", "riscv64", "hwinfo"]).is_err());
+        assert!(
+            Cli::try_parse_from(["kbot-agent", "--guest-page-size", "5000", "hwinfo"]).is_err()
+        );
+    }
+
+    /// The agent refuses initramfs binaries of another machine than the
+    /// guest's: the x86_64 busybox for an aarch64 guest, and the aarch64
+    /// busybox (scripts/install-test-deps installs it) for an x86_64 guest.
+    #[test]
+    fn initramfs_binaries_must_be_the_guests_machine() {
+        let arm_bb = Path::new(guest_arch::AARCH64_BUSYBOX);
+        let x86_bb = Path::new("/bin/busybox");
+        if !arm_bb.is_file() || !x86_bb.is_file() {
+            crate::process::skip_outside_ci(
+                "the aarch64 or x86_64 static busybox is missing (scripts/install-test-deps)",
+            );
+            return;
+        }
+        let err = check_initramfs_binaries(arm_bb, x86_bb, "aarch64")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("busybox"), "{err}");
+        assert!(
+            err.contains("built for x86_64, but the guest is aarch64"),
+            "{err}"
+        );
+        let err = check_initramfs_binaries(x86_bb, arm_bb, "x86_64")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("busybox"), "{err}");
+        assert!(
+            err.contains("built for aarch64, but the guest is x86_64"),
+            "{err}"
+        );
+    }
 }

@@ -16,6 +16,7 @@ use kbot_core::programs::Invocation;
 
 use crate::console::{self, Section, DONE_MARKER, INIT_MARKER, MEASURE_MARKER};
 use crate::error::{AgentError, Result};
+use crate::guest_arch::GuestArch;
 use crate::initramfs;
 use crate::monitors::{self, HostLoad, HostSample, InterferenceLimits, Snapshot};
 use crate::outcome::{now_ms, Failure, Outcome};
@@ -134,6 +135,12 @@ pub const KERNEL_CMDLINE: &str =
 #[derive(Debug, Clone)]
 pub struct QemuConfig {
     pub qemu: PathBuf,
+    /// The guest's architecture (machine, console, results channel).
+    pub arch: GuestArch,
+    /// QEMU's `-cpu` under TCG (`None`: QEMU's default).
+    pub tcg_cpu: Option<String>,
+    /// The page size the guest kernel must run with (checked after boot).
+    pub page_size: u64,
     pub topology: Topology,
     /// Static busybox and kbot-bench put into the initramfs.
     pub busybox: PathBuf,
@@ -158,6 +165,38 @@ impl QemuConfig {
     /// The guest machine QEMU is given (see [`guest_topology`]).
     pub fn guest_topology(&self) -> Topology {
         guest_topology(&self.topology, self.clock)
+    }
+
+    /// Why the guest cannot use KVM whatever the configuration says: a
+    /// guest of another architecture than the host's.
+    fn kvm_impossible(&self) -> Option<String> {
+        let host = std::env::consts::ARCH;
+        (self.arch.name() != host).then(|| {
+            format!(
+                "tcg (an {} guest on an {host} host: TCG emulates it)",
+                self.arch
+            )
+        })
+    }
+
+    /// The fingerprint's `cpu_model`: the CPU QEMU gives the guest, not the
+    /// host's (except under KVM's `-cpu host`, which passes the host's on).
+    pub fn cpu_model(&self, host_model: &str) -> String {
+        let tcg = format!(
+            "QEMU {} (TCG)",
+            self.tcg_cpu
+                .as_deref()
+                .unwrap_or_else(|| self.arch.qemu_default_cpu())
+        );
+        let kvm = format!("{host_model} (QEMU KVM -cpu host)");
+        if matches!(self.clock, Clock::Icount { .. }) || self.kvm_impossible().is_some() {
+            return tcg;
+        }
+        match self.force_accel {
+            Some(Accel::Tcg) => tcg,
+            Some(Accel::Kvm) => kvm,
+            None => format!("{kvm}, or {tcg} where KVM does not boot"),
+        }
     }
 }
 
@@ -244,6 +283,9 @@ impl QemuBackend {
     pub fn accel(&self, kernel: &Path) -> (Accel, String) {
         self.accel
             .get_or_init(|| match (self.cfg.clock, self.cfg.force_accel) {
+                _ if self.cfg.kvm_impossible().is_some() => {
+                    (Accel::Tcg, self.cfg.kvm_impossible().unwrap_or_default())
+                }
                 (Clock::Icount { .. }, _) => (
                     Accel::Tcg,
                     "tcg (icount: instruction counting is TCG's)".to_string(),
@@ -295,6 +337,10 @@ impl QemuBackend {
                 channel: &boot.channel,
                 tuning,
                 topology: &self.cfg.guest_topology(),
+                expect: Expected {
+                    arch: self.cfg.arch.name(),
+                    page_size: self.cfg.page_size,
+                },
                 started_at,
             });
             match (out, interference) {
@@ -332,7 +378,7 @@ impl QemuBackend {
         );
         tuning.insert(
             conditions::GUEST_CMDLINE.to_string(),
-            KERNEL_CMDLINE.to_string(),
+            self.cfg.arch.kernel_cmdline().to_string(),
         );
         tuning.insert(
             conditions::WARMUP_RUNS.to_string(),
@@ -358,7 +404,7 @@ impl QemuBackend {
             &initrd,
             &self.cfg.busybox,
             &self.cfg.kbot_bench,
-            &initramfs::init_script(plan, warmup),
+            &initramfs::init_script(plan, warmup, self.cfg.arch.results_device()),
         )?;
         let results = dir.join("results.txt");
         let _ = std::fs::remove_file(&results);
@@ -484,7 +530,7 @@ fn process_args(cmd: &Command) -> String {
 }
 
 /// QEMU's command line for one boot of `kernel` with `initrd`, the guest's
-/// second serial port written to `results`.
+/// results channel (second serial port, or virtio console) written to `results`.
 fn qemu_command(
     cfg: &QemuConfig,
     accel: Accel,
@@ -508,6 +554,8 @@ fn qemu_command(
     };
     if accel == Accel::Kvm && cfg.clock == Clock::Wall {
         cmd.args(["-cpu", "host"]);
+    } else if let Some(cpu) = &cfg.tcg_cpu {
+        cmd.args(["-cpu", cpu]);
     }
     cmd.args([
         "-nodefaults",
@@ -519,11 +567,11 @@ fn qemu_command(
         "-name",
         "kbot-guest,debug-threads=on",
     ]);
+    cmd.args(cfg.arch.machine_args());
     cmd.args(cfg.guest_topology().qemu_args()?);
     cmd.arg("-kernel").arg(kernel).arg("-initrd").arg(initrd);
-    cmd.args(["-append", KERNEL_CMDLINE]);
-    cmd.args(["-serial", "stdio", "-serial"])
-        .arg(format!("file:{}", results.display()));
+    cmd.args(["-append", cfg.arch.kernel_cmdline()]);
+    cmd.args(cfg.arch.channel_args(results));
     Ok(cmd)
 }
 
@@ -673,7 +721,45 @@ struct Assembly<'a> {
     channel: &'a str,
     tuning: BTreeMap<String, String>,
     topology: &'a Topology,
+    expect: Expected<'a>,
     started_at: i64,
+}
+
+/// The machine the agent's fingerprint promises: a guest that runs another
+/// architecture or page size (a job's kconfig with 4K pages on the 64K tbox
+/// group) must not report under it.
+#[derive(Debug, Clone, Copy)]
+struct Expected<'a> {
+    arch: &'a str,
+    page_size: u64,
+}
+
+/// The guest's own `uname -m` and page size against what the fingerprint
+/// says; `Err` says what differs and where to look.
+fn check_guest_machine(
+    sections: &BTreeMap<String, Section>,
+    expect: Expected,
+) -> std::result::Result<(String, u64), String> {
+    let machine = body(sections, "machine").trim().to_string();
+    let page_text = body(sections, "page_size").trim().to_string();
+    let page_size = page_text.parse::<u64>().ok();
+    let (Some(page_size), false) = (page_size, machine.is_empty()) else {
+        return Err(format!(
+            "the guest did not report its architecture and page size \
+             (uname -m: {machine:?}, page size: {page_text:?})"
+        ));
+    };
+    if machine != expect.arch || page_size != expect.page_size {
+        return Err(format!(
+            "the guest runs {machine} with {page_size}-byte pages, but this agent's \
+             fingerprint (its tbox group) is {} with {}-byte pages (KBOT_GUEST_ARCH, \
+             KBOT_GUEST_PAGE_SIZE): the job's kernel is not one this tbox group measures \
+             (its kconfig builds another page size, e.g. not CONFIG_ARM64_64K_PAGES for \
+             64K), so its result would report under the wrong fingerprint",
+            expect.arch, expect.page_size
+        ));
+    }
+    Ok((machine, page_size))
 }
 
 /// Turns what the guest said into a result, or the failure it shows.
@@ -725,6 +811,10 @@ fn assemble(a: Assembly) -> Outcome {
         }
         Err(why) => return fail(FailureKind::Incomplete, why),
     };
+    let (machine, page_size) = match check_guest_machine(&sections, a.expect) {
+        Ok(seen) => seen,
+        Err(why) => return fail(FailureKind::Infrastructure, why),
+    };
     let mut metrics = match workload::metrics(a.plan, &runs) {
         Ok(m) => m,
         Err(e) => {
@@ -754,6 +844,11 @@ fn assemble(a: Assembly) -> Outcome {
         metrics.insert("boot-time.boot".to_string(), secs);
     }
     let mut tuning = a.tuning;
+    tuning.insert(conditions::GUEST_ARCH.to_string(), machine);
+    tuning.insert(
+        conditions::GUEST_PAGE_SIZE.to_string(),
+        page_size.to_string(),
+    );
     let seen = body(&sections, "nproc").trim().to_string();
     tuning.insert(
         conditions::GUEST_CPUS.to_string(),
@@ -944,6 +1039,9 @@ mod tests {
     fn config(clock: Clock) -> QemuConfig {
         QemuConfig {
             qemu: PathBuf::from("qemu-system-x86_64"),
+            arch: GuestArch::X86_64,
+            tcg_cpu: None,
+            page_size: 4096,
             topology: topo(1, 1),
             busybox: PathBuf::from("/bin/busybox"),
             kbot_bench: PathBuf::from("kbot-bench"),
@@ -1086,6 +1184,7 @@ mod tests {
             channel: "",
             tuning: BTreeMap::new(),
             topology: &topo(1, 1),
+            expect: X86_4K,
             started_at: 0,
         });
         match out {
@@ -1111,6 +1210,7 @@ mod tests {
             channel: "",
             tuning: BTreeMap::new(),
             topology: &topo(1, 1),
+            expect: X86_4K,
             started_at: 0,
         });
         assert!(matches!(
@@ -1119,6 +1219,162 @@ mod tests {
                 kind: FailureKind::Incomplete,
                 ..
             })
+        ));
+    }
+
+    const X86_4K: Expected = Expected {
+        arch: "x86_64",
+        page_size: 4096,
+    };
+
+    fn aarch64_config(clock: Clock) -> QemuConfig {
+        QemuConfig {
+            qemu: PathBuf::from("qemu-system-aarch64"),
+            arch: GuestArch::Aarch64,
+            tcg_cpu: Some("cortex-a57".into()),
+            page_size: 65536,
+            ..config(clock)
+        }
+    }
+
+    /// aarch64: the `virt` machine with a 64K-capable CPU under the same
+    /// deterministic icount TCG, the console on the PL011 and the results
+    /// on a virtio console written to the results file.
+    #[test]
+    fn the_aarch64_command_line_is_virt_with_a_virtio_results_console() -> Result<()> {
+        let cfg = aarch64_config(Clock::Icount { shift: 3 });
+        let args = command_line(&cfg, Accel::Tcg)?;
+        let joined = args.join(" ");
+        assert!(
+            joined.starts_with("-accel tcg,thread=single -icount shift=3,sleep=off -rtc base=2026-01-01T00:00:00,clock=vm -cpu cortex-a57 -nodefaults "),
+            "{joined}"
+        );
+        assert!(
+            joined.contains(" -M virt -m 1024M -smp cpus=1,"),
+            "{joined}"
+        );
+        let append = args
+            .iter()
+            .position(|a| a == "-append")
+            .map(|i| args[i + 1].clone());
+        assert_eq!(
+            append.as_deref(),
+            Some("console=ttyAMA0 panic=-1 oops=panic rdinit=/init nowatchdog audit=0")
+        );
+        assert!(
+            joined.ends_with(
+                "-serial stdio -device virtio-serial-device \
+                 -chardev file,id=kbot-results,path=/r/results.txt \
+                 -device virtconsole,chardev=kbot-results"
+            ),
+            "{joined}"
+        );
+        // The wall clock with 2 vCPUs on TCG: the same CPU, the tbox topology.
+        let mut wall = aarch64_config(Clock::Wall);
+        wall.topology = topo(1, 1);
+        let joined = command_line(&wall, Accel::Tcg)?.join(" ");
+        assert!(
+            joined.starts_with("-accel tcg -cpu cortex-a57 "),
+            "{joined}"
+        );
+        assert!(joined.contains("-smp cpus=2,sockets=1,cores=2"), "{joined}");
+        Ok(())
+    }
+
+    /// An aarch64 guest on an x86_64 host is TCG whatever the clock or the
+    /// configured accelerator: there is no KVM probe, and the fingerprint's
+    /// CPU is QEMU's, not the host's.
+    #[test]
+    fn a_foreign_guest_is_tcg_and_names_the_qemu_cpu() {
+        if std::env::consts::ARCH != "x86_64" {
+            return;
+        }
+        let mut cfg = aarch64_config(Clock::Wall);
+        cfg.force_accel = Some(Accel::Kvm);
+        assert_eq!(cfg.cpu_model("AMD EPYC"), "QEMU cortex-a57 (TCG)");
+        let b = QemuBackend::new(cfg);
+        let (accel, note) = b.accel(Path::new("/nonexistent/Image"));
+        assert_eq!(accel, Accel::Tcg);
+        assert!(note.contains("aarch64 guest on an x86_64 host"), "{note}");
+        let tuning = b.tuning(&note);
+        assert!(tuning["guest_cmdline"].starts_with("console=ttyAMA0"));
+        let x86 = config(Clock::Icount { shift: 3 });
+        assert_eq!(x86.cpu_model("AMD EPYC"), "QEMU qemu64 (TCG)");
+        let mut kvm = config(Clock::Wall);
+        kvm.force_accel = Some(Accel::Kvm);
+        assert_eq!(kvm.cpu_model("AMD EPYC"), "AMD EPYC (QEMU KVM -cpu host)");
+    }
+
+    fn finished_watch() -> Watch {
+        Watch {
+            console: "[ 1.0] Run /init as init process\nKBOT-INIT\nKBOT-DONE\n".into(),
+            init_after: Some(Duration::from_secs(1)),
+            done: true,
+            ..Watch::default()
+        }
+    }
+
+    fn channel(machine: &str, page_size: &str) -> String {
+        format!(
+            "@@KBOT-BEGIN uname\r\n6.1.0\r\n@@KBOT-END uname rc=0\r\n\
+             @@KBOT-BEGIN machine\r\n{machine}\r\n@@KBOT-END machine rc=0\r\n\
+             @@KBOT-BEGIN page_size\r\n{page_size}\r\n@@KBOT-END page_size rc=0\r\n\
+             @@KBOT-BEGIN nproc\r\n1\r\n@@KBOT-END nproc rc=0\r\n\
+             @@KBOT-BEGIN output.0.0\r\n{{}}\r\n@@KBOT-END output.0.0 rc=0\r\n"
+        )
+    }
+
+    fn assemble_with(ch: &str, expect: Expected) -> Outcome {
+        assemble(Assembly {
+            plan: &[],
+            watch: finished_watch(),
+            channel: ch,
+            tuning: BTreeMap::new(),
+            topology: &topo(1, 1),
+            expect,
+            started_at: 0,
+        })
+    }
+
+    /// The guest's own arch and page size become conditions of the result;
+    /// a guest that runs 4K pages on the 64K tbox group (or another arch, or
+    /// says nothing) fails the run as an infrastructure failure that says
+    /// why, instead of reporting under the wrong fingerprint.
+    #[test]
+    fn the_guest_must_run_the_fingerprinted_arch_and_page_size() {
+        let arm64k = Expected {
+            arch: "aarch64",
+            page_size: 65536,
+        };
+        match assemble_with(&channel("aarch64", "65536"), arm64k) {
+            Outcome::Success(r) => {
+                assert_eq!(r.tuning["guest_arch"], "aarch64");
+                assert_eq!(r.tuning["guest_page_size"], "65536");
+                assert_eq!(r.kernel_release, "6.1.0");
+            }
+            other => panic!("a 64K aarch64 guest passes, got {other:?}"),
+        }
+        for (machine, page, why) in [
+            ("aarch64", "4096", "aarch64 with 4096-byte pages"),
+            ("x86_64", "65536", "x86_64 with 65536-byte pages"),
+            ("", "", "did not report its architecture and page size"),
+        ] {
+            match assemble_with(&channel(machine, page), arm64k) {
+                Outcome::Failed(f) => {
+                    assert_eq!(f.kind, FailureKind::Infrastructure);
+                    assert!(f.detail.contains(why), "{}", f.detail);
+                    assert!(
+                        f.detail.contains("aarch64 with 65536-byte pages") || machine.is_empty(),
+                        "{}",
+                        f.detail
+                    );
+                }
+                other => panic!("{machine}/{page} must fail, got {other:?}"),
+            }
+        }
+        assert!(matches!(
+            assemble_with(&channel("x86_64", "4096"), X86_4K),
+            Outcome::Success(_)
         ));
     }
 

@@ -12,7 +12,15 @@
 use std::collections::BTreeMap;
 
 /// The tuning keys (as the agent writes them) that a pair's runs must share.
-pub const CONDITION_KEYS: &[&str] = &[ACCEL, QEMU_CLOCK, GUEST_CPUS, GUEST_CMDLINE, WARMUP_RUNS];
+pub const CONDITION_KEYS: &[&str] = &[
+    ACCEL,
+    QEMU_CLOCK,
+    GUEST_CPUS,
+    GUEST_CMDLINE,
+    WARMUP_RUNS,
+    GUEST_ARCH,
+    GUEST_PAGE_SIZE,
+];
 
 /// How QEMU executed the guest (`tcg ...`, `kvm ...`).
 pub const ACCEL: &str = "accel";
@@ -24,6 +32,12 @@ pub const GUEST_CPUS: &str = "guest_cpus";
 pub const GUEST_CMDLINE: &str = "guest_cmdline";
 /// Executions discarded before the measured ones (warm caches or cold).
 pub const WARMUP_RUNS: &str = "warmup_runs";
+/// The guest's architecture as it reported it (`uname -m`): an x86_64 and an
+/// aarch64 guest run different kernels' code on different CPUs.
+pub const GUEST_ARCH: &str = "guest_arch";
+/// The guest kernel's page size in bytes as it reported it: a pipe buffer is
+/// a page, so 4K and 64K pages move different amounts per buffer.
+pub const GUEST_PAGE_SIZE: &str = "guest_page_size";
 
 /// The conditions a run was measured under, as one line (`qemu_clock=wall,
 /// guest_cpus=2 online of 2 configured`), in [`CONDITION_KEYS`] order; only
