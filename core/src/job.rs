@@ -37,6 +37,7 @@ use serde_yaml::{Mapping, Value};
 
 use crate::api::Hardware;
 use crate::lkp;
+use crate::needs::{Needs, NEED_KEYS};
 use crate::programs::{self, OptionSpec, ProgramSpec, ValueKind};
 use crate::{Error, Result};
 
@@ -56,6 +57,10 @@ pub struct AtomicJob {
     pub tbox_group: Option<String>,
     /// Runs per commit requested by the job file.
     pub runs: u32,
+    /// The hardware the job needs (`arch`, `need_cpu`, `need_memory`,
+    /// `need_page_size`); not part of the result path, as in LKP.
+    #[serde(default, skip_serializing_if = "Needs::is_empty")]
+    pub needs: Needs,
 }
 
 /// `kconfig` when the job file names none.
@@ -226,6 +231,8 @@ fn too_many_jobs() -> Error {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Slot {
     Job,
+    /// A hardware requirement ([`Needs`]).
+    Need,
     Param,
     Option,
     /// A key the program does not take: every job with it is skipped.
@@ -312,12 +319,16 @@ impl Builder {
                 }
             } else if let Some((_, why)) = lkp::BOOKKEEPING.iter().find(|(k, _)| *k == key) {
                 self.skip(SkipKind::Key, key, (*why).to_string());
+            } else if NEED_KEYS.contains(&key) {
+                rest.push((key, v));
             } else if key.starts_with("need_") {
                 self.skip(
                     SkipKind::Key,
                     key,
-                    "kbot does not filter agents or kernels by LKP's need_* constraints"
-                        .to_string(),
+                    format!(
+                        "kbot matches agents by {}, not by this constraint",
+                        NEED_KEYS.join(", ")
+                    ),
                 );
             } else if lkp::UNSUPPORTED_SETUP.contains(&key) {
                 doc_skip.get_or_insert(Error::JobInvalid(format!(
@@ -355,6 +366,8 @@ impl Builder {
         for (key, v) in rest {
             let slot = if JOB_KEYS.contains(&key) {
                 Slot::Job
+            } else if NEED_KEYS.contains(&key) {
+                Slot::Need
             } else if programs::option_spec(program, key).is_some() {
                 Slot::Param
             } else {
@@ -482,9 +495,11 @@ fn push_dim(dims: &mut Vec<Dim>, slot: Slot, key: &str, v: &Value) -> Result<()>
         Value::Null => return Ok(()),
         other => vec![scalar(key, other)?],
     };
-    if slot == Slot::Job {
-        for value in &values {
-            validate_job_key(key, value)?;
+    for value in &values {
+        match slot {
+            Slot::Job => validate_job_key(key, value)?,
+            Slot::Need => Needs::default().set(key, value)?,
+            _ => {}
         }
     }
     dims.push(Dim {
@@ -537,7 +552,7 @@ fn validate_job_key(key: &str, value: &str) -> Result<()> {
 
 fn validate(program: &ProgramSpec, slot: Slot, key: &str, value: &str) -> Result<()> {
     match slot {
-        Slot::Job => Ok(()),
+        Slot::Job | Slot::Need => Ok(()),
         Slot::Unknown => Err(unknown_option(program, key)),
         Slot::Param | Slot::Option => match programs::option_spec(program, key) {
             Some(spec) => check_value(spec, value),
@@ -624,6 +639,7 @@ fn build_job(program: &ProgramSpec, dims: &[Dim], choice: &[usize]) -> Result<At
         compiler: DEFAULT_COMPILER.to_string(),
         tbox_group: None,
         runs: DEFAULT_RUNS,
+        needs: Needs::default(),
     };
     for (d, &i) in dims.iter().zip(choice) {
         let value = d.values[i].clone();
@@ -633,6 +649,7 @@ fn build_job(program: &ProgramSpec, dims: &[Dim], choice: &[usize]) -> Result<At
             (Slot::Job, "compiler") => job.compiler = value,
             (Slot::Job, "tbox_group") => job.tbox_group = Some(value),
             (Slot::Job, _) => job.runs = parse_runs(&value)?,
+            (Slot::Need, key) => job.needs.set(key, &value)?,
             (Slot::Param, _) => {
                 job.params.insert(d.key.clone(), value);
             }
@@ -777,6 +794,9 @@ impl AtomicJob {
             m.insert(s("tbox_group"), s(g));
         }
         m.insert(s("runs"), Value::Number(self.runs.into()));
+        for (k, v) in self.needs.entries() {
+            m.insert(s(k), s(&v));
+        }
         for (k, v) in &self.params {
             m.insert(s(k), s(v));
         }

@@ -9,6 +9,7 @@ pub mod error;
 pub mod job;
 pub mod lkp;
 pub mod metrics;
+pub mod needs;
 pub mod parsers;
 pub mod programs;
 pub mod report;

@@ -119,14 +119,11 @@ pub const BOOKKEEPING: &[(&str, &str)] = &[
         "kbot leases any agent of the job's tbox_group; pin the group with tbox_group",
     ),
     ("cluster", "kbot runs every job on one machine"),
-    ("arch", "the agent's architecture is the job's"),
     ("nr_node", "derived from the agent's hardware"),
     (
         "need_kconfig",
         "the watch or submission's kernel config is used as is",
     ),
-    ("need_memory", "kbot does not filter agents by memory"),
-    ("need_cpu", "kbot does not filter agents by CPU count"),
     ("need_x", "kbot runs no X server"),
     (
         "need_kernel_version",

@@ -162,6 +162,7 @@ fn path_params_truncate_sanitise_and_default() {
         compiler: "c".into(),
         tbox_group: None,
         runs: 1,
+        needs: Default::default(),
     };
     assert_eq!(job.path_params(), format!("a_b_c-{}", "x".repeat(31)));
     assert!(job.result_path("abc/../d").ends_with("/any/k/c/abc____d"));
@@ -258,10 +259,12 @@ fn expansion_is_bounded() {
 fn yaml_round_trips_one_atomic_job() {
     for job in parse_job_file(
         "testcase: hackbench\ntbox_group: vm-2c\nruns: 7\nnr_threads: [100%, 4]\n\
+         arch: aarch64\nneed_page_size: 64K\nneed_memory: 1.5G\n\
          cpufreq_governor: performance\nhackbench: {mode: [process, threads], ipc: pipe}\n",
     )
     .expect("parses")
     {
+        assert_eq!(job.needs.page_size, Some(64 << 10));
         let yaml = job.to_yaml().expect("serialises");
         assert_eq!(only(&yaml), job, "{yaml}");
     }

@@ -1,7 +1,7 @@
 //! Job files in LKP's own format (`tests/lkp-jobs/jobs/*.yaml`, with
 //! includes from `jobs/common/` and `include/`) planned against that tree as
 //! an LKP include root, each compared with the plan written next to it
-//! (`*.plan`): the atomic jobs queued (their result paths), the monitors the
+//! (`*.plan`): the atomic jobs queued (their result paths and hardware needs), the monitors the
 //! agent runs, and every skipped job, monitor and key with its reason; or
 //! the error that refuses the file.
 
@@ -17,8 +17,13 @@ fn root() -> PathBuf {
 fn render(plan: &JobPlan) -> String {
     let mut out = String::new();
     for job in &plan.jobs {
+        let needs = if job.needs.is_empty() {
+            String::new()
+        } else {
+            format!(" needs: {}", job.needs.describe())
+        };
         out.push_str(&format!(
-            "job {} runs={}\n",
+            "job {} runs={}{needs}\n",
             job.result_path("COMMIT"),
             job.runs
         ));

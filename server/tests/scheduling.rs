@@ -144,6 +144,88 @@ async fn pairs_stay_in_one_tbox_group_and_constraints_filter() {
     }
 }
 
+/// An arm64 guest with 64K pages, on an x86_64 host.
+fn arm64_64k(page_size: u64) -> kbot_core::api::Hardware {
+    kbot_core::api::Hardware {
+        arch: "aarch64".into(),
+        cpu_model: "QEMU cortex-a57 (TCG)".into(),
+        sockets: 1,
+        cores: 2,
+        threads: 2,
+        numa_nodes: 1,
+        memory_bytes: 1 << 30,
+        page_size,
+        microcode: None,
+        kernel: "built per job".into(),
+    }
+}
+
+async fn waiting(t: &TestServer, submission_id: i64) -> Vec<serde_json::Value> {
+    let detail: serde_json::Value = t
+        .http
+        .get(t.url(&format!("/api/v1/submissions/{submission_id}")))
+        .send()
+        .await
+        .expect("detail")
+        .json()
+        .await
+        .expect("detail json");
+    detail["waiting"].as_array().expect("waiting list").clone()
+}
+
+#[tokio::test]
+async fn hardware_needs_choose_the_agent_and_say_why_a_job_waits() {
+    const ARM64: &str =
+        "testcase: pipen\narch: arm64\nneed_page_size: 64K\nneed_cpu: 2\npipen:\n  size: 4k\n";
+    for backend in backends() {
+        let t = TestServer::start(backend).await;
+        let seeded = t.seed("u", ARM64, 1, 0).await;
+        let x86 = TestAgent::enroll(&t, "vm-1", "vm").await;
+        assert!(x86.lease().await.is_none(), "{backend:?}");
+        let w = waiting(&t, seeded.submission_id).await;
+        assert_eq!(w.len(), 1, "{backend:?}: {w:?}");
+        assert_eq!(
+            w[0]["reason"],
+            "no enrolled agent has arch aarch64, 2 CPUs, 64K pages: \
+             vm-1 (vm) lacks arch aarch64 (has x86_64), 64K pages (has 4K)",
+            "{backend:?}"
+        );
+        assert_eq!(w[0]["needs"]["page_size"], 65536);
+        // The right arch is not enough: the page size must match too.
+        let arm_4k = TestAgent::enroll_guest(&t, "arm4k-1", "arm4k", arm64_64k(4096)).await;
+        assert!(arm_4k.lease().await.is_none(), "{backend:?}");
+        let arm = TestAgent::enroll_guest(&t, "arm64k-1", "arm64k", arm64_64k(65536)).await;
+        assert!(waiting(&t, seeded.submission_id).await.is_empty());
+        let job = arm.lease().await.expect("the 64K arm64 agent takes it");
+        assert_eq!(job.job.tbox_group.as_deref(), Some("arm64k"), "{backend:?}");
+        assert_eq!(job.job.needs.arch.as_deref(), Some("aarch64"));
+        // The pair is pinned to arm64k now; its head run waits for no one.
+        assert!(waiting(&t, seeded.submission_id).await.is_empty());
+        assert!(x86.lease().await.is_none() && arm_4k.lease().await.is_none());
+        let head = arm.lease().await.expect("head run");
+        assert_eq!(head.job.tbox_group.as_deref(), Some("arm64k"));
+        // More memory than any agent of any group: waits, and says so.
+        let big = t
+            .seed(
+                "u",
+                "testcase: pipen\nneed_memory: 1T\npipen:\n  size: 4k\n",
+                1,
+                0,
+            )
+            .await;
+        assert!(x86.lease().await.is_none() && arm.lease().await.is_none());
+        let w = waiting(&t, big.submission_id).await;
+        assert!(
+            w[0]["reason"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("no enrolled agent has 1T memory: ")
+                    && r.contains("vm-1 (vm) lacks 1T memory (has 64G)")),
+            "{backend:?}: {w:?}"
+        );
+        t.stop().await;
+    }
+}
+
 #[tokio::test]
 async fn expired_leases_requeue_then_fail() {
     for backend in backends() {

@@ -97,17 +97,22 @@ fn to_i64(value: u64, what: &str) -> Result<i64> {
 
 async fn upsert_agent(tx: &mut Tx, req: &EnrollRequest) -> Result<i64> {
     let hw = &req.hardware;
+    let host_json = match &req.host {
+        Some(host) => Some(serde_json::to_string(host).map_err(anyhow::Error::from)?),
+        None => None,
+    };
     let now = now_ms();
     let row = sqlx::query(
         "INSERT INTO agents (name, tbox_group, backend, arch, cpu_model, sockets, cores, threads, \
-             numa_nodes, memory_bytes, page_size, microcode, kernel, state, enrolled_at, last_seen_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'idle', $14, $15) \
+             numa_nodes, memory_bytes, page_size, microcode, kernel, host_hardware, state, \
+             enrolled_at, last_seen_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 'idle', $15, $16) \
          ON CONFLICT (name) DO UPDATE SET tbox_group = excluded.tbox_group, \
              backend = excluded.backend, arch = excluded.arch, cpu_model = excluded.cpu_model, \
              sockets = excluded.sockets, cores = excluded.cores, threads = excluded.threads, \
              numa_nodes = excluded.numa_nodes, memory_bytes = excluded.memory_bytes, \
              page_size = excluded.page_size, microcode = excluded.microcode, \
-             kernel = excluded.kernel, state = 'idle', enrolled_at = excluded.enrolled_at, \
+             kernel = excluded.kernel, host_hardware = excluded.host_hardware, state = 'idle', enrolled_at = excluded.enrolled_at, \
              last_seen_at = excluded.last_seen_at \
          RETURNING id",
     )
@@ -124,6 +129,7 @@ async fn upsert_agent(tx: &mut Tx, req: &EnrollRequest) -> Result<i64> {
     .bind(to_i64(hw.page_size, "page_size")?)
     .bind(hw.microcode.as_deref())
     .bind(&hw.kernel)
+    .bind(host_json)
     .bind(now)
     .bind(now)
     .fetch_one(&mut **tx)
@@ -138,14 +144,19 @@ pub struct AgentRecord {
     pub name: String,
     pub tbox_group: String,
     pub backend: BootBackend,
+    /// The machine under test: jobs are matched against it.
     pub hardware: Hardware,
+    /// The machine the agent runs on, when that is not the machine under
+    /// test (qemu agents).
+    pub host: Option<Hardware>,
     pub state: String,
     pub last_seen_at: i64,
 }
 
 /// Columns [`AgentRecord::from_row`] reads, for `SELECT {AGENT_COLUMNS} FROM agents`.
 pub const AGENT_COLUMNS: &str = "id, name, tbox_group, backend, arch, cpu_model, sockets, cores, \
-     threads, numa_nodes, memory_bytes, page_size, microcode, kernel, state, last_seen_at";
+     threads, numa_nodes, memory_bytes, page_size, microcode, kernel, host_hardware, state, \
+     last_seen_at";
 
 impl AgentRecord {
     pub fn from_row(row: &AnyRow) -> Result<AgentRecord> {
@@ -174,6 +185,12 @@ impl AgentRecord {
                 page_size: u64_col("page_size")?,
                 microcode: row.try_get("microcode")?,
                 kernel: row.try_get("kernel")?,
+            },
+            host: match row.try_get::<Option<String>, _>("host_hardware")? {
+                Some(json) => Some(serde_json::from_str(&json).map_err(|e| {
+                    anyhow::anyhow!("stored host fingerprint is not valid JSON: {e}")
+                })?),
+                None => None,
             },
             state: row.try_get("state")?,
             last_seen_at: row.try_get("last_seen_at")?,

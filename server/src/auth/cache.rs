@@ -92,6 +92,7 @@ mod tests {
                 microcode: None,
                 kernel: "6.1.0".into(),
             },
+            host: None,
             state: "idle".into(),
             last_seen_at: 0,
         }

@@ -336,11 +336,16 @@ async fn submit(args: SubmitArgs) -> Result<(), ClientError> {
         max_runs: args.max_runs,
         bisect: Some(!args.no_bisect),
     };
-    let s: SubmissionView = client(&args.conn)?.post("/submissions", &body).await?;
+    let api = client(&args.conn)?;
+    let s: SubmissionView = api.post("/submissions", &body).await?;
     println!("{}", summary_line(&s));
     // On stderr: scripts read the one summary line from stdout.
     for line in skipped_lines(&s) {
         eprintln!("{line}");
+    }
+    let detail: SubmissionDetail = api.get(&format!("/submissions/{}", s.id)).await?;
+    for w in &detail.waiting {
+        eprintln!("waiting job {}: {}", w.job_index, w.reason);
     }
     Ok(())
 }

@@ -32,6 +32,8 @@ struct SubmissionsPage {
 struct SubmissionPage {
     s: SubmissionSummary,
     boot_notes: Vec<BootNote>,
+    /// (job, why no enrolled agent can take its queued runs).
+    waiting: Vec<(String, String)>,
     comparisons: Vec<ComparisonRow>,
     tables: Vec<String>,
     jobs: Vec<JobRow>,
@@ -87,6 +89,11 @@ pub async fn submission(State(state): State<AppState>, Path(id): Path<i64>) -> P
                     note: b.note()?,
                 })
             })
+            .collect(),
+        waiting: detail
+            .waiting
+            .iter()
+            .map(|w| (label(w.job_index), w.reason.clone()))
             .collect(),
         comparisons: stored
             .iter()

@@ -183,15 +183,28 @@ impl From<&AgentRecord> for AgentRow {
         AgentRow {
             name: a.name.clone(),
             tbox_group: a.tbox_group.clone(),
-            machine: format!(
-                "{} ({}, kernel {})",
-                describe_machine(&a.hardware),
-                a.hardware.arch,
-                a.hardware.kernel
-            ),
+            machine: machine_line(a),
             state: a.state.clone(),
             last_heartbeat: format_time(a.last_seen_at),
         }
+    }
+}
+
+/// The machine under test with its arch, page size and kernel; for a qemu
+/// agent the guest, then the host it runs on.
+fn machine_line(a: &AgentRecord) -> String {
+    let one = |hw: &kbot_core::api::Hardware| {
+        format!(
+            "{} ({}, {} pages, kernel {})",
+            describe_machine(hw),
+            hw.arch,
+            kbot_core::needs::human_size(hw.page_size),
+            hw.kernel
+        )
+    };
+    match &a.host {
+        Some(host) => format!("guest: {}; host: {}", one(&a.hardware), one(host)),
+        None => one(&a.hardware),
     }
 }
 

@@ -12,6 +12,7 @@
 
 use kbot_core::api::FailureKind;
 use kbot_core::job::AtomicJob;
+use kbot_core::needs::Needs;
 use sqlx::Row;
 
 use crate::db::{join_writes, Tx};
@@ -65,8 +66,8 @@ pub struct Pair {
 /// file's, or the first agent's to lease it) and ordered base, head, base,
 /// head. Call [`crate::AppState::wake_lessees`] after committing.
 ///
-/// Hardware constraints come from the atomic job's params: `arch`,
-/// `need_cpu` (logical CPUs), `need_memory` (bytes, with K/M/G/T suffix).
+/// Each run carries the atomic job's hardware needs
+/// ([`kbot_core::needs::Needs`]), which the scheduler matches.
 pub async fn enqueue_pair(
     tx: &mut Tx,
     pair: Pair,
@@ -83,11 +84,10 @@ pub async fn enqueue_pair(
     for (i, job) in atomic_jobs.iter().enumerate() {
         let position = first_position + i64::try_from(i).unwrap_or(i64::MAX);
         let atomic_job_id = insert_atomic_job(tx, pair.submission_id, position, job).await?;
-        let constraints = Constraints::of(job)?;
         let spec = JobSpec {
             pair,
             atomic_job_id,
-            constraints: &constraints,
+            needs: &job.needs,
             priority,
             max_attempts,
         };
@@ -123,11 +123,10 @@ pub async fn enqueue_more_runs(
         head_commit_id: row.try_get("head_commit_id")?,
     };
     let last_run: i64 = row.try_get("last_run")?;
-    let constraints = Constraints::of(&job)?;
     let spec = JobSpec {
         pair,
         atomic_job_id,
-        constraints: &constraints,
+        needs: &job.needs,
         priority: row.try_get("priority")?,
         max_attempts,
     };
@@ -339,60 +338,10 @@ pub fn parse_spec(atomic_job_id: i64, spec: &str) -> Result<AtomicJob> {
     })
 }
 
-/// Hardware an atomic job needs, from its params.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Constraints {
-    pub arch: Option<String>,
-    pub threads: Option<i64>,
-    pub memory_bytes: Option<i64>,
-}
-
-impl Constraints {
-    pub fn of(job: &AtomicJob) -> Result<Constraints> {
-        let threads = match job.params.get("need_cpu") {
-            Some(v) => Some(v.trim().parse::<i64>().map_err(|_| {
-                Error::BadRequest(format!("need_cpu: {v:?} is not a number of CPUs"))
-            })?),
-            None => None,
-        };
-        let memory_bytes = match job.params.get("need_memory") {
-            Some(v) => Some(parse_size(v).ok_or_else(|| {
-                Error::BadRequest(format!("need_memory: {v:?} is not a size like 4G"))
-            })?),
-            None => None,
-        };
-        Ok(Constraints {
-            arch: job.params.get("arch").cloned(),
-            threads,
-            memory_bytes,
-        })
-    }
-}
-
-/// `512`, `64K`, `4G`, `1.5T` (powers of 1024) to bytes.
-pub fn parse_size(text: &str) -> Option<i64> {
-    let text = text.trim();
-    let (number, unit) = match text.find(|c: char| c.is_ascii_alphabetic()) {
-        Some(i) => text.split_at(i),
-        None => (text, ""),
-    };
-    let shift = match unit.to_ascii_uppercase().trim_end_matches(['B', 'I']) {
-        "" => 0,
-        "K" => 10,
-        "M" => 20,
-        "G" => 30,
-        "T" => 40,
-        _ => return None,
-    };
-    let value: f64 = number.trim().parse().ok()?;
-    let bytes = value * f64::from(1u32 << 10).powi(shift / 10);
-    (value.is_finite() && value >= 0.0 && bytes < i64::MAX as f64).then_some(bytes as i64)
-}
-
 struct JobSpec<'a> {
     pair: Pair,
     atomic_job_id: i64,
-    constraints: &'a Constraints,
+    needs: &'a Needs,
     priority: i64,
     max_attempts: u32,
 }
@@ -420,9 +369,9 @@ async fn insert_job(
     let now = now_ms();
     sqlx::query(
         "INSERT INTO jobs (submission_id, atomic_job_id, commit_id, side, run_index, seq, \
-             need_arch, need_threads, need_memory_bytes, priority, state, \
+             need_arch, need_threads, need_memory_bytes, need_page_size, priority, state, \
              attempts, max_attempts, created_at, updated_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'queued', 0, $11, $12, $13)",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'queued', 0, $12, $13, $14)",
     )
     .bind(spec.pair.submission_id)
     .bind(spec.atomic_job_id)
@@ -430,9 +379,10 @@ async fn insert_job(
     .bind(side.as_str())
     .bind(i64::from(run))
     .bind(2 * i64::from(run) + side.offset())
-    .bind(spec.constraints.arch.as_deref())
-    .bind(spec.constraints.threads)
-    .bind(spec.constraints.memory_bytes)
+    .bind(spec.needs.arch.as_deref())
+    .bind(spec.needs.cpus.map(i64::from))
+    .bind(spec.needs.memory_bytes.map(saturating_i64))
+    .bind(spec.needs.page_size.map(saturating_i64))
     .bind(spec.priority)
     .bind(i64::from(spec.max_attempts.max(1)))
     .bind(now)
@@ -484,7 +434,6 @@ pub async fn enqueue_commit_runs(
     .await?
     .ok_or_else(|| Error::not_found("atomic job", atomic_job_id))?;
     let job = parse_spec(atomic_job_id, &row.try_get::<String, _>("spec")?)?;
-    let constraints = Constraints::of(&job)?;
     let submission_id: i64 = row.try_get("submission_id")?;
     let spec = JobSpec {
         pair: Pair {
@@ -493,7 +442,7 @@ pub async fn enqueue_commit_runs(
             head_commit_id: commit_id,
         },
         atomic_job_id,
-        constraints: &constraints,
+        needs: &job.needs,
         priority: row.try_get("priority")?,
         max_attempts,
     };
@@ -547,20 +496,14 @@ async fn insert_atomic_job(
     Ok(row.try_get("id")?)
 }
 
+/// A byte count as a BIGINT column holds it.
+pub fn saturating_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes_parse_with_binary_units() {
-        assert_eq!(parse_size("512"), Some(512));
-        assert_eq!(parse_size("64K"), Some(64 * 1024));
-        assert_eq!(parse_size("4G"), Some(4 << 30));
-        assert_eq!(parse_size("2GiB"), Some(2 << 30));
-        assert_eq!(parse_size("1.5M"), Some(1536 * 1024));
-        assert_eq!(parse_size("lots"), None);
-        assert_eq!(parse_size("-1G"), None);
-    }
 
     #[test]
     fn truncation_respects_char_boundaries() {

@@ -142,7 +142,7 @@ pub struct Claim {
 /// [`WINDOW`] queued jobs in index order (priority, then seq: every pair's
 /// earliest runs, across submissions) that fit the agent, plus the next
 /// queued jobs of pairs this agent already ran ([`own_pairs_sql`]).
-/// Parameters $1-$8.
+/// Parameters $1-$10.
 ///
 /// `CROSS JOIN` is SQLite's way to fix the join order (PostgreSQL plans it
 /// as an inner join): the window must walk the queue index in order and stop
@@ -153,14 +153,25 @@ fn candidates_sql(backend: Backend) -> String {
     format!(
         "SELECT id FROM (SELECT w.id FROM jobs w CROSS JOIN atomic_jobs wa \
             WHERE wa.id = w.atomic_job_id AND w.state = 'queued' \
-              AND (wa.tbox_group IS NULL OR wa.tbox_group = $1) \
-              AND (w.need_arch IS NULL OR w.need_arch = $2) \
-              AND (w.need_threads IS NULL OR w.need_threads <= $3) \
-              AND (w.need_memory_bytes IS NULL OR w.need_memory_bytes <= $4) \
+              AND (wa.tbox_group IS NULL OR wa.tbox_group = $1) AND {fits} \
             ORDER BY w.priority DESC, w.seq, w.id LIMIT 64) AS win \
          UNION \
          SELECT id FROM ({own}) AS own",
+        fits = fits("w", 2),
         own = own_pairs_sql(backend),
+    )
+}
+
+/// The condition that job `alias` needs no more than the agent has: its
+/// arch, threads, memory and page size bound to `$first` .. `$first+3`
+/// ([`bind_hardware`]).
+fn fits(alias: &str, first: u32) -> String {
+    let [arch, threads, memory, page] = [first, first + 1, first + 2, first + 3];
+    format!(
+        "({alias}.need_arch IS NULL OR {alias}.need_arch = ${arch}) \
+         AND ({alias}.need_threads IS NULL OR {alias}.need_threads <= ${threads}) \
+         AND ({alias}.need_memory_bytes IS NULL OR {alias}.need_memory_bytes <= ${memory}) \
+         AND ({alias}.need_page_size IS NULL OR {alias}.need_page_size = ${page})"
     )
 }
 
@@ -172,27 +183,24 @@ fn candidates_sql(backend: Backend) -> String {
 /// early: for an agent whose pair sits deep in the queue that read 24,000
 /// queued jobs, 15 ms per claim, in the load tool's runs. `LATERAL` takes
 /// that plan off the table: at most 16 runs per pair, each from the index.
-fn own_pairs_sql(backend: Backend) -> &'static str {
+fn own_pairs_sql(backend: Backend) -> String {
     match backend {
-        Backend::Sqlite => {
+        Backend::Sqlite => format!(
             "SELECT p.id FROM atomic_jobs pa CROSS JOIN jobs p \
-             WHERE p.atomic_job_id = pa.id AND pa.preferred_agent_id = $5 AND p.state = 'queued' \
-               AND (p.need_arch IS NULL OR p.need_arch = $6) \
-               AND (p.need_threads IS NULL OR p.need_threads <= $7) \
-               AND (p.need_memory_bytes IS NULL OR p.need_memory_bytes <= $8) \
-             ORDER BY p.priority DESC, p.seq, p.id LIMIT 16"
-        }
-        Backend::Postgres => {
+             WHERE p.atomic_job_id = pa.id AND pa.preferred_agent_id = $6 AND p.state = 'queued' \
+               AND {fits} \
+             ORDER BY p.priority DESC, p.seq, p.id LIMIT 16",
+            fits = fits("p", 7)
+        ),
+        Backend::Postgres => format!(
             "SELECT p.id FROM atomic_jobs pa CROSS JOIN LATERAL \
                  (SELECT q.id, q.priority, q.seq FROM jobs q \
-                  WHERE q.atomic_job_id = pa.id AND q.state = 'queued' \
-                    AND (q.need_arch IS NULL OR q.need_arch = $6) \
-                    AND (q.need_threads IS NULL OR q.need_threads <= $7) \
-                    AND (q.need_memory_bytes IS NULL OR q.need_memory_bytes <= $8) \
+                  WHERE q.atomic_job_id = pa.id AND q.state = 'queued' AND {fits} \
                   ORDER BY q.priority DESC, q.seq, q.id LIMIT 16) AS p \
-             WHERE pa.preferred_agent_id = $5 \
-             ORDER BY p.priority DESC, p.seq, p.id LIMIT 16"
-        }
+             WHERE pa.preferred_agent_id = $6 \
+             ORDER BY p.priority DESC, p.seq, p.id LIMIT 16",
+            fits = fits("q", 7)
+        ),
     }
 }
 
@@ -320,9 +328,9 @@ fn pick_sql(backend: Backend, lock: &str) -> String {
          CROSS JOIN jobs j CROSS JOIN submissions s CROSS JOIN atomic_jobs a \
          WHERE j.id = c.id AND s.id = j.submission_id AND a.id = j.atomic_job_id \
            AND j.state = 'queued' AND s.state = 'active' \
-           AND (a.tbox_group IS NULL OR a.tbox_group = $9) \
+           AND (a.tbox_group IS NULL OR a.tbox_group = $11) \
          ORDER BY j.priority DESC, \
-             CASE WHEN a.preferred_agent_id = $10 THEN 0 \
+             CASE WHEN a.preferred_agent_id = $12 THEN 0 \
                   WHEN a.preferred_agent_id IS NULL THEN 1 ELSE 2 END, \
              s.in_flight, j.seq, j.id \
          LIMIT 1{lock}",
@@ -338,21 +346,22 @@ fn bind_pick<'q>(query: AnyQuery<'q>, agent: &'q AgentRecord) -> AnyQuery<'q> {
         .bind(agent.id)
 }
 
-/// Binds [`candidates_sql`]'s parameters $1-$8 for `agent`.
+/// Binds [`candidates_sql`]'s parameters $1-$10 for `agent`.
 fn bind_candidates<'q>(query: AnyQuery<'q>, agent: &'q AgentRecord) -> AnyQuery<'q> {
-    let threads = i64::from(agent.hardware.threads);
-    let memory = i64::try_from(agent.hardware.memory_bytes).unwrap_or(i64::MAX);
+    // The window of the best queued jobs by the indexed order ...
+    let query = bind_hardware(query.bind(&agent.tbox_group), agent);
+    // ... plus this agent's own pairs.
+    bind_hardware(query.bind(agent.id), agent)
+}
+
+/// Binds the four parameters of one [`fits`] condition.
+fn bind_hardware<'q>(query: AnyQuery<'q>, agent: &'q AgentRecord) -> AnyQuery<'q> {
+    let hw = &agent.hardware;
     query
-        // The window of the best queued jobs by the indexed order ...
-        .bind(&agent.tbox_group)
-        .bind(&agent.hardware.arch)
-        .bind(threads)
-        .bind(memory)
-        // ... plus this agent's own pairs.
-        .bind(agent.id)
-        .bind(&agent.hardware.arch)
-        .bind(threads)
-        .bind(memory)
+        .bind(&hw.arch)
+        .bind(i64::from(hw.threads))
+        .bind(jobs::saturating_i64(hw.memory_bytes))
+        .bind(jobs::saturating_i64(hw.page_size))
 }
 
 /// Whether the pick would find a job for `agent` if no other claim held

@@ -7,6 +7,7 @@ pub mod expand;
 pub mod routes;
 mod store;
 pub mod types;
+pub mod waiting;
 
 use std::path::Path;
 
@@ -218,6 +219,7 @@ pub async fn detail(state: &AppState, id: i64) -> Result<SubmissionDetail> {
         job_file: row.job_file,
         atomic_jobs,
         jobs: store::job_views(&state.db, id).await?,
+        waiting: waiting::waiting_jobs(&state.db, id).await?,
     })
 }
 

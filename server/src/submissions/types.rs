@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use kbot_core::job::{AtomicJob, Skipped};
+use kbot_core::needs::Needs;
 
 /// `POST /api/v1/repos`.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -109,6 +110,24 @@ pub struct SubmissionDetail {
     /// The atomic jobs the job file expanded into, in order.
     pub atomic_jobs: Vec<AtomicJob>,
     pub jobs: Vec<JobView>,
+    /// Atomic jobs with queued runs that no enrolled agent can lease, each
+    /// with the reason (empty when every queued job has a machine).
+    #[serde(default)]
+    pub waiting: Vec<WaitingJob>,
+}
+
+/// An atomic job whose queued runs no enrolled agent can take.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct WaitingJob {
+    /// Index into the submission's `atomic_jobs`.
+    pub job_index: u32,
+    /// The tbox group the job's pair is pinned to, if any.
+    pub tbox_group: Option<String>,
+    /// The hardware the job needs.
+    pub needs: Needs,
+    /// Why no agent can take it, e.g. "no enrolled agent has arch aarch64,
+    /// 64K pages: vm-1 (vm) lacks arch aarch64 (has x86_64), ...".
+    pub reason: String,
 }
 
 /// One job row: one atomic job × one commit × one run index.

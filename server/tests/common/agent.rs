@@ -22,6 +22,29 @@ impl<'a> TestAgent<'a> {
         }
     }
 
+    /// Enrols a qemu agent whose guest is `hardware`, on this test's host.
+    pub async fn enroll_guest(
+        t: &'a TestServer,
+        name: &str,
+        tbox_group: &str,
+        hardware: kbot_core::api::Hardware,
+    ) -> TestAgent<'a> {
+        let enrolled = t
+            .enroll_machine(
+                name,
+                tbox_group,
+                kbot_core::api::BootBackend::Qemu,
+                hardware,
+                Some(super::hardware()),
+            )
+            .await;
+        TestAgent {
+            t,
+            token: enrolled.agent_token,
+            id: enrolled.agent_id,
+        }
+    }
+
     pub async fn lease(&self) -> Option<LeasedJob> {
         let response = self
             .t

@@ -225,13 +225,26 @@ impl TestServer {
         tbox_group: &str,
         backend: BootBackend,
     ) -> EnrollResponse {
+        self.enroll_machine(name, tbox_group, backend, hardware(), None)
+            .await
+    }
+
+    /// [`TestServer::enroll`] of a given machine under test and host.
+    pub async fn enroll_machine(
+        &self,
+        name: &str,
+        tbox_group: &str,
+        backend: BootBackend,
+        hardware: Hardware,
+        host: Option<Hardware>,
+    ) -> EnrollResponse {
         let request = EnrollRequest {
             enrollment_token: self.enrollment_token().await,
             name: name.to_string(),
             tbox_group: tbox_group.to_string(),
             backend,
-            hardware: hardware(),
-            host: None,
+            hardware,
+            host,
         };
         let response = self
             .http
