@@ -271,11 +271,12 @@ pub async fn events(db: &Db, submission_id: i64, after: i64, limit: u32) -> Resu
 pub async fn run_results(db: &Db, submission_id: i64) -> Result<Vec<RunResult>> {
     let rows = sqlx::query(
         "SELECT r.id AS result_id, j.id AS job_id, a.position, j.side, c.sha, j.run_index, \
-                r.metrics \
+                r.metrics, r.tuning, ag.name AS agent, ag.tbox_group, ag.arch, ag.page_size \
          FROM results r \
          JOIN jobs j ON j.id = r.job_id \
          JOIN atomic_jobs a ON a.id = j.atomic_job_id \
          JOIN commits c ON c.id = j.commit_id \
+         LEFT JOIN agents ag ON ag.id = r.agent_id \
          WHERE j.submission_id = $1 \
          ORDER BY a.position, j.seq, r.id",
     )
@@ -293,6 +294,16 @@ pub async fn run_results(db: &Db, submission_id: i64) -> Result<Vec<RunResult>> 
                 commit: row.try_get("sha")?,
                 run_index: to_u32(row.try_get("run_index")?),
                 metrics: parse_metrics(result_id, &metrics)?,
+                agent: row.try_get("agent")?,
+                tbox_group: row.try_get("tbox_group")?,
+                arch: row.try_get("arch")?,
+                page_size: row
+                    .try_get::<Option<i64>, _>("page_size")?
+                    .and_then(|p| u64::try_from(p).ok()),
+                // A tuning map that does not parse is shown as empty, not
+                // as an error of the whole results view.
+                tuning: serde_json::from_str(&row.try_get::<String, _>("tuning")?)
+                    .unwrap_or_default(),
             })
         })
         .collect()

@@ -164,6 +164,17 @@ pub struct RunResult {
     pub commit: String,
     pub run_index: u32,
     pub metrics: BTreeMap<String, f64>,
+    /// The agent that ran it (`None` when its agent is gone).
+    pub agent: Option<String>,
+    pub tbox_group: Option<String>,
+    /// The machine under test as the agent enrolled it (a qemu agent's
+    /// guest): `uname -m` and page size in bytes.
+    pub arch: Option<String>,
+    pub page_size: Option<u64>,
+    /// How the run was measured: the agent's tuning map, with the
+    /// conditions of `kbot_core::conditions` (`guest_arch`,
+    /// `guest_page_size`, `qemu_clock`, ...).
+    pub tuning: BTreeMap<String, String>,
 }
 
 /// The stored comparison of one metric of one atomic job of a submission.
