@@ -170,6 +170,43 @@ async fn every_position_of_a_16_commit_range() {
     }
 }
 
+/// A bisection never leaves its pair's tbox group: with agents of two
+/// groups leasing, the origin pair, every probe and the verification all
+/// run in the group that took the pair's first run, and the report names it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bisection_stays_in_its_tbox_group() {
+    let world = World::new();
+    let shas = world.range("groups", 8);
+    world.model.plant(&world.repo, &shas[4], SLOWER);
+    for backend in backends() {
+        let sim = Sim::start(backend, &world).await;
+        let fleet = Fleet::enroll_groups(&sim, &[("arm64k", 2), ("x86-4k", 2)]).await;
+        let origin = sim.submit(&world.repo.base, &shas[7]).await;
+        let done = fleet
+            .run_until(sim.ended(&[origin], DEADLINE))
+            .await
+            .pop()
+            .expect("one bisection");
+        assert_eq!(first_bad(&done), shas[4], "{backend:?}: {done:#}");
+        let served = fleet.served.borrow();
+        let groups: std::collections::BTreeSet<&str> = served.iter().map(|s| s.group).collect();
+        assert_eq!(groups.len(), 1, "{backend:?}: runs in {groups:?}");
+        let group = *groups.first().expect("a group");
+        assert_eq!(
+            str_of(&bisection(&done)["tbox_group"]),
+            group,
+            "{backend:?}"
+        );
+        assert!(
+            served.len() > 2 * 3,
+            "{backend:?}: only {} runs",
+            served.len()
+        );
+        drop(served);
+        sim.stop().await;
+    }
+}
+
 /// 2. Two regressions in one range: the first is found (three agents, so
 /// steps run in parallel).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -108,6 +108,8 @@ pub struct Served {
     pub commit: String,
     pub run_index: u32,
     pub failure: Option<&'static str>,
+    /// The serving agent's tbox group.
+    pub group: &'static str,
 }
 
 /// Simulated agents of one tbox group (QEMU backend: they claim to build
@@ -115,24 +117,39 @@ pub struct Served {
 pub struct Fleet<'a> {
     sim: &'a Sim<'a>,
     agents: Vec<TestAgent<'a>>,
+    /// Each agent's tbox group.
+    groups: Vec<&'static str>,
     pub served: RefCell<Vec<Served>>,
 }
 
 impl<'a> Fleet<'a> {
     pub async fn enroll(sim: &'a Sim<'a>, n: usize) -> Fleet<'a> {
+        Fleet::enroll_groups(sim, &[(GROUP, n)]).await
+    }
+
+    /// `n` agents in each `(group, n)`, named `<group>-<i>`.
+    pub async fn enroll_groups(sim: &'a Sim<'a>, groups: &[(&'static str, usize)]) -> Fleet<'a> {
         let mut agents = Vec::new();
-        for i in 0..n {
-            let e = sim
-                .t
-                .enroll_as(&format!("sim-{i}"), GROUP, BootBackend::Qemu)
-                .await;
-            agents.push(TestAgent {
-                t: &sim.t,
-                token: e.agent_token,
-                id: e.agent_id,
-            });
+        let mut agent_groups = Vec::new();
+        for &(group, n) in groups {
+            for i in 0..n {
+                let name = if group == GROUP {
+                    format!("sim-{i}")
+                } else {
+                    format!("{group}-{i}")
+                };
+                let e = sim.t.enroll_as(&name, group, BootBackend::Qemu).await;
+                agents.push(TestAgent {
+                    t: &sim.t,
+                    token: e.agent_token,
+                    id: e.agent_id,
+                });
+                agent_groups.push(group);
+            }
         }
-        Fleet::with(sim, agents)
+        let mut fleet = Fleet::with(sim, agents);
+        fleet.groups = agent_groups;
+        fleet
     }
 
     /// `(id, token)` of each agent, for [`Fleet::rejoin`].
@@ -159,6 +176,7 @@ impl<'a> Fleet<'a> {
     fn with(sim: &'a Sim<'a>, agents: Vec<TestAgent<'a>>) -> Fleet<'a> {
         Fleet {
             sim,
+            groups: vec![GROUP; agents.len()],
             agents,
             served: RefCell::new(Vec::new()),
         }
@@ -168,7 +186,12 @@ impl<'a> Fleet<'a> {
     /// holds, so no lease is left behind. Returns what `until` returned.
     pub async fn run_until<T>(&self, until: impl Future<Output = T>) -> T {
         let stop = Cell::new(false);
-        let work = futures::future::join_all(self.agents.iter().map(|a| self.work(a, &stop)));
+        let work = futures::future::join_all(
+            self.agents
+                .iter()
+                .zip(&self.groups)
+                .map(|(a, g)| self.work(a, g, &stop)),
+        );
         let until = async {
             let out = until.await;
             stop.set(true);
@@ -181,20 +204,20 @@ impl<'a> Fleet<'a> {
     pub async fn lease_one(&self) -> Option<LeasedJob> {
         let agent = &self.agents[0];
         let job = agent.lease().await?;
-        self.serve(agent, &job).await;
+        self.serve(agent, self.groups[0], &job).await;
         Some(job)
     }
 
-    async fn work(&self, agent: &TestAgent<'_>, stop: &Cell<bool>) {
+    async fn work(&self, agent: &TestAgent<'_>, group: &'static str, stop: &Cell<bool>) {
         while !stop.get() {
             match agent.lease().await {
-                Some(job) => self.serve(agent, &job).await,
+                Some(job) => self.serve(agent, group, &job).await,
                 None => tokio::time::sleep(IDLE).await,
             }
         }
     }
 
-    async fn serve(&self, agent: &TestAgent<'_>, job: &LeasedJob) {
+    async fn serve(&self, agent: &TestAgent<'_>, group: &'static str, job: &LeasedJob) {
         let outcome = self.sim.world.model.outcome(&job.commit, job.run_index);
         let response = match outcome {
             Ok(value) => agent.upload(job.job_id, value).await,
@@ -216,6 +239,7 @@ impl<'a> Fleet<'a> {
             commit: job.commit.clone(),
             run_index: job.run_index,
             failure: outcome.err(),
+            group,
         });
     }
 }
