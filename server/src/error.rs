@@ -7,7 +7,7 @@
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{FromRequest, Request};
-use axum::http::StatusCode;
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use kbot_core::api::{ErrorBody, ErrorDetail};
@@ -89,6 +89,7 @@ impl Error {
             Error::LeaseLost(_) => "lease_lost",
             Error::PayloadTooLarge => "payload_too_large",
             Error::RequestTimeout => "request_timeout",
+            Error::Db(e) if database_unavailable(e) => "database_unavailable",
             Error::Db(_) | Error::Migrate(_) | Error::Io(_) | Error::Other(_) => "internal",
             Error::UnknownRepo(_) => "unknown_repo",
             Error::RepoUnreachable { .. } => "repo_unreachable",
@@ -108,6 +109,7 @@ impl Error {
             Error::Conflict(_) | Error::LeaseLost(_) => StatusCode::CONFLICT,
             Error::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Error::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
+            Error::Db(e) if database_unavailable(e) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Db(_) | Error::Migrate(_) | Error::Io(_) | Error::Other(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
@@ -120,7 +122,9 @@ impl Error {
 
     /// What the client may see: internal detail stays in the log.
     fn public_message(&self) -> String {
-        if self.status().is_server_error() {
+        if self.status() == StatusCode::SERVICE_UNAVAILABLE {
+            "the database is unavailable; retry later".to_string()
+        } else if self.status().is_server_error() {
             "internal server error".to_string()
         } else {
             self.to_string()
@@ -128,7 +132,9 @@ impl Error {
     }
 
     fn log(&self) {
-        if self.status().is_server_error() {
+        if self.status() == StatusCode::SERVICE_UNAVAILABLE {
+            tracing::warn!(error = %error_chain(self), "database unavailable");
+        } else if self.status().is_server_error() {
             tracing::error!(error = %error_chain(self), "request failed");
         } else {
             tracing::debug!(code = self.code(), error = %self, "request rejected");
@@ -144,6 +150,26 @@ impl Error {
         }
     }
 }
+
+/// Whether a database error means the database cannot be reached now (down,
+/// restarting, refusing connections) rather than that the request is wrong:
+/// such a request can succeed unchanged later, so it is a 503 that agents
+/// retry with backoff, not a 500.
+fn database_unavailable(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => true,
+        sqlx::Error::Tls(_) | sqlx::Error::WorkerCrashed => true,
+        // SQLSTATE class 08: connection exceptions; 57P01-57P03: the server
+        // is shutting down, crashed, or not accepting connections yet.
+        sqlx::Error::Database(db) => db
+            .code()
+            .is_some_and(|c| c.starts_with("08") || matches!(&*c, "57P01" | "57P02" | "57P03")),
+        _ => false,
+    }
+}
+
+/// Seconds a client is asked to wait before retrying a 503.
+const RETRY_AFTER_SECS: &str = "5";
 
 /// Stable codes of kbot-core errors (job files, metrics, configs).
 fn core_code(e: &kbot_core::Error) -> &'static str {
@@ -175,7 +201,14 @@ pub fn error_chain(err: &dyn std::error::Error) -> String {
 impl IntoResponse for Error {
     fn into_response(self) -> Response {
         self.log();
-        (self.status(), Json(self.body())).into_response()
+        let mut response = (self.status(), Json(self.body())).into_response();
+        if self.status() == StatusCode::SERVICE_UNAVAILABLE {
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from_static(RETRY_AFTER_SECS),
+            );
+        }
+        response
     }
 }
 

@@ -98,13 +98,14 @@ impl Modify for TokenSchemes {
     }
 }
 
-/// Every request runs under the router's timeout layer (`routes.rs`), so
-/// every operation can answer 408, with the usual ErrorBody.
+/// Every request runs under the router's timeout layer (`routes.rs`), and
+/// any handler that reads the store meets a database that may be down, so
+/// every operation can answer 408 and 503, with the usual ErrorBody.
 struct RequestTimeouts;
 
 impl Modify for RequestTimeouts {
     fn modify(&self, openapi: &mut Document) {
-        let timeout = error_responses(&[408]);
+        let timeout = error_responses(&[408, 503]);
         for item in openapi.paths.paths.values_mut() {
             let operations = [
                 &mut item.get,
@@ -167,6 +168,10 @@ fn error_description(status: u16) -> &'static str {
              may or may not have taken effect, so look before retrying one"
         }
         413 => "`payload_too_large`: the body is larger than the server accepts",
+        503 => {
+            "`database_unavailable`: the database cannot be reached now (down or restarting). \
+             Retry after the `Retry-After` seconds; an agent's upload sent again is stored once"
+        }
         422 => "`repo_unreachable`: git cannot clone or fetch the repository's URL",
         _ => "`internal`: a server-side fault (database, I/O); the detail is in the server's log",
     }

@@ -127,12 +127,19 @@ pub fn api(path: &str) -> String {
     format!("{API_PREFIX}{path}")
 }
 
+/// 200 when the store answers; 503 `database_unavailable` (JSON) when it
+/// does not within [`HEALTH_TIMEOUT`], so a load balancer takes a replica
+/// whose database is away out of rotation quickly.
 async fn healthz(axum::extract::State(state): axum::extract::State<AppState>) -> Response {
-    match sqlx::query("SELECT 1").execute(state.db.read()).await {
-        Ok(_) => (StatusCode::OK, "ok\n").into_response(),
-        Err(err) => Error::from(err).into_response(),
+    let ping = sqlx::query("SELECT 1").execute(state.db.read());
+    match tokio::time::timeout(HEALTH_TIMEOUT, ping).await {
+        Ok(Ok(_)) => (StatusCode::OK, "ok\n").into_response(),
+        Ok(Err(err)) => Error::from(err).into_response(),
+        Err(_elapsed) => Error::from(sqlx::Error::PoolTimedOut).into_response(),
     }
 }
+
+const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The body-limit layer answers 413 in plain text before any handler runs,
 /// the timeout layer an empty 408 when a request outlives the timeout,

@@ -301,6 +301,9 @@ fn shift_placeholders(sql: &str, offset: usize) -> (String, usize) {
     (out, highest)
 }
 
+/// How long a request waits for a PostgreSQL connection (see `postgres_pool`).
+const PG_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// A PostgreSQL pool whose connections run `settings` when they open.
 async fn postgres_pool(
     url: &str,
@@ -310,7 +313,11 @@ async fn postgres_pool(
     let options = AnyConnectOptions::from_str(url)?;
     let pool = AnyPoolOptions::new()
         .max_connections(max_connections)
-        .acquire_timeout(Duration::from_secs(30))
+        // While PostgreSQL is down sqlx keeps retrying the connection until
+        // this timeout: requests then answer 503 after it, so it is short
+        // enough for agents' and load balancers' timeouts, and far above
+        // the waits of a busy pool (milliseconds, BENCHMARKS.md "Server").
+        .acquire_timeout(PG_ACQUIRE_TIMEOUT)
         // No ping before each use: it doubled the round trips of every
         // single-statement read. A connection that died with a database
         // restart fails its next statement once and is then discarded.

@@ -125,6 +125,17 @@ impl TestStore {
         }
     }
 
+    /// A store on a PostgreSQL database the test runs itself (a private
+    /// cluster it may stop and start); `url` names an existing database.
+    pub fn postgres_at(url: &str) -> TestStore {
+        TestStore {
+            backend: Backend::Postgres,
+            database_url: url.to_string(),
+            dir: tempfile::tempdir().expect("temp dir"),
+            pg: None,
+        }
+    }
+
     pub fn config(&self) -> Config {
         let mut config = Config::new(&self.database_url, self.dir.path().join("artifacts"));
         config.bind = "127.0.0.1:0".parse().expect("address");
@@ -154,9 +165,13 @@ impl TestServer {
 
     /// Starts with a config adjusted by `tweak` (shorter leases, ...).
     pub async fn start_with(backend: Backend, tweak: impl FnOnce(&mut Config)) -> TestServer {
+        TestServer::start_on(TestStore::new(backend).await, tweak).await
+    }
+
+    /// Starts on a given store, with a config adjusted by `tweak`.
+    pub async fn start_on(store: TestStore, tweak: impl FnOnce(&mut Config)) -> TestServer {
         // Server-side errors (500s) show up in the test output.
         kbot_server::telemetry::init(false);
-        let store = TestStore::new(backend).await;
         let server = spawn(&store, tweak).await;
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(60))
