@@ -14,7 +14,7 @@ use crate::error::{AgentError, Result};
 use crate::monitors::{self, Snapshot};
 use crate::outcome::{now_ms, Failure, Outcome};
 use crate::perf;
-use crate::process::{supervise, tail, Cancel, Finished};
+use crate::process::{spawn_tied, supervise, tail, Cancel, Finished};
 use crate::tuning::Tuning;
 use crate::workload::{self, Execution};
 
@@ -155,18 +155,16 @@ fn execute(
     limit: Duration,
     cancel: &Cancel,
 ) -> Result<std::result::Result<String, Failure>> {
-    use std::os::unix::process::CommandExt;
     let (program, args) = argv
         .split_first()
         .ok_or_else(|| AgentError::Config("empty command line".into()))?;
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .map_err(|e| AgentError::io(format!("starting {program}"), e))?;
+    let mut child = spawn_tied(
+        Command::new(program)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    )?;
     let out = child.stdout.take();
     let err = child.stderr.take();
     let read = |s: Option<Box<dyn std::io::Read + Send>>| {

@@ -31,6 +31,7 @@ pub mod perf;
 pub mod process;
 pub mod qemu;
 pub mod spool;
+mod tied;
 pub mod tuning;
 pub mod workload;
 

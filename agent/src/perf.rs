@@ -47,15 +47,17 @@ pub fn stat_metrics(totals: &BTreeMap<String, f64>, seconds: f64) -> Metrics {
 /// cpu-clock where the machine has no cycle counter).
 pub fn profile(argv: &[String], data: &Path) -> Option<Metrics> {
     for (event, name) in [("cycles:pp", "cycles-pp"), ("cpu-clock", "cpu-clock")] {
-        let recorded = Command::new("perf")
-            .args(["record", "-q", "-a", "-g", "-e", event, "-o"])
-            .arg(data)
-            .arg("--")
-            .args(argv)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
+        let recorded = process::spawn_tied(
+            Command::new("perf")
+                .args(["record", "-q", "-a", "-g", "-e", event, "-o"])
+                .arg(data)
+                .arg("--")
+                .args(argv)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null()),
+        )
+        .is_ok_and(|mut child| child.wait().is_ok_and(|s| s.success()));
         if !recorded {
             continue;
         }

@@ -1,7 +1,10 @@
 //! Child processes with a log file, a time limit and cancellation.
+//!
+//! Every child the agent starts for a job goes through [`spawn_tied`]: it dies
+//! with the agent, even when the agent is SIGKILLed (see `tied.rs`).
 
 use std::fs::File;
-use std::os::unix::process::CommandExt;
+use std::io::Read;
 use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,6 +15,8 @@ use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 
 use crate::error::{AgentError, Result};
+
+pub use crate::tied::{spawn_tied, TiedChild};
 
 /// Set by the heartbeat task when the server cancels the job.
 #[derive(Debug, Clone, Default)]
@@ -54,20 +59,13 @@ pub fn run_logged(
     let err = out
         .try_clone()
         .map_err(|e| AgentError::io("cloning the log handle", e))?;
-    cmd.stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        .process_group(0);
-    let child = cmd.spawn().map_err(|e| spawn_error(cmd, e))?;
+    cmd.stdin(Stdio::null()).stdout(out).stderr(err);
+    let child = spawn_tied(cmd)?;
     supervise(child, limit, cancel)
 }
 
 /// Waits for `child` (a process-group leader) within `limit`.
-pub fn supervise(
-    mut child: std::process::Child,
-    limit: Duration,
-    cancel: &Cancel,
-) -> Result<Finished> {
+pub fn supervise(mut child: TiedChild, limit: Duration, cancel: &Cancel) -> Result<Finished> {
     let start = Instant::now();
     loop {
         if let Some(status) = child
@@ -102,25 +100,34 @@ pub fn kill_group(child: &mut std::process::Child) {
 /// Runs a short command and returns its stdout; a non-zero exit is an error
 /// carrying stderr.
 pub fn output(cmd: &mut Command) -> Result<String> {
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| spawn_error(cmd, e))?;
-    if !out.status.success() {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = spawn_tied(cmd)?;
+    // stderr is drained beside stdout so neither pipe fills and stalls the child.
+    let stderr = child.stderr.take().map(|mut e| {
+        std::thread::spawn(move || {
+            let mut text = Vec::new();
+            let _ = e.read_to_end(&mut text);
+            text
+        })
+    });
+    let mut stdout = Vec::new();
+    if let Some(mut o) = child.stdout.take() {
+        o.read_to_end(&mut stdout)
+            .map_err(|e| AgentError::io(format!("reading `{}`", describe(cmd)), e))?;
+    }
+    let status = child
+        .wait()
+        .map_err(|e| AgentError::io(format!("waiting for `{}`", describe(cmd)), e))?;
+    let stderr = stderr.and_then(|t| t.join().ok()).unwrap_or_default();
+    if !status.success() {
         return Err(AgentError::Command {
             command: describe(cmd),
-            detail: format!(
-                "{}: {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            ),
+            detail: format!("{status}: {}", String::from_utf8_lossy(&stderr).trim()),
         });
     }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-fn spawn_error(cmd: &Command, e: std::io::Error) -> AgentError {
-    AgentError::io(format!("starting `{}`", describe(cmd)), e)
+    Ok(String::from_utf8_lossy(&stdout).into_owned())
 }
 
 /// The command line, for messages.

@@ -20,7 +20,7 @@ use crate::guest_arch::GuestArch;
 use crate::initramfs;
 use crate::monitors::{self, HostLoad, HostSample, InterferenceLimits, Snapshot};
 use crate::outcome::{now_ms, Failure, Outcome};
-use crate::process::{kill_group, tail, Cancel};
+use crate::process::{kill_group, spawn_tied, tail, Cancel};
 use crate::workload::{self, Execution};
 
 /// Console lines kept in failure details.
@@ -453,14 +453,10 @@ impl QemuBackend {
         cancel: &Cancel,
         on_state: &dyn Fn(JobState, &str),
     ) -> Result<Watch> {
-        use std::os::unix::process::CommandExt;
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| AgentError::io("starting qemu", e))?;
+            .stderr(Stdio::piped());
+        let mut child = spawn_tied(cmd)?;
         let (tx, rx) = mpsc::channel();
         let stdout = child
             .stdout
@@ -955,7 +951,6 @@ fn probe_accel(qemu: &Path, kernel: &Path) -> (Accel, String) {
 }
 
 fn kvm_boots(qemu: &Path, kernel: &Path) -> Result<bool> {
-    use std::os::unix::process::CommandExt;
     let mut cmd = Command::new(qemu);
     cmd.args([
         "-accel",
@@ -980,11 +975,8 @@ fn kvm_boots(qemu: &Path, kernel: &Path) -> Result<bool> {
     .arg(kernel);
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .process_group(0);
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| AgentError::io("starting the probe qemu", e))?;
+        .stderr(Stdio::null());
+    let mut child = spawn_tied(&mut cmd)?;
     let stdout = child
         .stdout
         .take()
