@@ -59,6 +59,7 @@ pub const USER_TOKEN: &str = "user_token";
         crate::watches::routes::remove,
         crate::mail::pages::list_json,
         crate::mail::pages::show_json,
+        crate::mail::pages::resend_json,
         document,
     ),
     components(schemas(ErrorBody)),

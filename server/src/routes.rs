@@ -100,7 +100,8 @@ fn dashboard_routes() -> Router<AppState> {
         .route("/watches", get(bisect::pages::watches))
 }
 
-/// Regression reports: pages, mbox download, JSON (read-only, open).
+/// Regression reports: pages, mbox download, JSON (open), an operator's
+/// resend (user token).
 fn report_routes() -> Router<AppState> {
     use crate::mail::pages as p;
     Router::new()
@@ -113,6 +114,7 @@ fn report_routes() -> Router<AppState> {
         )
         .route(&api("/reports"), get(p::list_json))
         .route(&api("/reports/{message_id}"), get(p::show_json))
+        .route(&api("/reports/{message_id}/resend"), post(p::resend_json))
 }
 
 /// Unauthenticated: health and the API description.

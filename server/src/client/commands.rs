@@ -73,6 +73,21 @@ pub enum UserCommand {
     /// Show or cancel a bisection.
     #[command(subcommand)]
     Bisect(BisectCommand),
+    /// Regression reports.
+    #[command(subcommand)]
+    Report(ReportCommand),
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum ReportCommand {
+    /// Send an `uncertain` report (its sender stopped while handing it to
+    /// the relay: it may have arrived) or a `failed` one (again).
+    Resend {
+        #[command(flatten)]
+        conn: Connection,
+        /// The report's id or Message-ID.
+        id: String,
+    },
 }
 
 #[derive(Debug, Clone, Subcommand)]
@@ -266,6 +281,13 @@ pub async fn run(cmd: UserCommand) -> Result<(), ClientError> {
                 .post(&format!("/bisections/{id}/cancel"), &())
                 .await?;
             print_json(&b)
+        }
+        UserCommand::Report(ReportCommand::Resend { conn, id }) => {
+            let id = url::form_urlencoded::byte_serialize(id.as_bytes()).collect::<String>();
+            let r: serde_json::Value = client(&conn)?
+                .post(&format!("/reports/{id}/resend"), &())
+                .await?;
+            print_json(&r)
         }
     }
 }

@@ -1,15 +1,19 @@
 //! The outbox table: queued reports, their claims by senders, every attempt.
 //!
-//! Delivery is at most once per claim: a sender claims a due row (state
-//! `sending`, its name, an expiry) in one statement that other senders on any
-//! replica skip, sends, and records the outcome only while it still holds the
-//! claim. A sender that dies mid-send leaves the row to be reclaimed after the
-//! claim expires; only then, if the relay had already accepted the message,
-//! can a second copy go out, and it carries the same Message-ID.
+//! Delivery is at most once per Message-ID, even across a crash. A sender
+//! claims a due row (state `sending`, its name, an expiry) in one statement
+//! that other senders on any replica skip. Once the relay has taken the
+//! envelope, and before the DATA command, the sender records `handed`
+//! durably ([`mark_handed`]); it records the outcome only while it still
+//! holds the claim. A sender that dies before `handed` leaves a row that is
+//! claimed again after the claim expires: the relay never had the message. A
+//! sender that dies after it leaves a row the relay may have accepted:
+//! [`settle_abandoned`] turns it `uncertain` once the claim expires, nothing
+//! sends it again, and an operator may [`resend`] it.
 
 use sqlx::Row;
 
-use crate::db::{Db, Tx};
+use crate::db::{Backend, Db, Tx};
 use crate::error::Result;
 
 /// A report to queue.
@@ -55,7 +59,9 @@ pub struct StoredReport {
     pub subject: String,
     pub recipients: Vec<String>,
     pub message: String,
-    /// `mail_off` (not sent), `pending`, `sending`, `sent` or `failed`.
+    /// `mail_off` (not sent), `pending`, `sending`, `handed` (going to the
+    /// relay), `sent`, `failed`, or `uncertain` (its sender stopped while
+    /// handing it over: maybe delivered, not resent unless an operator does).
     pub state: String,
     /// Delivery attempts made so far.
     pub attempts: i64,
@@ -63,6 +69,8 @@ pub struct StoredReport {
     pub last_error: Option<String>,
     pub created_at: i64,
     pub sent_at: Option<i64>,
+    /// When a sender last began handing it to the relay (before DATA).
+    pub handed_at: Option<i64>,
 }
 
 /// One recorded attempt.
@@ -94,6 +102,8 @@ pub enum Outcome {
         next_attempt_at: i64,
     },
     Permanent,
+    /// The relay may have accepted it: not sent again by itself.
+    Uncertain,
 }
 
 /// Queues a report inside the caller's transaction. `None` when a report with
@@ -169,12 +179,14 @@ pub async fn finish(
         Outcome::Sent => ("sent", finished_at, Some(finished_at), "sent"),
         Outcome::Transient { next_attempt_at } => ("pending", next_attempt_at, None, "transient"),
         Outcome::Permanent => ("failed", finished_at, None, "permanent"),
+        Outcome::Uncertain => ("uncertain", finished_at, None, "uncertain"),
     };
     let last_error = (outcome != Outcome::Sent).then_some(detail);
     let updated = sqlx::query(
         "UPDATE report_outbox SET state = $1, next_attempt_at = $2, sent_at = $3, last_error = $4, \
          claimed_by = NULL, claim_expires_at = NULL \
-         WHERE id = $5 AND state = 'sending' AND claimed_by = $6 AND attempts = $7",
+         WHERE id = $5 AND state IN ('sending', 'handed', 'uncertain') AND claimed_by = $6 \
+           AND attempts = $7",
     )
     .bind(state)
     .bind(next)
@@ -203,8 +215,86 @@ pub async fn finish(
     Ok(updated == 1)
 }
 
+/// Records, durably, that `sender` is about to send DATA for its claim.
+/// False when the claim was lost meanwhile: then nothing may be sent.
+pub async fn mark_handed(db: &Db, claimed: &Claimed, sender: &str, now: i64) -> Result<bool> {
+    let mut conn = db.write().acquire().await?;
+    // SQLite's WAL at `synchronous = NORMAL` survives a process crash but
+    // may lose the last commits to a power cut: this one must not be lost.
+    let sqlite = db.backend() == Backend::Sqlite;
+    if sqlite {
+        sqlx::query("PRAGMA synchronous = FULL")
+            .execute(&mut *conn)
+            .await?;
+    }
+    let marked = sqlx::query(
+        "UPDATE report_outbox SET state = 'handed', handed_at = $1 \
+         WHERE id = $2 AND state = 'sending' AND claimed_by = $3 AND attempts = $4",
+    )
+    .bind(now)
+    .bind(claimed.id)
+    .bind(sender)
+    .bind(claimed.attempt)
+    .execute(&mut *conn)
+    .await;
+    if sqlite {
+        sqlx::query("PRAGMA synchronous = NORMAL")
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(marked?.rows_affected() == 1)
+}
+
+/// Turns every row left `handed` by a sender whose claim expired (it died
+/// mid-hand-off) `uncertain`, recording the attempt so; returns how many.
+pub async fn settle_abandoned(db: &Db, now: i64) -> Result<usize> {
+    const WHY: &str = "the sender stopped while handing the message to the relay, which may \
+                       have accepted it: not sent again unless an operator resends it";
+    let mut tx = db.begin().await?;
+    let rows = sqlx::query(
+        "UPDATE report_outbox SET state = 'uncertain', last_error = $1 \
+         WHERE state = 'handed' AND claim_expires_at <= $2 \
+         RETURNING id, attempts, claimed_by, handed_at",
+    )
+    .bind(WHY)
+    .bind(now)
+    .fetch_all(&mut *tx)
+    .await?;
+    for r in &rows {
+        sqlx::query(
+            "INSERT INTO report_attempts (outbox_id, attempt, sender, started_at, finished_at, \
+             outcome, detail) VALUES ($1, $2, $3, $4, $5, 'uncertain', $6)",
+        )
+        .bind(r.get::<i64, _>(0))
+        .bind(r.get::<i64, _>(1))
+        .bind(r.get::<Option<String>, _>(2).unwrap_or_default())
+        .bind(r.get::<Option<i64>, _>(3).unwrap_or(now))
+        .bind(now)
+        .bind(WHY)
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(rows.len())
+}
+
+/// An operator's decision to send an `uncertain` or `failed` report (again):
+/// it is due at once. False when the report is in no such state.
+pub async fn resend(db: &Db, id: i64, now: i64) -> Result<bool> {
+    let updated = sqlx::query(
+        "UPDATE report_outbox SET state = 'pending', next_attempt_at = $1, claimed_by = NULL, \
+         claim_expires_at = NULL WHERE id = $2 AND state IN ('uncertain', 'failed')",
+    )
+    .bind(now)
+    .bind(id)
+    .execute(db.write())
+    .await?
+    .rows_affected();
+    Ok(updated == 1)
+}
+
 const REPORT_COLUMNS: &str = "id, message_id, submission_id, kind, subject, recipients, message, \
-     state, attempts, next_attempt_at, last_error, created_at, sent_at, bisection_id";
+     state, attempts, next_attempt_at, last_error, created_at, sent_at, bisection_id, handed_at";
 
 fn report_from_row(r: &sqlx::any::AnyRow) -> StoredReport {
     StoredReport {
@@ -222,6 +312,7 @@ fn report_from_row(r: &sqlx::any::AnyRow) -> StoredReport {
         created_at: r.get(11),
         sent_at: r.get(12),
         bisection_id: r.get(13),
+        handed_at: r.get(14),
     }
 }
 

@@ -8,9 +8,11 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::Json;
 
 use super::outbox::{self, Attempt, ReportDetail, StoredReport};
+use crate::auth::UserAuth;
 use crate::dashboard::format_time;
 use crate::error::{Error, HtmlError};
 use crate::state::AppState;
+use crate::time::now_ms;
 
 /// Most reports listed at once.
 const LIST_LIMIT: i64 = 200;
@@ -175,6 +177,40 @@ pub async fn show_json(
     let report = find(&state, &key).await?;
     let delivery = outbox::attempts(&state.db, report.id).await?;
     Ok(Json(ReportDetail { report, delivery }))
+}
+
+/// `POST /api/v1/reports/{id or message_id}/resend`: an operator sends an
+/// `uncertain` report (its sender stopped while handing it to the relay, so
+/// it may have arrived) or a `failed` one (again). Mail must be on.
+#[utoipa::path(
+    post,
+    operation_id = "resend_report",
+    path = "/api/v1/reports/{message_id}/resend",
+    tag = "reports",
+    params(("message_id" = String, Path, description = "The report's numeric id, or its Message-ID with or without `<>`")),
+    responses(
+        (status = 200, description = "The report, pending again, with its delivery attempts", body = ReportDetail),
+        crate::openapi::ActionErrors,
+    ),
+    security(("user_token" = [])),
+)]
+pub async fn resend_json(
+    State(state): State<AppState>,
+    user: UserAuth,
+    Path(key): Path<String>,
+) -> Result<Json<ReportDetail>, Error> {
+    let report = find(&state, &key).await?;
+    if !state.config.mail.enabled {
+        return Err(Error::Conflict("mail is off on this server".into()));
+    }
+    if !outbox::resend(&state.db, report.id, now_ms()).await? {
+        return Err(Error::Conflict(format!(
+            "report {} is {}: only an uncertain or failed report is resent",
+            report.id, report.state
+        )));
+    }
+    tracing::warn!(message_id = %report.message_id, by = %user.user_name, was = %report.state, "report resent by an operator");
+    show_json(State(state), Path(report.id.to_string())).await
 }
 
 /// A Message-ID made safe for a file name.

@@ -6,7 +6,7 @@ use std::time::Duration;
 use tokio::sync::{watch, Notify};
 
 use super::config::MailConfig;
-use super::outbox::{self, Outcome};
+use super::outbox::{self, Claimed, Outcome};
 use super::smtp::{self, Delivery};
 use crate::db::Db;
 use crate::error::Result;
@@ -78,21 +78,52 @@ impl Sender {
 
     /// Claims one due report and makes one delivery attempt; false when none was due.
     pub async fn attempt_one(&self) -> Result<bool> {
+        let now = now_ms();
+        let abandoned = outbox::settle_abandoned(&self.db, now).await?;
+        if abandoned > 0 {
+            tracing::error!(
+                reports = abandoned,
+                "a sender stopped while handing reports to the relay: they are uncertain, \
+                 not resent (resend each with `kbot-server report resend`)"
+            );
+        }
         let ttl = duration_ms(self.config.claim_ttl);
-        let Some(claimed) = outbox::claim(&self.db, &self.name, now_ms(), ttl).await? else {
+        let Some(claimed) = outbox::claim(&self.db, &self.name, now, ttl).await? else {
             return Ok(false);
         };
         let started = now_ms();
-        let delivery = smtp::deliver(
+        let handoff = async {
+            match outbox::mark_handed(&self.db, &claimed, &self.name, now_ms()).await {
+                Ok(true) => Ok(()),
+                Ok(false) => Err("the claim was lost before DATA".to_owned()),
+                Err(e) => Err(format!(
+                    "cannot record the hand-off: {}",
+                    crate::error::error_chain(&e)
+                )),
+            }
+        };
+        let delivery = smtp::deliver_with_handoff(
             &self.config.smtp,
             &claimed.envelope_from,
             &claimed.recipients,
             &claimed.message,
+            handoff,
         )
         .await;
         let finished = now_ms();
+        let (outcome, detail) = self.outcome(&claimed, &delivery, finished);
+        let kept = outbox::finish(
+            &self.db, &claimed, &self.name, started, finished, outcome, &detail,
+        )
+        .await?;
+        log_attempt(&claimed, &delivery, kept);
+        Ok(true)
+    }
+
+    /// The outbox outcome of `delivery` and the detail recorded with it.
+    fn outcome(&self, claimed: &Claimed, delivery: &Delivery, finished: i64) -> (Outcome, String) {
         let attempts = u32::try_from(claimed.attempt).unwrap_or(u32::MAX);
-        let (outcome, detail) = match &delivery {
+        match delivery {
             Delivery::Sent => (Outcome::Sent, "accepted by the relay".to_owned()),
             Delivery::Transient(why) => (
                 Outcome::Transient {
@@ -101,26 +132,25 @@ impl Sender {
                 why.clone(),
             ),
             Delivery::Permanent(why) => (Outcome::Permanent, why.clone()),
-        };
-        let kept = outbox::finish(
-            &self.db, &claimed, &self.name, started, finished, outcome, &detail,
-        )
-        .await?;
-        match (&delivery, kept) {
-            (_, false) => {
-                tracing::warn!(message_id = %claimed.message_id, "claim lost during delivery")
-            }
-            (Delivery::Sent, _) => {
-                tracing::info!(message_id = %claimed.message_id, attempt = claimed.attempt, "report sent")
-            }
-            (Delivery::Transient(why), _) => {
-                tracing::warn!(message_id = %claimed.message_id, attempt = claimed.attempt, error = %why, "report delivery deferred")
-            }
-            (Delivery::Permanent(why), _) => {
-                tracing::error!(message_id = %claimed.message_id, attempt = claimed.attempt, error = %why, "report refused for good")
-            }
+            Delivery::Uncertain(why) => (Outcome::Uncertain, why.clone()),
         }
-        Ok(true)
+    }
+}
+
+fn log_attempt(claimed: &Claimed, delivery: &Delivery, kept: bool) {
+    let (id, attempt) = (&claimed.message_id, claimed.attempt);
+    match (delivery, kept) {
+        (_, false) => tracing::warn!(message_id = %id, "claim lost during delivery"),
+        (Delivery::Sent, _) => tracing::info!(message_id = %id, attempt, "report sent"),
+        (Delivery::Transient(why), _) => {
+            tracing::warn!(message_id = %id, attempt, error = %why, "report delivery deferred")
+        }
+        (Delivery::Permanent(why), _) => {
+            tracing::error!(message_id = %id, attempt, error = %why, "report refused for good")
+        }
+        (Delivery::Uncertain(why), _) => {
+            tracing::error!(message_id = %id, attempt, error = %why, "report delivery uncertain; not resent")
+        }
     }
 }
 

@@ -17,6 +17,11 @@ pub struct Plan {
     pub defer_messages: u32,
     /// Answer every RCPT with `550`.
     pub reject_recipients: bool,
+    /// Keep a complete message (it counts as received) but send no reply:
+    /// the relay accepted it, and the client never hears so.
+    pub hold_after_accept: bool,
+    /// Send no reply to RCPT: the client stops before DATA.
+    pub hold_at_rcpt: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -106,6 +111,9 @@ async fn session(stream: TcpStream, s: Arc<Shared>) -> std::io::Result<()> {
             rcpt.clear();
             b"250 ok\r\n"
         } else if upper.starts_with("RCPT TO:") {
+            if s.plan.lock().expect("lock").hold_at_rcpt {
+                return until_closed(&mut lines).await;
+            }
             if s.plan.lock().expect("lock").reject_recipients {
                 b"550 no such user\r\n"
             } else {
@@ -129,6 +137,9 @@ async fn session(stream: TcpStream, s: Arc<Shared>) -> std::io::Result<()> {
                     rcpt_to: rcpt.clone(),
                     data,
                 });
+                if s.plan.lock().expect("lock").hold_after_accept {
+                    return until_closed(&mut lines).await;
+                }
                 b"250 queued\r\n"
             }
         } else if upper == "RSET" || upper == "NOOP" {
@@ -141,6 +152,17 @@ async fn session(stream: TcpStream, s: Arc<Shared>) -> std::io::Result<()> {
         };
         write.write_all(reply).await?;
     }
+}
+
+/// Reads and ignores whatever comes until the client hangs up.
+async fn until_closed(
+    lines: &mut BufReader<tokio::net::tcp::OwnedReadHalf>,
+) -> std::io::Result<()> {
+    let mut line = String::new();
+    while lines.read_line(&mut line).await? > 0 {
+        line.clear();
+    }
+    Ok(())
 }
 
 async fn read_data(
