@@ -181,10 +181,11 @@ pub fn merge_executions(parsed: &[Parsed<'_>]) -> Result<Metrics> {
             seen.entry(k.as_str()).or_default().push(*v);
         }
     }
-    let mut out: Metrics = seen
-        .into_iter()
-        .map(|(k, vs)| (k.to_string(), merge_values(k, &vs)))
-        .collect();
+    let mut out = Metrics::new();
+    for (k, vs) in seen {
+        // Each value is finite, but a sum can overflow: that is no figure.
+        put(&mut out, "", k, merge_values(k, &vs))?;
+    }
     will_it_scale::combine(parsed, &mut out)?;
     Ok(out)
 }
@@ -195,6 +196,8 @@ fn merge_values(name: &str, values: &[f64]) -> f64 {
     } else if name.contains(".time.") {
         values.iter().sum()
     } else {
-        values.iter().sum::<f64>() / values.len().max(1) as f64
+        // Divided first, so the mean of values near f64::MAX stays finite.
+        let n = values.len().max(1) as f64;
+        values.iter().map(|v| v / n).sum()
     }
 }

@@ -24,13 +24,18 @@ impl Mailbox {
         }
     }
 
-    /// The header form: the name quoted when it holds RFC 5322 specials,
-    /// encoded when it is not ASCII.
+    /// The header form: the name made header-safe ([`header_text`]), quoted
+    /// when it holds RFC 5322 specials, encoded when it is not ASCII.
     pub fn header_form(&self) -> String {
-        match &self.name {
+        let name = self
+            .name
+            .as_deref()
+            .map(|n| header_text(n, MAX_NAME_BYTES))
+            .filter(|n| !n.trim().is_empty());
+        match name {
             None => self.address.clone(),
             Some(name) if !name.is_ascii() => {
-                format!("{} <{}>", encode_word(name), self.address)
+                format!("{} <{}>", encode_words(&name), self.address)
             }
             Some(name) if name.contains(SPECIALS) => {
                 let escaped = name.replace('\\', "\\\\").replace('"', "\\\"");
@@ -40,22 +45,45 @@ impl Mailbox {
         }
     }
 
+    /// An address SMTP can carry and a header cannot be smuggled through;
+    /// the name needs no check: [`Mailbox::header_form`] makes it safe.
     fn check(&self) -> Result<()> {
         let addr_ok = self.address.contains('@')
-            && !self.address.contains(['<', '>', ' ', ',', '\r', '\n', '"']);
-        let name_ok = self
-            .name
-            .as_deref()
-            .is_none_or(|n| !n.contains(['\r', '\n']));
-        if addr_ok && name_ok {
+            && self.address.len() <= MAX_ADDRESS_BYTES
+            && !self
+                .address
+                .contains(|c: char| c.is_control() || "<> ,\"".contains(c));
+        if addr_ok {
             Ok(())
         } else {
-            Err(invalid(format!(
-                "bad mailbox {:?} <{}>",
-                self.name, self.address
-            )))
+            Err(invalid(format!("bad address <{}>", self.address)))
         }
     }
+}
+
+/// RFC 5321's limit on a forward path.
+const MAX_ADDRESS_BYTES: usize = 254;
+/// Display names are cut here: a commit's author name can be anything.
+const MAX_NAME_BYTES: usize = 200;
+/// An ASCII subject is cut here, so `Subject: ...` stays within SMTP's 998.
+const MAX_SUBJECT_BYTES: usize = 900;
+/// SMTP's line limit (RFC 5321 4.5.3.1.6), without the CRLF.
+const MAX_LINE_BYTES: usize = 998;
+
+/// Text kbot does not control (commit subjects, author names) as a header
+/// value: every control character (CR, LF, NUL, tab, ...) becomes a space,
+/// so nothing can start a header line of its own, and the text is cut to
+/// `max` bytes at a character boundary.
+fn header_text(text: &str, max: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(max));
+    for c in text.chars() {
+        let c = if c.is_control() { ' ' } else { c };
+        if out.len() + c.len_utf8() > max {
+            break;
+        }
+        out.push(c);
+    }
+    out
 }
 
 const SPECIALS: [char; 13] = [
@@ -94,34 +122,43 @@ pub fn message(report: &RenderedReport, addressing: &Addressing) -> Result<Strin
     for m in addressing.to.iter().chain(&addressing.cc) {
         m.check()?;
     }
-    if report.subject.contains(['\r', '\n']) {
-        return Err(invalid("subject spans several lines".into()));
-    }
-    if let Some(line) = report.body.lines().find(|l| l.len() > 998) {
-        return Err(invalid(format!(
-            "body line of {} octets exceeds SMTP's 998",
-            line.len()
-        )));
-    }
     let date = timestamp(addressing.date_ms)?.to_rfc2822();
     let mut out = format!("From: {}\n", addressing.from.header_form());
     push_list(&mut out, "To", &addressing.to);
     push_list(&mut out, "Cc", &addressing.cc);
     let subject = if report.subject.is_ascii() {
-        report.subject.clone()
+        header_text(&report.subject, MAX_SUBJECT_BYTES)
     } else {
-        encode_word(&report.subject)
+        encode_words(&header_text(&report.subject, MAX_SUBJECT_BYTES * 4))
     };
     out.push_str(&format!(
         "Subject: {subject}\nDate: {date}\nMessage-ID: {}\nMIME-Version: 1.0\n\
          Content-Type: text/plain; charset=utf-8\nContent-Transfer-Encoding: 8bit\n\n",
         report.message_id.bracketed()
     ));
-    out.push_str(&report.body);
-    if !out.ends_with('\n') {
+    push_body(&mut out, &report.body);
+    Ok(out)
+}
+
+/// The body with `\n` line ends: a bare CR ends a line too (left alone it
+/// could smuggle an end of DATA past a lenient relay), and a line longer
+/// than SMTP allows is broken, not refused, so a long commit subject cannot
+/// stop a report.
+fn push_body(out: &mut String, body: &str) {
+    for line in body.replace("\r\n", "\n").replace('\r', "\n").lines() {
+        let mut rest = line;
+        while rest.len() > MAX_LINE_BYTES {
+            let mut cut = MAX_LINE_BYTES;
+            while !rest.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            out.push_str(&rest[..cut]);
+            out.push('\n');
+            rest = &rest[cut..];
+        }
+        out.push_str(rest);
         out.push('\n');
     }
-    Ok(out)
 }
 
 fn push_list(out: &mut String, header: &str, boxes: &[Mailbox]) {
@@ -132,10 +169,12 @@ fn push_list(out: &mut String, header: &str, boxes: &[Mailbox]) {
     out.push_str(&format!("{header}: {}\n", list.join(",\n\t")));
 }
 
-/// `\n` to `\r\n`, as SMTP's DATA wants.
+/// `\n` to `\r\n`, as SMTP's DATA wants; a bare CR ends a line too, so
+/// the wire form has no bare CR or LF.
 pub fn to_wire(message: &str) -> Vec<u8> {
     message
         .replace("\r\n", "\n")
+        .replace('\r', "\n")
         .replace('\n', "\r\n")
         .into_bytes()
 }
@@ -156,9 +195,22 @@ pub fn mbox_entry(message: &str, envelope_from: &str, date_ms: i64) -> Result<St
     Ok(out)
 }
 
-/// RFC 2047 `=?utf-8?B?...?=` for a non-ASCII header value.
-fn encode_word(text: &str) -> String {
-    format!("=?utf-8?B?{}?=", base64(text.as_bytes()))
+/// RFC 2047 `=?utf-8?B?...?=` words for a non-ASCII header value, each
+/// within the 75 characters RFC 2047 allows (45 bytes of text at most, cut
+/// at character boundaries), folded onto their own lines.
+fn encode_words(text: &str) -> String {
+    const CHUNK: usize = 45;
+    let mut words = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let mut cut = rest.len().min(CHUNK);
+        while !rest.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        words.push(format!("=?utf-8?B?{}?=", base64(&rest.as_bytes()[..cut])));
+        rest = &rest[cut..];
+    }
+    words.join("\n\t")
 }
 
 fn base64(bytes: &[u8]) -> String {
@@ -227,13 +279,19 @@ mod tests {
     }
 
     #[test]
-    fn header_injection_and_empty_recipients_are_refused() {
+    fn header_injection_is_refused_or_made_harmless() {
         let mut a = addressing();
         a.to[0].address = "x@y\r\nBcc: evil@z".into();
         assert!(message(&report(), &a).is_err());
+        // A hostile subject or author name is still reported, on one line.
         let mut r = report();
-        r.subject.push_str("\nBcc: evil@z");
-        assert!(message(&r, &addressing()).is_err());
+        r.subject.push_str("\r\nBcc: evil@z");
+        let mut a = addressing();
+        a.to[0].name = Some("Evil\r\nBcc: evil@z".into());
+        let msg = message(&r, &a).expect("a report");
+        assert!(!msg.contains("\nBcc:"), "{msg}");
+        assert!(msg.contains("regression  Bcc: evil@z\n"), "{msg}");
+        assert!(msg.contains("To: \"Evil  Bcc: evil@z\" <"), "{msg}");
         let mut a = addressing();
         a.to.clear();
         a.cc.clear();
@@ -252,6 +310,7 @@ mod tests {
     #[test]
     fn wire_form_uses_crlf() {
         assert_eq!(to_wire("a\nb\r\nc\n"), b"a\r\nb\r\nc\r\n");
+        assert_eq!(to_wire("a\r.\rb"), b"a\r\n.\r\nb");
     }
 
     #[test]
