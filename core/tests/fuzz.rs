@@ -210,7 +210,10 @@ fn context() -> impl Strategy<Value = ParseContext> {
 
 fn check_metrics(m: &parsers::Metrics) -> Result<(), TestCaseError> {
     for (name, value) in m {
-        prop_assert!(!name.is_empty(), "an empty metric name");
+        prop_assert!(
+            kbot_core::metrics::is_storable_name(name),
+            "a metric name the server cannot store: {name:?}"
+        );
         prop_assert!(value.is_finite(), "{name} = {value}");
     }
     Ok(())

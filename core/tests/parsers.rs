@@ -309,3 +309,18 @@ fn truncated_outputs_never_panic() {
         }
     }
 }
+
+/// Found by `scripts/fuzz`: a `time -v` line without a field name, and a
+/// kbot-bench metric without one, made a metric the server cannot store.
+#[test]
+fn unnamed_metrics_are_not_made() {
+    let m = parse(
+        Tool::GnuTime,
+        ": 0\n\tUser time (seconds): 0.5\n",
+        &ParseContext::default(),
+    )
+    .expect("the named field");
+    assert_eq!(m.keys().collect::<Vec<_>>(), ["user_time"]);
+    let bad = r#"{"metrics":{"":1.0}}"#;
+    assert!(parse(Tool::KbotBenchJson, bad, &ParseContext::default()).is_err());
+}

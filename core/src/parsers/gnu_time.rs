@@ -25,6 +25,10 @@ pub fn parse(output: &str, prefix: &str) -> Result<Metrics> {
             continue;
         };
         let key = normalise_key(raw_key);
+        if key.is_empty() {
+            // `: 0`, `(x): 1`: no field name, so no `time -v` field.
+            continue;
+        }
         let value = match key.as_str() {
             "elapsed_time" => clock_seconds(raw_value.trim())?,
             "percent_of_cpu_this_job_got" => match raw_value.trim().trim_end_matches('%') {

@@ -17,6 +17,9 @@ pub fn parse(output: &str) -> Result<Metrics> {
         .ok_or_else(|| fail(TOOL, "no \"metrics\" object"))?;
     let mut m = Metrics::new();
     for (name, value) in metrics {
+        if !crate::metrics::is_storable_name(name) {
+            return Err(fail(TOOL, format!("metric name {name:?} cannot be stored")));
+        }
         let v = value
             .as_f64()
             .ok_or_else(|| fail(TOOL, format!("metric {name:?} is not a number: {value}")))?;

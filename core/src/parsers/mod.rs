@@ -135,13 +135,20 @@ fn number(tool: &'static str, text: &str) -> Result<f64> {
     }
 }
 
-/// Adds `<prefix>.<key>`, refusing non-finite values.
+/// Adds `<prefix>.<key>`, refusing non-finite values, unnamed metrics and
+/// names too long to store (the server stores none of them).
 fn put(m: &mut Metrics, prefix: &str, key: &str, value: f64) -> Result<()> {
     let name = if prefix.is_empty() {
         key.to_string()
     } else {
         format!("{prefix}.{key}")
     };
+    if key.is_empty() || !crate::metrics::is_storable_name(&name) {
+        return Err(Error::ToolOutput {
+            tool: "metrics",
+            reason: format!("metric name {name:?} cannot be stored"),
+        });
+    }
     if !value.is_finite() {
         return Err(Error::NonFiniteMetric { name });
     }
