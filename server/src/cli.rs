@@ -1,14 +1,14 @@
-//! `kbot-server` subcommands: `serve`, `migrate`, `enroll-token`, `user-token`,
+//! `kbot-server` subcommands: `serve`, `migrate`, `enroll-token`, `user add`, `user-token`,
 //! and the user commands of [`crate::client`].
 
 use clap::{Parser, Subcommand};
 
-use crate::auth;
 use crate::config::{Config, DbArgs, ServeArgs};
 use crate::db::Db;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::server::{shutdown_signal, Server};
 use crate::telemetry;
+use crate::{access, auth};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -50,9 +50,28 @@ pub enum Command {
         #[arg(long)]
         email: Option<String>,
     },
+    /// Dashboard users: `user add --name NAME [--email E]`.
+    #[command(subcommand, name = "user")]
+    Users(UsersCommand),
     /// User commands, over the REST API (`submit`, `submissions`, `follow`, ...).
     #[command(flatten)]
     User(crate::client::UserCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum UsersCommand {
+    /// Create a user (or find it by name) and set its dashboard password,
+    /// read from stdin (its first line) or, on a terminal, asked for twice.
+    /// API tokens (`user-token`) keep working.
+    Add {
+        #[command(flatten)]
+        db: DbArgs,
+        /// User name, e.g. a login or e-mail local part.
+        #[arg(long)]
+        name: String,
+        #[arg(long)]
+        email: Option<String>,
+    },
 }
 
 /// Runs the parsed command line.
@@ -78,6 +97,14 @@ pub async fn run(cli: Cli) -> Result<()> {
             println!("{token}");
             Ok(())
         }
+        Command::Users(UsersCommand::Add { db, name, email }) => {
+            let password = read_password(&name)?;
+            let db = open(&db).await?;
+            let added = access::password::add_user(&db, &name, email.as_deref(), &password).await;
+            db.close().await;
+            eprintln!("user {name} (id {}) can sign in to the dashboard", added?);
+            Ok(())
+        }
         Command::UserToken { db, name, email } => {
             let db = open(&db).await?;
             let (user_id, token) = auth::create_user_token(&db, &name, email.as_deref()).await?;
@@ -87,6 +114,41 @@ pub async fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// The new password: stdin's first line when it is not a terminal (scripts),
+/// else typed twice at a prompt without echo.
+fn read_password(name: &str) -> Result<String> {
+    use std::io::IsTerminal;
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        let mut line = String::new();
+        stdin.read_line(&mut line)?;
+        return Ok(line.trim_end_matches(['\r', '\n']).to_owned());
+    }
+    let first = prompt_hidden(&format!("Password for {name}: "))?;
+    let second = prompt_hidden("Again: ")?;
+    if first != second {
+        return Err(Error::BadRequest("the two passwords differ".into()));
+    }
+    Ok(first)
+}
+
+/// Reads a line from the terminal with echo off, restoring it afterwards.
+fn prompt_hidden(prompt: &str) -> Result<String> {
+    use nix::sys::termios::{tcgetattr, tcsetattr, LocalFlags, SetArg};
+    let stdin = std::io::stdin();
+    eprint!("{prompt}");
+    let saved = tcgetattr(&stdin).map_err(std::io::Error::from)?;
+    let mut quiet = saved.clone();
+    quiet.local_flags.remove(LocalFlags::ECHO);
+    tcsetattr(&stdin, SetArg::TCSANOW, &quiet).map_err(std::io::Error::from)?;
+    let mut line = String::new();
+    let read = stdin.read_line(&mut line);
+    tcsetattr(&stdin, SetArg::TCSANOW, &saved).map_err(std::io::Error::from)?;
+    eprintln!();
+    read?;
+    Ok(line.trim_end_matches(['\r', '\n']).to_owned())
 }
 
 /// Connects and migrates, so admin commands work on a fresh database.

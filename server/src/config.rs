@@ -68,6 +68,9 @@ pub struct ServeArgs {
     /// against; unset, a job file with an include is refused.
     #[arg(long, env = "KBOT_LKP_ROOT")]
     pub lkp_root: Option<PathBuf>,
+    /// Dashboard sign-in (`KBOT_READ_REQUIRES_SIGN_IN`, `KBOT_SECURE_COOKIES`, ...).
+    #[command(flatten)]
+    pub access: crate::access::AccessArgs,
 }
 
 /// The settings the server runs with.
@@ -88,6 +91,8 @@ pub struct Config {
     pub mail: crate::mail::MailConfig,
     /// Where job files' includes come from (see [`ServeArgs::lkp_root`]).
     pub lkp_root: Option<PathBuf>,
+    /// Who may read and change things from the web.
+    pub access: crate::access::AccessConfig,
 }
 
 impl Config {
@@ -107,12 +112,15 @@ impl Config {
             shutdown_timeout_secs: 10,
             mail: crate::mail::MailConfig::disabled(),
             lkp_root: None,
+            access: crate::access::AccessConfig::open(),
         }
     }
 }
 
 impl From<ServeArgs> for Config {
     fn from(args: ServeArgs) -> Config {
+        let access =
+            crate::access::AccessConfig::from_args(args.access, args.mail.public_url.as_deref());
         Config {
             database_url: args.db.resolve(),
             bind: args.bind,
@@ -127,6 +135,7 @@ impl From<ServeArgs> for Config {
             shutdown_timeout_secs: args.shutdown_timeout_secs,
             mail: crate::mail::MailConfig::from_args(args.mail, args.bind),
             lkp_root: args.lkp_root,
+            access,
         }
     }
 }

@@ -8,7 +8,8 @@
 //! - [`config`]: typed settings, loaded once from flags and `KBOT_*` variables.
 //! - [`error`]: the one error enum and its JSON/HTML responses.
 //! - [`db`]: pools for both backends and the embedded migrations.
-//! - [`auth`]: tokens (stored hashed) and the agent/user extractors.
+//! - [`auth`]: tokens (stored hashed) and the agent/user extractors;
+//!   [`access`]: web sign-in, sessions, CSRF tokens.
 //! - [`agents`]: enrolment of test machines.
 //! - [`jobs`]: enqueueing, job state changes, result upload, the lease reaper.
 //! - [`scheduler`]: which queued job an agent gets, and the bounded long-poll.
@@ -20,6 +21,7 @@
 //!   [`watches`]: branches the robot follows.
 //! - [`client`]: the user CLI over the REST API.
 
+pub mod access;
 pub mod agents;
 pub mod artifacts;
 pub mod auth;

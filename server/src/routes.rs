@@ -18,7 +18,7 @@ use tower_http::trace::TraceLayer;
 
 use crate::error::Error;
 use crate::state::AppState;
-use crate::{agents, bisect, dashboard, jobs, openapi, repos, submissions, watches};
+use crate::{access, agents, bisect, dashboard, jobs, openapi, repos, submissions, watches};
 
 /// The whole HTTP surface of the server.
 pub fn router(state: AppState) -> Router {
@@ -31,7 +31,14 @@ pub fn router(state: AppState) -> Router {
         .merge(user_routes())
         .merge(dashboard_routes())
         .merge(report_routes())
+        .merge(access_routes())
         .fallback(dashboard::not_found)
+        // Every request learns its session (and meets the sign-in wall
+        // for reading, when that is on).
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            access::session::load,
+        ))
         .with_state(state);
     with_layers(routes, limit, request_timeout)
 }
@@ -98,6 +105,14 @@ fn dashboard_routes() -> Router<AppState> {
         .route("/bisections", get(bisect::pages::list))
         .route("/bisections/{id}", get(bisect::pages::show))
         .route("/watches", get(bisect::pages::watches))
+}
+
+/// Dashboard sign-in and sign-out.
+fn access_routes() -> Router<AppState> {
+    use access::pages as a;
+    Router::new()
+        .route("/signin", get(a::form).post(a::sign_in))
+        .route("/signout", post(a::sign_out))
 }
 
 /// Regression reports: pages, mbox download, JSON (open), an operator's

@@ -70,6 +70,8 @@ impl Server {
             let _ = shutdown_tx.send(true);
             let _ = stop_tx.send(true);
         };
+        // The peer address reaches handlers (sign-in is rate-limited by it).
+        let app = app.into_make_service_with_connect_info::<SocketAddr>();
         let serve = axum::serve(listener, app).with_graceful_shutdown(notify_stop);
         let grace_timer = async move {
             let _ = stop_rx.wait_for(|stopped| *stopped).await;

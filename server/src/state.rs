@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use tokio::sync::{broadcast, watch, Notify};
 
+use crate::access::SignInLimiter;
 use crate::auth::AgentTokenCache;
 use crate::config::Config;
 use crate::db::Db;
@@ -32,12 +33,16 @@ pub struct AppState {
     pub shutdown: watch::Receiver<bool>,
     /// Agent tokens checked in the last few seconds (see its module).
     pub agent_tokens: Arc<AgentTokenCache>,
+    /// Failed web sign-ins per client address and user name.
+    pub sign_in_limiter: Arc<SignInLimiter>,
 }
 
 impl AppState {
     pub fn new(db: Db, config: Config, shutdown: watch::Receiver<bool>) -> AppState {
         let (job_done, _) = broadcast::channel(1024);
         let token_ttl = Duration::from_secs(config.agent_token_cache_secs.into());
+        let sign_in_limiter =
+            SignInLimiter::new(config.access.sign_in_attempts, config.access.sign_in_window);
         AppState {
             db,
             config: Arc::new(config),
@@ -45,6 +50,7 @@ impl AppState {
             job_done,
             shutdown,
             agent_tokens: Arc::new(AgentTokenCache::new(token_ttl)),
+            sign_in_limiter: Arc::new(sign_in_limiter),
         }
     }
 

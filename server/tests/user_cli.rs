@@ -133,3 +133,55 @@ async fn submit_list_cancel_results_from_the_command_line() {
         server.stop().await;
     }
 }
+
+/// `kbot-server user add` reads the password from stdin and stores only its
+/// argon2 hash; the password then signs in, another does not.
+#[tokio::test]
+async fn user_add_sets_a_dashboard_password_from_stdin() {
+    use tokio::io::AsyncWriteExt;
+    for backend in backends() {
+        let server = TestServer::start(backend).await;
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_kbot-server"))
+            .args([
+                "user",
+                "add",
+                "--name",
+                "gina",
+                "--email",
+                "gina@example.org",
+            ])
+            .env("KBOT_DATABASE_URL", &server.store.database_url)
+            .env("RUST_LOG", "warn")
+            .stdin(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("kbot-server runs");
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin
+            .write_all(b"gina's long password\n")
+            .await
+            .expect("write password");
+        drop(stdin);
+        let out = child.wait_with_output().await.expect("user add");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{backend:?}: {err}");
+        assert!(err.contains("user gina"), "{err}");
+        let db = server.db();
+        let check = kbot_server::access::password::check;
+        let user = check(db, "gina", "gina's long password")
+            .await
+            .expect("check");
+        assert_eq!(user.map(|u| u.user_name).as_deref(), Some("gina"));
+        assert!(check(db, "gina", "gina's long passwort")
+            .await
+            .expect("check")
+            .is_none());
+        let stored: (String,) =
+            sqlx::query_as("SELECT password_hash FROM users WHERE name = 'gina'")
+                .fetch_one(db.read())
+                .await
+                .expect("row");
+        assert!(stored.0.starts_with("$argon2id$"), "{}", stored.0);
+        server.stop().await;
+    }
+}

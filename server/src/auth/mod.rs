@@ -51,9 +51,15 @@ impl TokenKind {
 
 /// A fresh secret of the given kind.
 pub fn generate_token(kind: TokenKind) -> String {
+    format!("{}{}", kind.prefix(), random_hex())
+}
+
+/// 32 random bytes, hex: the secret part of tokens, web session ids and
+/// CSRF tokens.
+pub fn random_hex() -> String {
     let mut bytes = [0u8; 32];
     rand::thread_rng().fill_bytes(&mut bytes);
-    format!("{}{}", kind.prefix(), hex::encode(bytes))
+    hex::encode(bytes)
 }
 
 /// What the database keeps of a token.

@@ -57,7 +57,7 @@ struct ErrorPage<'a> {
 /// Most events shown on a submission page (the API has them all).
 const PAGE_EVENTS: u32 = 500;
 
-fn render(page: &impl Template) -> PageResult {
+pub(crate) fn render(page: &impl Template) -> PageResult {
     page.render()
         .map(Html)
         .map_err(|e| HtmlError(Error::Other(anyhow::anyhow!("template failed: {e}"))))

@@ -1,0 +1,214 @@
+//! Dashboard sign-in over HTTP, on both backends: the session cookie's
+//! flags, sign-out, CSRF refusals, the sign-in rate limit, and the
+//! sign-in wall for reading.
+
+mod common;
+
+use common::{backends, TestServer};
+use reqwest::header::{COOKIE, LOCATION, SET_COOKIE};
+use reqwest::redirect::Policy;
+
+const PASSWORD: &str = "a long enough password";
+
+/// A client that shows redirects instead of following them.
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(Policy::none())
+        .build()
+        .expect("client")
+}
+
+/// `name=value` of the response's cookie `name` and its whole header.
+fn set_cookie(response: &reqwest::Response, name: &str) -> (String, String) {
+    let header = response
+        .headers()
+        .get_all(SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|v| v.starts_with(&format!("{name}=")))
+        .unwrap_or_else(|| panic!("no {name} cookie in {:?}", response.headers()))
+        .to_owned();
+    let pair = header.split(';').next().unwrap_or_default().to_owned();
+    (pair, header)
+}
+
+/// The `value` of `<input ... name="NAME" value="...">` in a page.
+fn hidden(html: &str, name: &str) -> String {
+    let at = html
+        .find(&format!("name=\"{name}\" value=\""))
+        .unwrap_or_else(|| panic!("no {name} field in {html}"));
+    let rest = &html[at + name.len() + 15..];
+    rest[..rest.find('"').expect("closing quote")].to_owned()
+}
+
+/// Opens the sign-in form; returns its cookie and token.
+async fn sign_in_form(t: &TestServer, http: &reqwest::Client) -> (String, String) {
+    let page = http
+        .get(t.url("/signin"))
+        .send()
+        .await
+        .expect("GET /signin");
+    assert_eq!(page.status(), 200);
+    let (cookie, _) = set_cookie(&page, "kbot_signin");
+    let html = page.text().await.expect("page");
+    (cookie, hidden(&html, "csrf"))
+}
+
+async fn post_sign_in(
+    t: &TestServer,
+    http: &reqwest::Client,
+    name: &str,
+    password: &str,
+) -> reqwest::Response {
+    let (cookie, token) = sign_in_form(t, http).await;
+    http.post(t.url("/signin"))
+        .header(COOKIE, cookie)
+        .form(&[
+            ("name", name),
+            ("password", password),
+            ("csrf", &token),
+            ("next", "/agents"),
+        ])
+        .send()
+        .await
+        .expect("POST /signin")
+}
+
+#[tokio::test]
+async fn sign_in_sign_out_and_csrf() {
+    for backend in backends() {
+        let t = TestServer::start(backend).await;
+        let http = client();
+        kbot_server::access::password::add_user(t.db(), "dora", None, PASSWORD)
+            .await
+            .expect("add user");
+
+        let wrong = post_sign_in(&t, &http, "dora", "not her password").await;
+        assert_eq!(wrong.status(), 401, "{backend:?}");
+        assert!(wrong
+            .text()
+            .await
+            .expect("page")
+            .contains("Wrong user name or password"));
+
+        let ok = post_sign_in(&t, &http, "dora", PASSWORD).await;
+        assert_eq!(ok.status(), 303, "{backend:?}");
+        assert_eq!(ok.headers()[LOCATION], "/agents");
+        let (session, header) = set_cookie(&ok, "kbot_session");
+        for flag in ["HttpOnly", "SameSite=Lax", "Path=/"] {
+            assert!(header.contains(flag), "{header}");
+        }
+        assert!(!header.contains("Secure"), "plain HTTP: {header}");
+
+        let page = http.get(t.url("/")).header(COOKIE, &session).send().await;
+        let html = page.expect("GET /").text().await.expect("page");
+        assert!(
+            html.contains("<span id=\"signed-in-as\">dora</span>"),
+            "{html}"
+        );
+        let csrf = hidden(&html, "csrf");
+
+        // Sign-out without the token, or with another one: 403, an HTML page.
+        for body in [vec![], vec![("csrf", "0000")]] {
+            let refused = http
+                .post(t.url("/signout"))
+                .header(COOKIE, &session)
+                .form(&body);
+            let refused = refused.send().await.expect("POST /signout");
+            assert_eq!(refused.status(), 403, "{backend:?}");
+            let html = refused.text().await.expect("page");
+            assert!(
+                html.contains("CSRF token") && html.contains("<html"),
+                "{html}"
+            );
+        }
+        // The sign-in form itself: its token must match its cookie.
+        let forged = http
+            .post(t.url("/signin"))
+            .header(COOKIE, "kbot_signin=abc");
+        let forged = forged.form(&[("name", "dora"), ("password", PASSWORD), ("csrf", "abd")]);
+        assert_eq!(forged.send().await.expect("POST").status(), 403);
+
+        let out = http.post(t.url("/signout")).header(COOKIE, &session);
+        let out = out
+            .form(&[("csrf", csrf.as_str())])
+            .send()
+            .await
+            .expect("sign out");
+        assert_eq!(out.status(), 303);
+        let (cleared, header) = set_cookie(&out, "kbot_session");
+        assert_eq!(cleared, "kbot_session=");
+        assert!(header.contains("Max-Age=0"), "{header}");
+        // The old cookie is dead on the server too.
+        let page = http.get(t.url("/")).header(COOKIE, &session).send().await;
+        let html = page.expect("GET /").text().await.expect("page");
+        assert!(html.contains("id=\"sign-in\""), "{html}");
+        t.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn sign_in_is_rate_limited_per_user_name() {
+    for backend in backends() {
+        let t = TestServer::start_with(backend, |c| c.access.sign_in_attempts = 3).await;
+        let http = client();
+        kbot_server::access::password::add_user(t.db(), "erin", None, PASSWORD)
+            .await
+            .expect("add user");
+        for _ in 0..3 {
+            let wrong = post_sign_in(&t, &http, "erin", "guess").await;
+            assert_eq!(wrong.status(), 401, "{backend:?}");
+        }
+        // Even the right password now waits for the window.
+        let limited = post_sign_in(&t, &http, "Erin", PASSWORD).await;
+        assert_eq!(limited.status(), 429, "{backend:?}");
+        assert!(limited.headers().contains_key("retry-after"));
+        let html = limited.text().await.expect("page");
+        assert!(html.contains("Too many failed sign-ins"), "{html}");
+        t.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn reading_can_require_sign_in() {
+    for backend in backends() {
+        let t = TestServer::start_with(backend, |c| c.access.read_requires_sign_in = true).await;
+        let http = client();
+        let (_, token) = kbot_server::auth::create_user_token(t.db(), "fay", None)
+            .await
+            .expect("token");
+        kbot_server::access::password::add_user(t.db(), "fay", None, PASSWORD)
+            .await
+            .expect("password");
+
+        let page = http.get(t.url("/agents")).send().await.expect("GET");
+        assert_eq!(page.status(), 303, "{backend:?}");
+        assert_eq!(page.headers()[LOCATION], "/signin?next=%2Fagents");
+        let api = http
+            .get(t.url("/api/v1/submissions"))
+            .send()
+            .await
+            .expect("GET");
+        assert_eq!(api.status(), 401, "{backend:?}");
+        let api = http.get(t.url("/api/v1/submissions")).bearer_auth(&token);
+        assert_eq!(api.send().await.expect("GET").status(), 200);
+        assert_eq!(
+            http.get(t.url("/healthz"))
+                .send()
+                .await
+                .expect("GET")
+                .status(),
+            200
+        );
+
+        let ok = post_sign_in(&t, &http, "fay", PASSWORD).await;
+        let (session, _) = set_cookie(&ok, "kbot_session");
+        let page = http
+            .get(t.url("/agents"))
+            .header(COOKIE, session)
+            .send()
+            .await;
+        assert_eq!(page.expect("GET").status(), 200, "{backend:?}");
+        t.stop().await;
+    }
+}
