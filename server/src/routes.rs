@@ -107,12 +107,17 @@ fn dashboard_routes() -> Router<AppState> {
         .route("/watches", get(bisect::pages::watches))
 }
 
-/// Dashboard sign-in and sign-out.
+/// Dashboard sign-in and sign-out, and the forms that change things (a
+/// signed-in user with the session's CSRF token).
 fn access_routes() -> Router<AppState> {
     use access::pages as a;
+    use submissions::pages as s;
     Router::new()
         .route("/signin", get(a::form).post(a::sign_in))
         .route("/signout", post(a::sign_out))
+        .route("/submit", get(s::form).post(s::submit))
+        .route("/submissions/{id}/cancel", post(s::cancel))
+        .route("/submissions/{id}/resubmit", post(s::resubmit))
 }
 
 /// Regression reports: pages, mbox download, JSON (open), an operator's
