@@ -18,7 +18,8 @@
 //! - [`submissions`]: user submissions, their jobs, results; [`comparisons`]:
 //!   verdicts per pair and the extra runs `unknown` asks for.
 //! - [`bisect`]: from a regressed pair to its verified first bad commit;
-//!   [`watches`]: branches the robot follows.
+//!   [`watches`]: branches the robot follows; [`regressions`]: what the
+//!   robot found, and its triage.
 //! - [`client`]: the user CLI over the REST API.
 
 pub mod access;
@@ -37,6 +38,7 @@ pub mod jobs;
 pub mod loadgen;
 pub mod mail;
 pub mod openapi;
+pub mod regressions;
 pub mod repos;
 pub mod routes;
 pub mod scheduler;

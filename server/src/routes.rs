@@ -18,7 +18,9 @@ use tower_http::trace::TraceLayer;
 
 use crate::error::Error;
 use crate::state::AppState;
-use crate::{access, agents, bisect, dashboard, jobs, openapi, repos, submissions, watches};
+use crate::{
+    access, agents, bisect, dashboard, jobs, openapi, regressions, repos, submissions, watches,
+};
 
 /// The whole HTTP surface of the server.
 pub fn router(state: AppState) -> Router {
@@ -118,6 +120,9 @@ fn access_routes() -> Router<AppState> {
         .route("/submit", get(s::form).post(s::submit))
         .route("/submissions/{id}/cancel", post(s::cancel))
         .route("/submissions/{id}/resubmit", post(s::resubmit))
+        .route("/regressions", get(regressions::pages::list))
+        .route("/regressions/{id}", get(regressions::pages::show))
+        .route("/regressions/{id}/state", post(regressions::pages::triage))
 }
 
 /// Regression reports: pages, mbox download, JSON (open), an operator's

@@ -466,8 +466,32 @@ async fn a_cherry_picked_regression_is_a_duplicate() {
         assert_eq!(reports.len(), 1, "{backend:?}: {reports:#?}");
         expect_unreported(&reports, &second);
         assert_eq!(sink.received().len(), 1, "{backend:?}: a second mail");
+        // Both are regressions to triage: the first linked to its report,
+        // the second marked a duplicate by the robot.
+        let expected = vec![
+            (
+                bisection(&first)["id"].as_i64(),
+                reports[0]["id"].as_i64(),
+                "new".to_owned(),
+            ),
+            (
+                bisection(&second)["id"].as_i64(),
+                None,
+                "duplicate".to_owned(),
+            ),
+        ];
+        assert_eq!(regressions(&sim).await, expected, "{backend:?}");
         sim.stop().await;
     }
+}
+
+/// (bisection, report, triage state) of each regression, oldest first.
+async fn regressions(sim: &Sim<'_>) -> Vec<(Option<i64>, Option<i64>, String)> {
+    let sql = "SELECT bisection_id, report_id, state FROM regressions ORDER BY id";
+    sqlx::query_as(sql)
+        .fetch_all(sim.t.db().read())
+        .await
+        .expect("regressions")
 }
 
 /// Steps that ended good or bad.

@@ -295,6 +295,68 @@ async fn submit_pair(b: &Client, head: &str) -> i64 {
     id.parse().expect("an id")
 }
 
+/// Finds the pair's regression in the list (filtered from the URL), checks
+/// its links, and confirms it with a note.
+async fn triage(b: &Client, t: &TestServer, submission: i64, head: &str) {
+    let metric = "bw_pipe.bandwidth.MB%2Fsec";
+    b.goto(&t.url(&format!("/regressions?state=new&metric={metric}")))
+        .await
+        .expect("goto");
+    let list = text_of(b, "#regressions").await;
+    assert!(
+        list.contains(&head[..10]) && list.contains("-20.0%"),
+        "{list}"
+    );
+    assert!(list.contains(SUBJECT), "the subject as text: {list}");
+    assert!(!html(b).await.contains("<script>alert"), "escaped");
+    assert!(list.contains("lkp-test") && list.contains("new"), "{list}");
+    click(b, "#regressions td a").await;
+    let links = wait_text(b, "#regression").await;
+    assert!(
+        links.contains(&format!("submission {submission}")),
+        "{links}"
+    );
+    assert!(
+        text_of(b, "#message").await.contains(&head[..10]),
+        "the e-mail"
+    );
+    let mbox = b.find(Locator::Css("#mbox")).await.expect("mbox link");
+    let mbox = mbox.prop("href").await.expect("href").expect("a link");
+    let mbox = t.http.get(mbox).send().await.expect("GET mbox");
+    assert_eq!(mbox.status(), 200);
+    assert!(mbox.text().await.expect("mbox").starts_with("From "));
+
+    b.find(Locator::Css("#new-state"))
+        .await
+        .expect("states")
+        .select_by_value("confirmed")
+        .await
+        .expect("select");
+    fill(b, "#note", "reproduced <b>locally</b>").await;
+    click(b, "#set-state").await;
+    let history = wait_text(b, "#history").await;
+    assert!(
+        history.contains("hana") && history.contains("new") && history.contains("confirmed"),
+        "{history}"
+    );
+    assert!(
+        history.contains("reproduced <b>locally</b>"),
+        "escaped, shown as typed"
+    );
+    assert_eq!(text_of(b, "#state").await, "confirmed");
+    b.goto(&t.url("/regressions?state=new"))
+        .await
+        .expect("goto");
+    assert!(
+        b.find(Locator::Css("#regressions")).await.is_err(),
+        "none new"
+    );
+    b.goto(&t.url("/regressions?state=confirmed"))
+        .await
+        .expect("goto");
+    assert!(text_of(b, "#regressions").await.contains(&head[..10]));
+}
+
 #[tokio::test]
 async fn a_person_signs_in_submits_follows_triages_and_signs_out() {
     if !browser_available() {
@@ -330,6 +392,8 @@ async fn a_person_signs_in_submits_follows_triages_and_signs_out() {
             report.contains("regression") && report.contains(&shas[1][..10]),
             "{report}"
         );
+
+        triage(&b, &t, id, &shas[1]).await;
 
         // Submit the same pair again, and cancel that before it runs.
         b.goto(&page).await.expect("goto");

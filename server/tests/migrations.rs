@@ -130,3 +130,90 @@ async fn results_keep_every_metric_bit_when_samples_move_into_the_result_row() {
         db.close().await;
     }
 }
+
+/// metric, tbox group, bisection, report's Message-ID, triage state.
+type Regression = (String, String, Option<i64>, Option<String>, String);
+
+/// Migration 0010 finds the regressions a store already holds: each
+/// bisection (with the report it wrote) and each regression report written
+/// without one (its metric: the job's first KPI called different).
+#[tokio::test]
+async fn regressions_found_before_0010_are_listed_for_triage() {
+    for backend in backends() {
+        let store = TestStore::new(backend).await;
+        let db = Db::connect(&store.database_url).await.expect("connect");
+        migrate_up_to(&db, backend, "0010").await;
+        let seeded = seed::submission(&db, "linux", "dev", seed::LOAD_JOB_FILE, 1, 0)
+            .await
+            .expect("seed");
+        let s = seeded.submission_id;
+        let (atomic_job,): (i64,) =
+            sqlx::query_as("SELECT MIN(id) FROM atomic_jobs WHERE submission_id = $1")
+                .bind(s)
+                .fetch_one(db.read())
+                .await
+                .expect("atomic job");
+        execute(
+            &db,
+            &format!(
+                "INSERT INTO comparisons (submission_id, atomic_job_id, metric, verdict, \
+                   change_pct, base_n, head_n, created_at, updated_at) \
+                 VALUES ({s}, {atomic_job}, 'pipe.MB/s', 'different', -20.5, 4, 4, 1, 1)"
+            ),
+        )
+        .await;
+        execute(
+            &db,
+            &format!(
+                "INSERT INTO bisections (repo_id, origin_submission_id, origin_atomic_job_id, \
+                   good_commit_id, bad_commit_id, metric, tbox_group, job_key, dedup_key, \
+                   state, runs_cap, created_at) \
+                 SELECT repo_id, id, {atomic_job}, base_commit_id, head_commit_id, \
+                   'pipe.latency', 'lkp-box', 'k', 'd', 'reported', 10, 5 \
+                 FROM submissions WHERE id = {s}"
+            ),
+        )
+        .await;
+        for (message_id, bisection) in [("direct@kbot", "NULL"), ("bisected@kbot", "1")] {
+            execute(
+                &db,
+                &format!(
+                    "INSERT INTO report_outbox (message_id, submission_id, atomic_job_id, kind, \
+                       subject, envelope_from, recipients, message, next_attempt_at, \
+                       created_at, state, bisection_id) \
+                     VALUES ('{message_id}', {s}, {atomic_job}, 'regression', 's', 'f', 'r', \
+                       'm', 7, 7, 'mail_off', {bisection})"
+                ),
+            )
+            .await;
+        }
+
+        db.migrate().await.expect("migrate to the current schema");
+
+        let found: Vec<Regression> = sqlx::query_as(
+            "SELECT g.metric, g.tbox_group, g.bisection_id, o.message_id, g.state \
+             FROM regressions g LEFT JOIN report_outbox o ON o.id = g.report_id ORDER BY g.id",
+        )
+        .fetch_all(db.read())
+        .await
+        .expect("regressions");
+        let expected = vec![
+            (
+                "pipe.latency".into(),
+                "lkp-box".into(),
+                Some(1),
+                Some("bisected@kbot".into()),
+                "new".into(),
+            ),
+            (
+                "pipe.MB/s".into(),
+                String::new(),
+                None,
+                Some("direct@kbot".into()),
+                "new".into(),
+            ),
+        ];
+        assert_eq!(found, expected, "{backend:?}");
+        db.close().await;
+    }
+}

@@ -36,6 +36,7 @@ use tokio::sync::broadcast::error::RecvError;
 use crate::comparisons::{self, BootedCommits, PairComparison};
 use crate::db::Tx;
 use crate::error::{Error, Result};
+use crate::regressions;
 use crate::repos::{self, StoredCommit};
 use crate::state::AppState;
 use crate::submissions::{self, NewPair};
@@ -170,14 +171,38 @@ pub async fn on_pair_settled(
         );
         return Ok(());
     }
-    match regressed_kpi(pc) {
-        Some(m) if origin.bisect && !adjacent(&pc.base, &pc.head) => {
-            start(tx, submission_id, pc, &m.metric).await?;
+    let regressed = regressed_kpi(pc);
+    let bisects = origin.bisect && !adjacent(&pc.base, &pc.head);
+    let (bisection_id, report_id) = match regressed {
+        Some(m) if bisects => {
+            let Some(id) = start(tx, submission_id, pc, &m.metric).await? else {
+                // The range is being bisected already; its regression is recorded.
+                return Ok(());
+            };
+            (Some(id), None)
         }
         _ => {
-            crate::mail::enqueue_pair_report(tx, &state.config.mail, submission_id, pc).await?;
+            let mail = &state.config.mail;
+            let report = crate::mail::enqueue_pair_report(tx, mail, submission_id, pc).await?;
+            (None, report)
         }
-    }
+    };
+    // No regression: an improvement's report, or nothing, was written.
+    let Some(m) = regressed else {
+        return Ok(());
+    };
+    let regression = regressions::NewRegression {
+        repo_id: pc.head.repo_id,
+        submission_id,
+        atomic_job_id: pc.atomic_job_id,
+        metric: &m.metric,
+        tbox_group: origin.tbox_group.as_deref().unwrap_or_default(),
+        // Perf-profile and `%` stats change in points, not percent.
+        change_pct: Some(m.change).filter(|c| c.is_finite() && !m.change_is_absolute),
+        bisection_id,
+        report_id,
+    };
+    regressions::record(tx, &regression).await?;
     Ok(())
 }
 
@@ -754,7 +779,14 @@ async fn check_verification(state: &AppState, b: &BisectionRow) -> Result<()> {
             bisection_id: Some(b.id),
             still_on,
         };
-        crate::mail::enqueue_bisection_report(&mut tx, &state.config.mail, &blame).await?;
+        let report = crate::mail::enqueue_bisection_report(&mut tx, &state.config.mail, &blame);
+        if let Some(report_id) = report.await? {
+            regressions::link_report(&mut tx, b.id, report_id).await?;
+        }
+    }
+    if conclusion.state == "duplicate" {
+        let reason = conclusion.reason.as_deref().unwrap_or_default();
+        regressions::mark_by_robot(&mut tx, b.id, "duplicate", reason).await?;
     }
     store::conclude(&mut tx, b, &conclusion).await?;
     tx.commit().await?;

@@ -1,0 +1,42 @@
+//! Regressions: what the robot found and what people decided about it.
+//!
+//! A regression is a KPI that kbot called `different` in the bad direction
+//! on a user or watch pair ([`crate::bisect::regressed_kpi`]). It is
+//! recorded in the transaction that records the pair's verdict, with the
+//! bisection it starts (a range) or the report it writes (adjacent commits,
+//! or bisection off); a bisection's report is linked when the bisection
+//! writes it. Its triage state (`new` until someone changes it, `duplicate`
+//! when the bisection finds the patch reported before) and every change,
+//! with who and when, are kept (migration 0010).
+
+pub mod pages;
+mod store;
+
+pub use store::{
+    get, history, link_report, list, mark_by_robot, record, set_state, Filter, HistoryRow,
+    NewRegression, RegressionRow,
+};
+
+/// The triage states: stored value and what the dashboard calls it.
+pub const STATES: [(&str, &str); 7] = [
+    ("new", "new"),
+    ("confirmed", "confirmed"),
+    ("reported", "reported"),
+    ("fixed", "fixed"),
+    ("invalid", "invalid"),
+    ("wont_fix", "won't fix"),
+    ("duplicate", "duplicate"),
+];
+
+/// The dashboard's name of a stored state.
+pub fn state_label(state: &str) -> &str {
+    STATES
+        .iter()
+        .find(|(value, _)| *value == state)
+        .map_or(state, |(_, label)| label)
+}
+
+/// Whether `state` is one of [`STATES`].
+pub fn is_state(state: &str) -> bool {
+    STATES.iter().any(|(value, _)| *value == state)
+}

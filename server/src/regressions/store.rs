@@ -1,0 +1,268 @@
+//! The `regressions` and `regression_events` tables.
+
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+use crate::auth::UserAuth;
+use crate::db::{Db, Tx};
+use crate::error::{Error, Result};
+use crate::time::now_ms;
+
+/// A regression to record.
+pub struct NewRegression<'a> {
+    pub repo_id: i64,
+    pub submission_id: i64,
+    pub atomic_job_id: i64,
+    pub metric: &'a str,
+    pub tbox_group: &'a str,
+    pub change_pct: Option<f64>,
+    pub bisection_id: Option<i64>,
+    pub report_id: Option<i64>,
+}
+
+/// Records a regression in the caller's transaction; `None` when this job's
+/// metric was recorded before (a re-evaluated pair).
+pub async fn record(tx: &mut Tx, r: &NewRegression<'_>) -> Result<Option<i64>> {
+    let now = now_ms();
+    let row = sqlx::query(
+        "INSERT INTO regressions (repo_id, submission_id, atomic_job_id, metric, tbox_group, \
+             change_pct, bisection_id, report_id, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+         ON CONFLICT (atomic_job_id, metric) DO NOTHING RETURNING id",
+    )
+    .bind(r.repo_id)
+    .bind(r.submission_id)
+    .bind(r.atomic_job_id)
+    .bind(r.metric)
+    .bind(r.tbox_group)
+    .bind(r.change_pct)
+    .bind(r.bisection_id)
+    .bind(r.report_id)
+    .bind(now)
+    .bind(now)
+    .fetch_optional(&mut **tx)
+    .await?;
+    let id = row.map(|row| row.try_get("id")).transpose()?;
+    if let Some(id) = id {
+        tracing::info!(regression = id, metric = r.metric, "regression recorded");
+    }
+    Ok(id)
+}
+
+/// Links the report a bisection wrote to the regression it bisected.
+pub async fn link_report(tx: &mut Tx, bisection_id: i64, report_id: i64) -> Result<()> {
+    sqlx::query("UPDATE regressions SET report_id = $1, updated_at = $2 WHERE bisection_id = $3")
+        .bind(report_id)
+        .bind(now_ms())
+        .bind(bisection_id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// The robot's own triage (no user): moves the bisection's regressions
+/// still `new` to `to`, with `note` in their history.
+pub async fn mark_by_robot(tx: &mut Tx, bisection_id: i64, to: &str, note: &str) -> Result<()> {
+    let ids: Vec<(i64,)> =
+        sqlx::query_as("SELECT id FROM regressions WHERE bisection_id = $1 AND state = 'new'")
+            .bind(bisection_id)
+            .fetch_all(&mut **tx)
+            .await?;
+    for (id,) in ids {
+        change(tx, id, None, "new", to, note).await?;
+    }
+    Ok(())
+}
+
+/// A person's triage: the new state and why.
+pub async fn set_state(db: &Db, id: i64, user: &UserAuth, to: &str, note: &str) -> Result<()> {
+    if !super::is_state(to) {
+        return Err(Error::BadRequest(format!("no triage state {to:?}")));
+    }
+    let mut tx = db.begin().await?;
+    let from: Option<(String,)> = sqlx::query_as("SELECT state FROM regressions WHERE id = $1")
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let (from,) = from.ok_or_else(|| Error::not_found("regression", id))?;
+    change(&mut tx, id, Some(user.user_id), &from, to, note.trim()).await?;
+    tx.commit().await?;
+    tracing::info!(regression = id, user = %user.user_name, from, to, "regression triaged");
+    Ok(())
+}
+
+async fn change(
+    tx: &mut Tx,
+    id: i64,
+    user_id: Option<i64>,
+    from: &str,
+    to: &str,
+    note: &str,
+) -> Result<()> {
+    let now = now_ms();
+    sqlx::query("UPDATE regressions SET state = $1, updated_at = $2 WHERE id = $3")
+        .bind(to)
+        .bind(now)
+        .bind(id)
+        .execute(&mut **tx)
+        .await?;
+    sqlx::query(
+        "INSERT INTO regression_events (regression_id, user_id, at, from_state, to_state, note) \
+         VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(id)
+    .bind(user_id)
+    .bind(now)
+    .bind(from)
+    .bind(to)
+    .bind(note)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// A regression with what it links to, as pages show it.
+#[derive(Debug, Clone)]
+pub struct RegressionRow {
+    pub id: i64,
+    pub repo: String,
+    pub submission_id: i64,
+    pub metric: String,
+    pub tbox_group: String,
+    pub change_pct: Option<f64>,
+    pub state: String,
+    pub head_sha: String,
+    pub head_subject: String,
+    pub bisection_id: Option<i64>,
+    pub bisection_state: Option<String>,
+    pub report_id: Option<i64>,
+    pub report_message_id: Option<String>,
+    pub report_subject: Option<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+const SELECT: &str = "SELECT g.id, r.name AS repo, g.submission_id, g.metric, g.tbox_group, \
+        g.change_pct, g.state, c.sha AS head_sha, c.subject AS head_subject, g.bisection_id, \
+        b.state AS bisection_state, g.report_id, o.message_id, o.subject AS report_subject, \
+        g.created_at, g.updated_at \
+    FROM regressions g \
+    JOIN repos r ON r.id = g.repo_id \
+    JOIN submissions s ON s.id = g.submission_id \
+    JOIN commits c ON c.id = s.head_commit_id \
+    LEFT JOIN bisections b ON b.id = g.bisection_id \
+    LEFT JOIN report_outbox o ON o.id = g.report_id";
+
+impl RegressionRow {
+    fn from_row(row: &AnyRow) -> Result<RegressionRow> {
+        Ok(RegressionRow {
+            id: row.try_get("id")?,
+            repo: row.try_get("repo")?,
+            submission_id: row.try_get("submission_id")?,
+            metric: row.try_get("metric")?,
+            tbox_group: row.try_get("tbox_group")?,
+            change_pct: row.try_get("change_pct")?,
+            state: row.try_get("state")?,
+            head_sha: row.try_get("head_sha")?,
+            head_subject: row.try_get("head_subject")?,
+            bisection_id: row.try_get("bisection_id")?,
+            bisection_state: row.try_get("bisection_state")?,
+            report_id: row.try_get("report_id")?,
+            report_message_id: row.try_get("message_id")?,
+            report_subject: row.try_get("report_subject")?,
+            created_at: row.try_get("created_at")?,
+            updated_at: row.try_get("updated_at")?,
+        })
+    }
+}
+
+/// The list's filters, from the URL; empty fields do not filter.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+pub struct Filter {
+    #[serde(default)]
+    pub repo: String,
+    #[serde(default)]
+    pub tbox_group: String,
+    #[serde(default)]
+    pub metric: String,
+    #[serde(default)]
+    pub state: String,
+}
+
+/// Regressions matching `filter`, newest first: `limit` of them from
+/// `offset`.
+pub async fn list(db: &Db, filter: &Filter, limit: i64, offset: i64) -> Result<Vec<RegressionRow>> {
+    let mut conditions = Vec::new();
+    let mut values = Vec::new();
+    for (column, value) in [
+        ("r.name", &filter.repo),
+        ("g.tbox_group", &filter.tbox_group),
+        ("g.metric", &filter.metric),
+        ("g.state", &filter.state),
+    ] {
+        if !value.trim().is_empty() {
+            values.push(value.trim().to_owned());
+            conditions.push(format!("{column} = ${}", values.len()));
+        }
+    }
+    let filtered = if conditions.is_empty() {
+        String::new()
+    } else {
+        format!(" WHERE {}", conditions.join(" AND "))
+    };
+    let n = values.len();
+    let sql = format!(
+        "{SELECT}{filtered} ORDER BY g.id DESC LIMIT ${} OFFSET ${}",
+        n + 1,
+        n + 2
+    );
+    let mut query = sqlx::query(&sql);
+    for value in values {
+        query = query.bind(value);
+    }
+    let rows = query.bind(limit).bind(offset).fetch_all(db.read()).await?;
+    rows.iter().map(RegressionRow::from_row).collect()
+}
+
+/// One regression.
+pub async fn get(db: &Db, id: i64) -> Result<RegressionRow> {
+    let row = sqlx::query(&format!("{SELECT} WHERE g.id = $1"))
+        .bind(id)
+        .fetch_optional(db.read())
+        .await?
+        .ok_or_else(|| Error::not_found("regression", id))?;
+    RegressionRow::from_row(&row)
+}
+
+/// One change of a regression's triage state.
+#[derive(Debug, Clone)]
+pub struct HistoryRow {
+    pub at: i64,
+    /// `None`: the robot.
+    pub user: Option<String>,
+    pub from_state: String,
+    pub to_state: String,
+    pub note: String,
+}
+
+/// Every change of regression `id`, oldest first.
+pub async fn history(db: &Db, id: i64) -> Result<Vec<HistoryRow>> {
+    let rows = sqlx::query(
+        "SELECT e.at, u.name, e.from_state, e.to_state, e.note FROM regression_events e \
+         LEFT JOIN users u ON u.id = e.user_id WHERE e.regression_id = $1 ORDER BY e.id",
+    )
+    .bind(id)
+    .fetch_all(db.read())
+    .await?;
+    rows.iter()
+        .map(|row| {
+            Ok(HistoryRow {
+                at: row.try_get("at")?,
+                user: row.try_get("name")?,
+                from_state: row.try_get("from_state")?,
+                to_state: row.try_get("to_state")?,
+                note: row.try_get("note")?,
+            })
+        })
+        .collect()
+}
