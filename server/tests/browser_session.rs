@@ -156,6 +156,17 @@ async fn wait_prop(b: &Client, css: &str, prop: &str, ok: impl Fn(&str) -> bool)
     .await
 }
 
+/// With `KBOT_SCREENSHOT_DIR` set, saves what the browser shows as
+/// `NAME.png` there (the README's pictures come from this test).
+async fn screenshot(b: &Client, name: &str) {
+    let Some(dir) = std::env::var_os("KBOT_SCREENSHOT_DIR") else {
+        return;
+    };
+    let png = b.screenshot().await.expect("screenshot");
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "a PNG");
+    std::fs::write(Path::new(&dir).join(format!("{name}.png")), png).expect("save screenshot");
+}
+
 /// The page's HTML after the browser built it.
 async fn html(b: &Client) -> String {
     b.source().await.expect("page source")
@@ -285,6 +296,7 @@ async fn submit_pair(b: &Client, head: &str) -> i64 {
     click(b, "#submit-pair").await;
     let error = wait_text(b, "#submit-error").await;
     assert!(error.contains("no-such-branch"), "{error}");
+    screenshot(b, "submit-error").await;
     // What was typed is still there.
     wait_prop(b, "#job_file", "value", |v| v == JOB).await;
 
@@ -344,6 +356,7 @@ async fn triage(b: &Client, t: &TestServer, submission: i64, head: &str) {
         "escaped, shown as typed"
     );
     assert_eq!(text_of(b, "#state").await, "confirmed");
+    screenshot(b, "regression").await;
     b.goto(&t.url("/regressions?state=new"))
         .await
         .expect("goto");
@@ -355,6 +368,7 @@ async fn triage(b: &Client, t: &TestServer, submission: i64, head: &str) {
         .await
         .expect("goto");
     assert!(text_of(b, "#regressions").await.contains(&head[..10]));
+    screenshot(b, "regressions").await;
 }
 
 #[tokio::test]
