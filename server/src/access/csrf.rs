@@ -52,6 +52,10 @@ where
     }
 }
 
+/// A form with nothing but its CSRF token (sign-out, cancel, resubmit).
+#[derive(Debug, serde::Deserialize)]
+pub struct NoFields {}
+
 /// Whether the url-encoded `body` has a `csrf` field equal to `expected`.
 fn token_matches(body: &[u8], expected: &str) -> bool {
     url::form_urlencoded::parse(body)

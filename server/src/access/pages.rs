@@ -16,7 +16,7 @@ use axum::response::{AppendHeaders, IntoResponse, Redirect, Response};
 use axum::Form;
 use serde::Deserialize;
 
-use super::csrf::{same, CsrfForm};
+use super::csrf::{same, CsrfForm, NoFields};
 use super::session::{self, cookie, set_cookie};
 use super::{limit, password};
 use crate::auth::random_hex;
@@ -172,10 +172,6 @@ fn too_many(wait: std::time::Duration) -> Response {
         .insert(header::RETRY_AFTER, wait.as_secs().max(1).into());
     response
 }
-
-/// The sign-out form has nothing but its CSRF token.
-#[derive(Debug, Deserialize)]
-pub struct NoFields {}
 
 /// `POST /signout`: ends the session and clears the cookie.
 pub async fn sign_out(State(state): State<AppState>, f: CsrfForm<NoFields>) -> Response {

@@ -779,9 +779,9 @@ async fn check_verification(state: &AppState, b: &BisectionRow) -> Result<()> {
             bisection_id: Some(b.id),
             still_on,
         };
-        let report = crate::mail::enqueue_bisection_report(&mut tx, &state.config.mail, &blame);
-        if let Some(report_id) = report.await? {
-            regressions::link_report(&mut tx, b.id, report_id).await?;
+        let mail = &state.config.mail;
+        if let Some(report) = crate::mail::enqueue_bisection_report(&mut tx, mail, &blame).await? {
+            regressions::link_report(&mut tx, b.id, report).await?;
         }
     }
     if conclusion.state == "duplicate" {

@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
 use super::types::SubmitRequest;
+use crate::access::csrf::NoFields;
 use crate::access::{CsrfForm, Session, SignedIn};
 use crate::dashboard::render;
 use crate::error::{Error, HtmlError};
@@ -159,10 +160,6 @@ async fn example(dir: &Path, name: &str) -> Result<String, Error> {
     }
     Ok(tokio::fs::read_to_string(&path).await?)
 }
-
-/// The cancel and resubmit forms carry nothing but their CSRF token.
-#[derive(Debug, Deserialize)]
-pub struct NoFields {}
 
 /// `POST /submissions/{id}/cancel`
 pub async fn cancel(
