@@ -515,6 +515,48 @@ pub fn passes_absolute_floor(metric: &str, max: f64, delta: f64) -> bool {
     }
 }
 
+/// Unit suffixes of metric names, most specific first: LKP names carry
+/// their unit in the last component (`lmbench3.PIPE.bandwidth.MB/sec`,
+/// `*.latency.us`, `hackbench.time_sec`, `*.time.elapsed_time`).
+const UNIT_SUFFIXES: &[(&str, &str)] = &[
+    ("MB/sec", "MB/s"),
+    ("GB/sec", "GB/s"),
+    ("KB/sec", "KB/s"),
+    ("usecs_per_op", "µs/op"),
+    ("nsecs_per_op", "ns/op"),
+    ("ops_per_sec", "ops/s"),
+    ("_per_sec", "/s"),
+    (".latency.us", "µs"),
+    ("latency_us", "µs"),
+    (".us", "µs"),
+    (".ns", "ns"),
+    (".ms", "ms"),
+    ("time.elapsed_time", "s"),
+    ("time.user_time", "s"),
+    ("time.system_time", "s"),
+    ("time.maximum_resident_set_size", "KiB"),
+    ("time_sec", "s"),
+    ("_sec", "s"),
+    ("_secs", "s"),
+    (".bytes", "bytes"),
+    ("_ops", "ops"),
+    ("_percent", "%"),
+    ("%", "%"),
+];
+
+/// The unit a metric's name states (`MB/s`, `µs`, `s`, `%`, ...), for axis
+/// labels; `None` when the name does not say (counts, scores, ratios).
+/// perf-profile stats are percentages of cycles.
+pub fn unit(metric: &str) -> Option<&'static str> {
+    if is_perf_profile(metric) {
+        return Some("%");
+    }
+    UNIT_SUFFIXES
+        .iter()
+        .find(|(suffix, _)| metric.ends_with(suffix))
+        .map(|(_, unit)| *unit)
+}
+
 /// Sort key for reports: KPIs first, then the benchmark's side metrics and
 /// monitors, then perf-sched, perf-stat and perf-profile, as the robot's
 /// compare block orders them (§6 item 10).
@@ -647,6 +689,20 @@ mod tests {
             1.0,
             9000.0
         ));
+    }
+
+    #[test]
+    fn units_come_from_the_name() {
+        assert_eq!(unit("lmbench3.PIPE.bandwidth.MB/sec"), Some("MB/s"));
+        assert_eq!(unit("lmbench3.PIPE.latency.us"), Some("µs"));
+        assert_eq!(unit("perf-bench-sched-pipe.usecs_per_op"), Some("µs/op"));
+        assert_eq!(unit("pipen.ops_per_sec"), Some("ops/s"));
+        assert_eq!(unit("hackbench.time_sec"), Some("s"));
+        assert_eq!(unit("bw_pipe.time.elapsed_time"), Some("s"));
+        assert_eq!(unit("will-it-scale.per_thread_ops"), Some("ops"));
+        assert_eq!(unit("perf-profile.self.cycles-pp.pipe_read"), Some("%"));
+        assert_eq!(unit("will-it-scale.scalability"), None);
+        assert_eq!(unit("vmstat.cpu.id"), None);
     }
 
     #[test]

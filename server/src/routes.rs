@@ -101,8 +101,13 @@ fn user_routes() -> Router<AppState> {
 /// The HTML dashboard.
 fn dashboard_routes() -> Router<AppState> {
     Router::new()
-        .route("/", get(dashboard::index))
+        .route("/", get(dashboard::overview::page))
+        .route("/submissions", get(dashboard::index))
+        .route("/machines", get(dashboard::machines::page))
+        .route("/jobs/{id}/log", get(dashboard::machines::job_log))
+        .route("/trends", get(dashboard::trends::page))
         .route("/submissions/{id}", get(dashboard::submission))
+        .route("/submissions/{id}/compare", get(dashboard::compare::page))
         .route("/agents", get(dashboard::agents))
         .route("/bisections", get(bisect::pages::list))
         .route("/bisections/{id}", get(bisect::pages::show))

@@ -220,7 +220,7 @@ async fn submission_runs_compares_and_settles() {
 }
 
 async fn dashboard_pages(f: &Fixture, id: i64, head: &str) {
-    let index = f.get("/").await;
+    let index = f.get("/submissions").await;
     assert_eq!(index.status(), 200);
     let html = index.text().await.expect("html");
     assert!(

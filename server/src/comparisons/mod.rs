@@ -11,6 +11,8 @@
 mod backends;
 pub use backends::{booted_commits, booted_commits_by_position, BootedCommits};
 mod store;
+// The dashboard's comparison page plots the runs the verdicts were drawn on.
+pub use store::{finished_runs, SideRuns};
 
 use std::time::Duration;
 

@@ -2,6 +2,15 @@
 //! compare table, and the agents. Server-rendered askama templates
 //! (`templates/`, each extending `base.html`); no JavaScript.
 
+pub mod compare;
+mod fleet;
+pub mod machines;
+pub mod overview;
+mod paging;
+pub mod plots;
+pub mod trends;
+mod trends_data;
+mod verdicts;
 mod views;
 
 use askama::Template;
@@ -63,7 +72,7 @@ pub(crate) fn render(page: &impl Template) -> PageResult {
         .map_err(|e| HtmlError(Error::Other(anyhow::anyhow!("template failed: {e}"))))
 }
 
-/// `GET /`: the newest submissions.
+/// `GET /submissions`: the newest submissions.
 pub async fn index(State(state): State<AppState>) -> PageResult {
     let list = submissions::list_submissions(&state.db, 100, None).await?;
     render(&SubmissionsPage {

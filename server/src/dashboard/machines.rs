@@ -1,0 +1,298 @@
+//! `GET /machines`: every agent with its tbox group, status, fingerprint
+//! (the machine under test and, for qemu agents, the host), current job and
+//! last heartbeat, then the fleet's recent failures (build, boot, timeout,
+//! incomplete runs, infrastructure) with links to their logs. Filtered by
+//! `group`, `status` and failure `kind` from the URL; failures are paged.
+//!
+//! `GET /jobs/{id}/log`: one job's events with their full text (the build
+//! log or console tail an agent posts with a failure) and the console of
+//! its uploaded result.
+
+use askama::Template;
+use axum::extract::{Path, Query, State};
+use kbot_core::api::Hardware;
+use serde::Deserialize;
+use sqlx::Row;
+
+use super::fleet::{self, RunningJob};
+use super::paging::{filter, Pager, Paging};
+use super::{format_time, render, PageResult};
+use crate::agents::AgentRecord;
+use crate::artifacts::ArtifactStore;
+use crate::db::Db;
+use crate::error::{Error, Result};
+use crate::state::AppState;
+use crate::time::now_ms;
+
+const FAILURES_PER_PAGE: u32 = 25;
+/// Longest console shown on a log page; the end of a console says most.
+const CONSOLE_TAIL_BYTES: usize = 256 * 1024;
+
+#[derive(Debug, Default, Deserialize)]
+pub struct MachinesQuery {
+    pub group: Option<String>,
+    /// `idle`, `busy` or `offline`.
+    pub status: Option<String>,
+    /// A failure kind: `build_failed`, `boot_failed`, `timeout`, ...
+    pub kind: Option<String>,
+    pub page: Option<u32>,
+}
+
+#[derive(Template)]
+#[template(path = "machines.html")]
+struct MachinesPage {
+    group: String,
+    status: String,
+    kind: String,
+    agents: Vec<MachineRow>,
+    failures: Vec<FailureRow>,
+    pager: Pager,
+}
+
+struct MachineRow {
+    name: String,
+    group: String,
+    backend: String,
+    status: String,
+    guest: Vec<(&'static str, String)>,
+    host: Option<Vec<(&'static str, String)>>,
+    current: Option<(i64, i64, String)>,
+    heartbeat: String,
+    ago: String,
+}
+
+struct FailureRow {
+    job_id: i64,
+    submission_id: i64,
+    at: String,
+    kind: String,
+    agent: String,
+    group: String,
+    testcase: String,
+    sha: String,
+    summary: String,
+}
+
+pub async fn page(State(state): State<AppState>, Query(q): Query<MachinesQuery>) -> PageResult {
+    let (group, status, kind) = (filter(&q.group), filter(&q.status), filter(&q.kind));
+    let now = now_ms();
+    let offline_after = fleet::offline_after_ms(&state.config);
+    let running = fleet::running_jobs(&state.db, group, i64::MAX).await?;
+    let agents: Vec<MachineRow> = fleet::agents(&state.db, group)
+        .await?
+        .iter()
+        .map(|a| {
+            let s = fleet::status(a, now, offline_after).as_str();
+            machine_row(a, s, &running, now)
+        })
+        .filter(|m| status.is_none_or(|s| m.status == s))
+        .collect();
+    let paging = Paging::new(q.page, FAILURES_PER_PAGE);
+    let mut failures = failures(&state.db, group, kind, paging).await?;
+    let has_next = failures.len() > FAILURES_PER_PAGE as usize;
+    failures.truncate(FAILURES_PER_PAGE as usize);
+    let filters = [
+        ("group", q.group.clone().unwrap_or_default()),
+        ("status", q.status.clone().unwrap_or_default()),
+        ("kind", q.kind.clone().unwrap_or_default()),
+    ];
+    render(&MachinesPage {
+        group: group.unwrap_or_default().to_owned(),
+        status: status.unwrap_or_default().to_owned(),
+        kind: kind.unwrap_or_default().to_owned(),
+        agents,
+        failures,
+        pager: Pager::new("/machines", &filters, paging, has_next),
+    })
+}
+
+fn machine_row(a: &AgentRecord, status: &str, running: &[RunningJob], now: i64) -> MachineRow {
+    let current = running.iter().find(|j| j.agent_id == Some(a.id)).map(|j| {
+        (
+            j.job_id,
+            j.submission_id,
+            format!("{} {}", j.testcase, j.phase),
+        )
+    });
+    MachineRow {
+        name: a.name.clone(),
+        group: a.tbox_group.clone(),
+        backend: crate::agents::backend_str(a.backend).to_owned(),
+        status: status.to_owned(),
+        guest: fingerprint(&a.hardware),
+        host: a.host.as_ref().map(fingerprint),
+        current,
+        heartbeat: format_time(a.last_seen_at),
+        ago: fleet::elapsed(now - a.last_seen_at),
+    }
+}
+
+/// The fingerprint as (field, value) pairs.
+fn fingerprint(hw: &Hardware) -> Vec<(&'static str, String)> {
+    vec![
+        ("arch", hw.arch.clone()),
+        ("CPU", hw.cpu_model.clone()),
+        (
+            "CPUs",
+            format!(
+                "{} threads ({} sockets × {} cores)",
+                hw.threads, hw.sockets, hw.cores
+            ),
+        ),
+        ("NUMA nodes", hw.numa_nodes.to_string()),
+        ("memory", kbot_core::needs::human_size(hw.memory_bytes)),
+        ("page size", kbot_core::needs::human_size(hw.page_size)),
+        ("kernel", hw.kernel.clone()),
+    ]
+}
+
+/// A page of failure events, newest first (one row more than a page).
+async fn failures(
+    db: &Db,
+    group: Option<&str>,
+    kind: Option<&str>,
+    paging: Paging,
+) -> Result<Vec<FailureRow>> {
+    let rows = sqlx::query(
+        "SELECT e.job_id, e.at, e.failure, e.detail, j.submission_id, a.testcase, c.sha, \
+                COALESCE(ag.name, '') AS agent, COALESCE(ag.tbox_group, '') AS tbox_group \
+         FROM job_events e JOIN jobs j ON j.id = e.job_id \
+         JOIN atomic_jobs a ON a.id = j.atomic_job_id JOIN commits c ON c.id = j.commit_id \
+         LEFT JOIN agents ag ON ag.id = e.agent_id \
+         WHERE e.failure IS NOT NULL AND ($1 = '' OR ag.tbox_group = $2) \
+           AND ($3 = '' OR e.failure = $4) \
+         ORDER BY e.id DESC LIMIT $5 OFFSET $6",
+    )
+    .bind(group.unwrap_or(""))
+    .bind(group.unwrap_or(""))
+    .bind(kind.unwrap_or(""))
+    .bind(kind.unwrap_or(""))
+    .bind(paging.limit_probe())
+    .bind(paging.offset())
+    .fetch_all(db.read())
+    .await?;
+    rows.iter()
+        .map(|row| {
+            let detail: String = row.try_get("detail")?;
+            let sha: String = row.try_get("sha")?;
+            Ok(FailureRow {
+                job_id: row.try_get("job_id")?,
+                submission_id: row.try_get("submission_id")?,
+                at: format_time(row.try_get("at")?),
+                kind: row.try_get("failure")?,
+                agent: row.try_get("agent")?,
+                group: row.try_get("tbox_group")?,
+                testcase: row.try_get("testcase")?,
+                sha: sha.chars().take(12).collect(),
+                summary: last_line(&detail),
+            })
+        })
+        .collect()
+}
+
+/// The last non-empty line of a log tail, cut to a table cell's width.
+fn last_line(detail: &str) -> String {
+    let line = detail
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    let mut out: String = line.chars().take(160).collect();
+    if line.chars().count() > 160 {
+        out.push('…');
+    }
+    out
+}
+
+#[derive(Template)]
+#[template(path = "job_log.html")]
+struct JobLogPage {
+    job_id: i64,
+    submission_id: i64,
+    side: String,
+    sha: String,
+    state: String,
+    failure: String,
+    events: Vec<(String, String, String, String)>,
+    console: Option<String>,
+}
+
+/// `GET /jobs/{id}/log`.
+pub async fn job_log(State(state): State<AppState>, Path(id): Path<i64>) -> PageResult {
+    let job = sqlx::query(
+        "SELECT j.submission_id, j.side, j.state, COALESCE(j.failure, '') AS failure, c.sha, \
+                r.console_path \
+         FROM jobs j JOIN commits c ON c.id = j.commit_id \
+         LEFT JOIN results r ON r.job_id = j.id WHERE j.id = $1",
+    )
+    .bind(id)
+    .fetch_optional(state.db.read())
+    .await
+    .map_err(Error::from)?
+    .ok_or_else(|| Error::not_found("job", id))?;
+    let events = sqlx::query(
+        "SELECT e.at, e.state, COALESCE(e.failure, '') AS failure, e.detail \
+         FROM job_events e WHERE e.job_id = $1 ORDER BY e.id",
+    )
+    .bind(id)
+    .fetch_all(state.db.read())
+    .await
+    .map_err(Error::from)?;
+    let events = events
+        .iter()
+        .map(|e| {
+            Ok((
+                format_time(e.try_get("at")?),
+                e.try_get("state")?,
+                e.try_get("failure")?,
+                e.try_get("detail")?,
+            ))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let console_path: Option<String> = job.try_get("console_path").map_err(Error::from)?;
+    let console = match console_path {
+        Some(path) => Some(tail(
+            &ArtifactStore::new(&state.config.artifact_dir)
+                .get(&path)
+                .await?,
+        )),
+        None => None,
+    };
+    render(&JobLogPage {
+        job_id: id,
+        submission_id: job.try_get("submission_id").map_err(Error::from)?,
+        side: job.try_get("side").map_err(Error::from)?,
+        sha: job.try_get("sha").map_err(Error::from)?,
+        state: job.try_get("state").map_err(Error::from)?,
+        failure: job.try_get("failure").map_err(Error::from)?,
+        events,
+        console,
+    })
+}
+
+/// The last [`CONSOLE_TAIL_BYTES`] of `text`, cut at a character boundary.
+fn tail(text: &str) -> String {
+    if text.len() <= CONSOLE_TAIL_BYTES {
+        return text.to_owned();
+    }
+    let mut start = text.len() - CONSOLE_TAIL_BYTES;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("[… {start} bytes before]\n{}", &text[start..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summaries_take_the_last_line() {
+        assert_eq!(last_line("make: ***\nerror: foo\n\n"), "error: foo");
+        assert_eq!(last_line(""), "");
+        assert!(last_line(&"x".repeat(300)).ends_with('…'));
+        let long = format!("{}é", "a".repeat(CONSOLE_TAIL_BYTES));
+        assert!(tail(&long).starts_with("[… 2 bytes before]"));
+    }
+}

@@ -1,0 +1,7 @@
+//! Plots the dashboard draws on the server, as inline SVG: no JavaScript,
+//! readable without colour (shapes and labels), every text escaped.
+
+pub mod axis;
+pub mod samples;
+pub mod svg;
+pub mod trend;
