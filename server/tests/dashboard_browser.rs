@@ -84,7 +84,7 @@ async fn chromium_renders_the_dashboard() {
     }
 
     let profile = tmp.path().join("profile");
-    let dom = chromium(&profile, "--dump-dom", &server.url("/")).await;
+    let dom = chromium(&profile, "--dump-dom", &server.url("/submissions")).await;
     let dom = String::from_utf8_lossy(&dom.stdout);
     assert!(dom.contains("<table id=\"submissions\">"), "{dom}");
     assert!(
@@ -111,6 +111,42 @@ async fn chromium_renders_the_dashboard() {
     let dom = chromium(&profile, "--dump-dom", &server.url("/bisections")).await;
     let dom = String::from_utf8_lossy(&dom.stdout);
     assert!(dom.contains("No regression has been bisected yet"), "{dom}");
+
+    // The reading pages: overview, machines, comparison, trends.
+    let dom = chromium(&profile, "--dump-dom", &server.url("/")).await;
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    assert!(
+        dom.contains("<table id=\"groups\">") && dom.contains("lkp-test"),
+        "{dom}"
+    );
+    assert!(
+        dom.contains("jobs waiting") && dom.contains("No job is leased"),
+        "{dom}"
+    );
+    let dom = chromium(&profile, "--dump-dom", &server.url("/machines")).await;
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    assert!(
+        dom.contains("box1") && dom.contains("16 threads (2 sockets × 8 cores)"),
+        "{dom}"
+    );
+    assert!(dom.contains("No failure"), "{dom}");
+    let dom = chromium(
+        &profile,
+        "--dump-dom",
+        &server.url("/submissions/1/compare"),
+    )
+    .await;
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    assert!(
+        dom.contains("Comparison of") && dom.contains("No metric matches"),
+        "{dom}"
+    );
+    let dom = chromium(&profile, "--dump-dom", &server.url("/trends")).await;
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    assert!(
+        dom.contains("<form method=\"get\" id=\"filters\"") && dom.contains("No finished run"),
+        "{dom}"
+    );
 
     let shot = tmp.path().join("submission.png");
     let out = chromium(
