@@ -175,12 +175,39 @@ async fn page(sim: &Sim<'_>, path: &str) -> String {
     assert_eq!(response.status(), 200, "{path}");
     let html = response.text().await.expect("html");
     assert_escaped(&html, path);
+    keep_for_screenshots(sim, path, &html);
     // askama writes numeric character references, the SVG writer named
     // ones: one spelling for the assertions.
     html.replace("&#60;", "&lt;")
         .replace("&#62;", "&gt;")
         .replace("&#38;", "&amp;")
         .replace("&#34;", "&quot;")
+}
+
+/// With `KBOT_PAGES_DIR` set, the SQLite run's pages are written there as
+/// self-contained HTML (the styles are inline) for `scripts/screenshots`.
+fn keep_for_screenshots(sim: &Sim<'_>, path: &str, html: &str) {
+    let Ok(dir) = std::env::var("KBOT_PAGES_DIR") else {
+        return;
+    };
+    if sim.backend() != common::Backend::Sqlite {
+        return;
+    }
+    let name: String = path
+        .trim_start_matches('/')
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    let name = if name.is_empty() {
+        "overview".into()
+    } else {
+        name
+    };
+    std::fs::write(
+        std::path::Path::new(&dir).join(format!("{name}.html")),
+        html,
+    )
+    .expect("write page");
 }
 
 /// No hostile string reaches a page unescaped.

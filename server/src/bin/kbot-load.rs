@@ -1,24 +1,53 @@
-//! `kbot-load`: drives simulated agents against a running kbot-server.
-//! See `kbot_server::loadgen` and the "Server" section of BENCHMARKS.md.
+//! `kbot-load`: drives simulated agents against a running kbot-server, and
+//! (subcommands) seeds a store with a long history and measures dashboard
+//! page latency. See `kbot_server::loadgen` and BENCHMARKS.md ("Server",
+//! "Dashboard").
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
 use kbot_server::error::error_chain;
-use kbot_server::loadgen::{self, LoadArgs};
+use kbot_server::loadgen::{self, history, pages, LoadArgs};
 
 #[derive(Debug, Parser)]
 #[command(
     name = "kbot-load",
-    about = "Load test a running kbot-server with simulated agents"
+    about = "Load test a running kbot-server with simulated agents",
+    args_conflicts_with_subcommands = true
 )]
 struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// Without a subcommand: the agent-protocol load run.
     #[command(flatten)]
     args: LoadArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Fill a store with a watched branch's history (`--samples` in all).
+    Seed(history::SeedArgs),
+    /// Measure p50/p99 latency of dashboard pages of a running server.
+    Pages(pages::PagesArgs),
 }
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    match loadgen::run(&cli.args).await {
+    let outcome = match &cli.command {
+        None => loadgen::run(&cli.args).await.map(|r| r.to_string()),
+        Some(Command::Seed(args)) => history::run(args).await.map(|s| format!("{s:?}")),
+        Some(Command::Pages(args)) => pages::run(args).await.map(|list| {
+            let mut out = format!(
+                "{:>8} {:>8} {:>8} {:>9}  path",
+                "p50 ms", "p99 ms", "max ms", "bytes"
+            );
+            for p in list {
+                out.push('\n');
+                out.push_str(&p.to_string());
+            }
+            out
+        }),
+    };
+    match outcome {
         Ok(report) => {
             println!("{report}");
             std::process::ExitCode::SUCCESS

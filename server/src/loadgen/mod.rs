@@ -20,6 +20,8 @@ use crate::auth;
 use crate::db::Db;
 use crate::error::{Error, Result};
 
+pub mod history;
+pub mod pages;
 pub mod seed;
 
 /// What to run.
