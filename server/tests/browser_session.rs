@@ -31,6 +31,8 @@ const JOB: &str = "testcase: bw_pipe\nnr_threads: 1\nruns: 3\nbw_pipe:\n  size: 
 /// slower, a regression on adjacent commits, reported without a bisection.
 const BASE_MB_S: f64 = 1000.0;
 const HEAD_MB_S: f64 = 800.0;
+/// A build log line, as an agent reports it, with markup in it.
+const LOG_LINE: &str = "cc -o <b>pipe</b>.o: warning: \"unused\" & more";
 /// A commit subject a careless page would turn into markup.
 const SUBJECT: &str = "pipe: <script>alert('x')</script> & \"batch\" wakeups";
 
@@ -215,6 +217,9 @@ async fn run_agent(agent: &TestAgent<'_>, head: &str, id: i64) {
         match agent.lease().await {
             Some(job) => {
                 assert_eq!(job.submission_id, id);
+                let building = json!({"state": "building", "detail": LOG_LINE});
+                let response = agent.event(job.job_id, building).await;
+                assert!(response.status().is_success(), "event");
                 let value = if job.commit == head {
                     HEAD_MB_S
                 } else {
@@ -398,6 +403,8 @@ async fn a_person_signs_in_submits_follows_triages_and_signs_out() {
             "{backend:?}: {comparison}"
         );
         assert!(comparison.contains("-20.0%"), "{comparison}");
+        let events = text_of(&b, "#events").await;
+        assert!(events.contains(LOG_LINE), "the log line as text: {events}");
 
         b.goto(&t.url("/reports")).await.expect("goto");
         click(&b, "#reports a").await;

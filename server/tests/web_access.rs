@@ -147,6 +147,47 @@ async fn sign_in_sign_out_and_csrf() {
     }
 }
 
+/// A job file that is not YAML comes back on the form with the reason, and
+/// what was typed is kept (escaped).
+#[tokio::test]
+async fn the_submit_form_shows_a_bad_job_file() {
+    for backend in backends() {
+        let t = TestServer::start(backend).await;
+        let http = client();
+        kbot_server::access::password::add_user(t.db(), "ivy", None, PASSWORD)
+            .await
+            .expect("add user");
+        let signed_in = post_sign_in(&t, &http, "ivy", PASSWORD).await;
+        let (session, _) = set_cookie(&signed_in, "kbot_session");
+        let form = http
+            .get(t.url("/submit"))
+            .header(COOKIE, &session)
+            .send()
+            .await;
+        let csrf = hidden(
+            &form.expect("GET /submit").text().await.expect("page"),
+            "csrf",
+        );
+        let bad = "testcase: [bw_pipe <i>\n";
+        let posted = http.post(t.url("/submit")).header(COOKIE, &session);
+        let fields = [
+            ("csrf", csrf.as_str()),
+            ("repo", "linux"),
+            ("head", "main"),
+            ("job_file", bad),
+        ];
+        let posted = posted.form(&fields).send().await.expect("POST /submit");
+        assert_eq!(posted.status(), 422, "{backend:?}");
+        let html = posted.text().await.expect("page");
+        assert!(html.contains("id=\"submit-error\""), "{html}");
+        assert!(
+            html.contains("testcase: [bw_pipe &#60;i&#62;"),
+            "kept, escaped: {html}"
+        );
+        t.stop().await;
+    }
+}
+
 #[tokio::test]
 async fn sign_in_is_rate_limited_per_user_name() {
     for backend in backends() {
