@@ -73,9 +73,12 @@ pub struct Seeded {
 pub async fn run(args: &SeedArgs) -> Result<Seeded> {
     let db = Db::connect(&args.db.resolve()).await?;
     db.migrate().await?;
+    // One run in FAIL_EVERY fails and uploads nothing: plan for that, and
+    // stop once the samples are in.
     let per_submission = 2 * 2 * u64::from(args.runs) * args.metrics as u64;
-    let submissions = args.samples.div_ceil(per_submission.max(1)) as usize;
+    let per_submission = (per_submission * (FAIL_EVERY - 1) / FAIL_EVERY).max(1);
     let groups = args.groups.max(1);
+    let submissions = args.samples.div_ceil(per_submission) as usize + 2 * groups;
     let commits = submissions.div_ceil(groups) + 1;
     let names = metric_names(args.metrics);
     let mut tx = db.begin().await?;
@@ -87,6 +90,9 @@ pub async fn run(args: &SeedArgs) -> Result<Seeded> {
     };
     let mut rng = SplitMix64::new(0x6b62_6f74);
     for i in 0..submissions {
+        if seeded.samples >= args.samples {
+            break;
+        }
         let group = i % groups;
         let head = i / groups + 1;
         let pair = Pair {
