@@ -16,6 +16,10 @@ use serde::{Deserialize, Serialize};
 /// metrics after arbitrary symbols (perf-profile) must drop longer ones.
 pub const MAX_METRIC_NAME_LEN: usize = 256;
 
+/// Most metrics one run may upload. perf-profile names one per kernel
+/// symbol, a few thousand at most; a body with more is not a run's result.
+pub const MAX_METRICS_PER_RESULT: usize = 20_000;
+
 /// Whether `name` can be stored as a metric name.
 pub fn is_storable_name(name: &str) -> bool {
     !name.is_empty() && name.len() <= MAX_METRIC_NAME_LEN

@@ -82,6 +82,83 @@ async fn oversized_bodies_get_json_413() {
     }
 }
 
+/// A result with more metrics than a run can have is refused as too
+/// large, however small its body; one within the limit is stored.
+#[tokio::test]
+async fn too_many_metrics_get_413() {
+    use kbot_core::metrics::MAX_METRICS_PER_RESULT;
+    for backend in backends() {
+        let t = TestServer::start(backend).await;
+        t.seed("u", ONE_JOB, 1, 0).await;
+        let a = TestAgent::enroll(&t, "a", "g").await;
+        let job = a.lease().await.expect("job");
+        let url = t.url(&format!("/api/v1/jobs/{}/result", job.job_id));
+        let metrics: Vec<String> = (0..=MAX_METRICS_PER_RESULT)
+            .map(|i| format!(r#""m{i}": 1"#))
+            .collect();
+        let body =
+            upload_json("1.0").replace(r#""bw_pipe.bandwidth.MB/sec": 1.0"#, &metrics.join(","));
+        let put = |body: String| {
+            t.http
+                .put(&url)
+                .bearer_auth(&a.token)
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+        };
+        let response = put(body).await.expect("upload");
+        assert_eq!(
+            error_code(response).await,
+            (413, "payload_too_large".into()),
+            "{backend:?}"
+        );
+        let response = put(upload_json("1.0")).await.expect("upload");
+        assert_eq!(response.status(), 200, "{backend:?}");
+        t.stop().await;
+    }
+}
+
+/// Names that reach the file system (a repo's mirror under the artifact
+/// directory) cannot leave it, and path parameters that look like paths
+/// are looked up, never opened.
+#[tokio::test]
+async fn path_traversal_in_names_is_refused() {
+    let t = TestServer::start(common::Backend::Sqlite).await;
+    let (_, token) = kbot_server::auth::create_user_token(t.db(), "u", None)
+        .await
+        .expect("user token");
+    let artifacts = t.store.dir.path().join("artifacts");
+    for name in [
+        "../escape",
+        "..",
+        "a/../../escape",
+        "/tmp/escape",
+        "a\\..\\escape",
+        ".git",
+    ] {
+        let response = t
+            .http
+            .post(t.url("/api/v1/repos"))
+            .bearer_auth(&token)
+            .json(&serde_json::json!({"name": name, "url": "/nonexistent"}))
+            .send()
+            .await
+            .expect("register");
+        assert_eq!(error_code(response).await.0, 400, "{name}");
+    }
+    let outside = t.store.dir.path().join("escape.git");
+    assert!(!outside.exists() && !artifacts.join("escape.git").exists());
+    for path in [
+        "/reports/..%2F..%2Fetc%2Fpasswd/mbox",
+        "/archive/..%2F..%2Fetc/passwd",
+        "/api/v1/reports/..%2F..%2Fkbot.db",
+    ] {
+        let response = t.http.get(t.url(path)).send().await.expect("get");
+        assert_eq!(response.status(), 404, "{path}");
+    }
+    t.stop().await;
+}
+
 #[tokio::test]
 async fn openapi_and_health() {
     let t = TestServer::start(common::Backend::Sqlite).await;

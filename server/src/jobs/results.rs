@@ -21,7 +21,7 @@ use crate::jobs::{self, Event, ACTIVE_STATES_SQL};
 use crate::state::{AppState, JobDone};
 use crate::time::now_ms;
 
-use kbot_core::metrics::MAX_METRIC_NAME_LEN as MAX_METRIC_NAME;
+use kbot_core::metrics::{MAX_METRICS_PER_RESULT, MAX_METRIC_NAME_LEN as MAX_METRIC_NAME};
 
 /// `PUT /api/v1/jobs/{id}/result`: stores the result of one run; uploading
 /// the same run again answers with the stored result's id.
@@ -102,6 +102,11 @@ pub async fn upload(
 /// Rejects what must never reach the statistics. JSON cannot carry NaN or
 /// infinity, but a float literal like `1e999` parses to infinity.
 pub fn validate(upload: &ResultUpload) -> Result<()> {
+    // Within the body limit, a body of tiny metrics would still cost a row
+    // of work per metric in every comparison of the pair.
+    if upload.metrics.len() > MAX_METRICS_PER_RESULT {
+        return Err(Error::PayloadTooLarge);
+    }
     for (name, value) in &upload.metrics {
         if !kbot_core::metrics::is_storable_name(name) {
             return Err(Error::BadRequest(format!(
