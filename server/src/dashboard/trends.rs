@@ -88,8 +88,7 @@ pub async fn page(State(state): State<AppState>, Query(q): Query<TrendQuery>) ->
     let commits = data::commits(db, &repo, &branch, &group).await?;
     let (lo, hi) = window(&commits, filter(&q.from), filter(&q.to));
     let shown = commits.get(lo..hi).unwrap_or_default();
-    let ids: Vec<i64> = shown.iter().map(|c| c.id).collect();
-    let samples = data::samples(db, &repo, &branch, &group, &ids).await?;
+    let samples = data::samples(db, &group, shown).await?;
     let jobs: Vec<String> = samples.by_job.keys().cloned().collect();
     let job = pick(filter(&q.job), jobs.first().map(String::as_str));
     let metrics = metric_names(&samples, &job);
@@ -316,6 +315,7 @@ mod tests {
                 // Distinct from the first character on, as real shas are.
                 sha: format!("{:x}{i:039x}", i % 16),
                 subject: String::new(),
+                submissions: Vec::new(),
             })
             .collect()
     }

@@ -12,15 +12,6 @@ use crate::jobs::parse_spec;
 
 use super::views::job_label;
 
-/// The finished jobs of one watched branch (`$1` repo, `$2` branch) on one
-/// tbox group (`$3`, `$4`; '' for any): [`BRANCH_FROM`], then any joins,
-/// then [`BRANCH_WHERE`].
-const BRANCH_FROM: &str = "FROM jobs j JOIN submissions s ON s.id = j.submission_id \
-     JOIN watches w ON w.id = s.watch_id JOIN repos r ON r.id = w.repo_id \
-     JOIN atomic_jobs a ON a.id = j.atomic_job_id";
-const BRANCH_WHERE: &str = "WHERE r.name = $1 AND w.branch = $2 AND s.kind = 'watch' \
-     AND j.state = 'finished' AND ($3 = '' OR a.tbox_group = $4)";
-
 /// A watched branch.
 pub struct Watched {
     pub repo: String,
@@ -46,53 +37,77 @@ pub async fn watched(db: &Db) -> Result<Vec<Watched>> {
 
 /// The tbox groups a branch's runs used.
 pub async fn groups(db: &Db, repo: &str, branch: &str) -> Result<Vec<String>> {
-    let rows = sqlx::query(&format!(
-        "SELECT DISTINCT COALESCE(a.tbox_group, '') AS g {BRANCH_FROM} {BRANCH_WHERE} ORDER BY 1"
-    ))
+    let rows = sqlx::query(
+        "SELECT DISTINCT a.tbox_group AS g FROM watches w JOIN repos r ON r.id = w.repo_id \
+         JOIN submissions s ON s.watch_id = w.id JOIN atomic_jobs a ON a.submission_id = s.id \
+         WHERE r.name = $1 AND w.branch = $2 AND s.kind = 'watch' AND a.tbox_group IS NOT NULL \
+         ORDER BY 1",
+    )
     .bind(repo)
     .bind(branch)
-    .bind("")
-    .bind("")
     .fetch_all(db.read())
     .await?;
     rows.iter()
         .map(|row| row.try_get::<String, _>("g").map_err(Error::from))
-        .filter(|g| g.as_ref().map_or(true, |g| !g.is_empty()))
         .collect()
 }
 
-/// A commit of the branch that has runs.
+/// A commit of the branch the robot tested.
 #[derive(Debug, Clone)]
 pub struct TrendCommit {
     pub id: i64,
     pub sha: String,
     pub subject: String,
+    /// The watch submissions it is a side of.
+    pub submissions: Vec<i64>,
 }
 
-/// The branch's commits with finished runs, in the order the robot first
-/// ran them (a watch tests each new head after the last one).
+/// The branch's tested commits in the order the robot tested them (a
+/// watch compares each new head with the last good one): every watch
+/// pair's base, then its head, oldest pair first.
 pub async fn commits(db: &Db, repo: &str, branch: &str, group: &str) -> Result<Vec<TrendCommit>> {
-    let rows = sqlx::query(&format!(
-        "SELECT t.commit_id, c.sha, c.subject FROM \
-           (SELECT j.commit_id, MIN(j.id) AS first_job {BRANCH_FROM} {BRANCH_WHERE} \
-            GROUP BY j.commit_id) t \
-         JOIN commits c ON c.id = t.commit_id ORDER BY t.first_job"
-    ))
+    // Through the watches (index submissions_watch), never by scanning
+    // every finished job; `$3`/`$4` narrow to one tbox group ('' for any).
+    let rows = sqlx::query(
+        "SELECT s.id, s.base_commit_id, cb.sha AS base_sha, cb.subject AS base_subject, \
+                s.head_commit_id, ch.sha AS head_sha, ch.subject AS head_subject \
+         FROM watches w JOIN repos r ON r.id = w.repo_id \
+         JOIN submissions s ON s.watch_id = w.id \
+         JOIN commits cb ON cb.id = s.base_commit_id JOIN commits ch ON ch.id = s.head_commit_id \
+         WHERE r.name = $1 AND w.branch = $2 AND s.kind = 'watch' \
+           AND ($3 = '' OR EXISTS (SELECT 1 FROM atomic_jobs a \
+                                   WHERE a.submission_id = s.id AND a.tbox_group = $4)) \
+         ORDER BY s.id",
+    )
     .bind(repo)
     .bind(branch)
     .bind(group)
     .bind(group)
     .fetch_all(db.read())
     .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(TrendCommit {
-                id: row.try_get("commit_id")?,
-                sha: row.try_get("sha")?,
-                subject: row.try_get("subject")?,
-            })
-        })
-        .collect()
+    let mut out: Vec<TrendCommit> = Vec::new();
+    let mut index: HashMap<i64, usize> = HashMap::new();
+    for row in &rows {
+        let submission: i64 = row.try_get("id")?;
+        for side in ["base", "head"] {
+            let id: i64 = row.try_get(format!("{side}_commit_id").as_str())?;
+            let at = match index.get(&id) {
+                Some(&at) => at,
+                None => {
+                    out.push(TrendCommit {
+                        id,
+                        sha: row.try_get(format!("{side}_sha").as_str())?,
+                        subject: row.try_get(format!("{side}_subject").as_str())?,
+                        submissions: Vec::new(),
+                    });
+                    index.insert(id, out.len() - 1);
+                    out.len() - 1
+                }
+            };
+            out[at].submissions.push(submission);
+        }
+    }
+    Ok(out)
 }
 
 /// Samples of the window's commits: per job label, per commit id, per
@@ -103,39 +118,41 @@ pub struct WindowSamples {
     pub metrics: BTreeSet<String>,
 }
 
-/// Loads the runs of `commit_ids` (a window of at most a few hundred).
-pub async fn samples(
-    db: &Db,
-    repo: &str,
-    branch: &str,
-    group: &str,
-    commit_ids: &[i64],
-) -> Result<WindowSamples> {
+/// Loads the finished runs of `commits` (a window of at most a few
+/// hundred) on `group`, through their watch submissions.
+pub async fn samples(db: &Db, group: &str, commits: &[TrendCommit]) -> Result<WindowSamples> {
     let mut out = WindowSamples::default();
-    if commit_ids.is_empty() {
+    let wanted: BTreeSet<i64> = commits.iter().map(|c| c.id).collect();
+    let submissions: BTreeSet<i64> = commits
+        .iter()
+        .flat_map(|c| c.submissions.iter().copied())
+        .collect();
+    if submissions.is_empty() {
         return Ok(out);
     }
-    // Placeholders after BRANCH_WHERE's four; the ids are bound, not spliced.
-    let list = (0..commit_ids.len())
-        .map(|i| format!("${}", i + 5))
+    // Placeholders after the group's two; the ids are bound, not spliced.
+    let list = (0..submissions.len())
+        .map(|i| format!("${}", i + 3))
         .collect::<Vec<_>>()
         .join(", ");
     let sql = format!(
         "SELECT j.commit_id, a.id AS atomic_job_id, a.spec, res.id AS result_id, res.metrics \
-         {BRANCH_FROM} JOIN results res ON res.job_id = j.id \
-         {BRANCH_WHERE} AND j.commit_id IN ({list})"
+         FROM jobs j JOIN atomic_jobs a ON a.id = j.atomic_job_id \
+         JOIN results res ON res.job_id = j.id \
+         WHERE j.submission_id IN ({list}) AND j.state = 'finished' \
+           AND ($1 = '' OR a.tbox_group = $2)"
     );
-    let mut query = sqlx::query(&sql)
-        .bind(repo)
-        .bind(branch)
-        .bind(group)
-        .bind(group);
-    for id in commit_ids {
+    let mut query = sqlx::query(&sql).bind(group).bind(group);
+    for id in &submissions {
         query = query.bind(*id);
     }
     let rows = query.fetch_all(db.read()).await?;
     let mut labels: HashMap<i64, String> = HashMap::new();
     for row in &rows {
+        let commit_id: i64 = row.try_get("commit_id")?;
+        if !wanted.contains(&commit_id) {
+            continue;
+        }
         let atomic_job_id: i64 = row.try_get("atomic_job_id")?;
         if let std::collections::hash_map::Entry::Vacant(e) = labels.entry(atomic_job_id) {
             let job = parse_spec(atomic_job_id, &row.try_get::<String, _>("spec")?)?;
@@ -149,7 +166,7 @@ pub async fn samples(
             .by_job
             .entry(label)
             .or_default()
-            .entry(row.try_get("commit_id")?)
+            .entry(commit_id)
             .or_default();
         for (name, value) in metrics {
             out.metrics.insert(name.clone());
