@@ -356,7 +356,7 @@ async fn trends(sim: &Sim<'_>, commits: &[String]) {
         table.contains("&lt;script&gt;alert"),
         "hostile subject escaped: {table}"
     );
-    assert!(table.contains("▼"), "{table}");
+    assert!(table.contains("▲"), "{table}");
     assert!(table.contains(&commits[commits.len() - 1][..10]), "{table}");
     // Zoom from the URL: the newest three commits.
     let from = &commits[commits.len() - 3][..10];

@@ -284,7 +284,7 @@ impl<'a> Series<'a> {
                         .steps
                         .iter()
                         .find(|s| s.index == i)
-                        .map(|s| format!("▼ {:+.1}% (p = {:.1e})", s.change_pct, s.p_value))
+                        .map(|s| format!("▲ {:+.1}% (p = {:.1e})", s.change_pct, s.p_value))
                         .unwrap_or_default(),
                     links: self.links.get(&c.id).cloned().unwrap_or_default(),
                 }

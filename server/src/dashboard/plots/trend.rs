@@ -1,7 +1,7 @@
 //! The trend plot: one metric over the commits of a branch, oldest left.
 //! Each commit shows its runs (small ○), their min–max range and their
 //! median (●, joined by a line); change points are dashed verticals with
-//! a ▼ and their step; a commit with a regression report or bisection
+//! a ▲ and their step; a commit with a regression report or bisection
 //! carries a ◆ that links to it.
 
 use super::axis::{label, Scale};
