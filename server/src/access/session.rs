@@ -130,7 +130,8 @@ tokio::task_local! {
 }
 
 /// Who is signed in on the request being rendered (`None` outside one).
-/// Called by `base.html` and by the templates with forms.
+/// Called by `base.html` and by the templates with forms; a page must be
+/// rendered on its request's task (not in `spawn_blocking`) to see it.
 pub fn viewer() -> Option<Session> {
     VIEWER.try_with(Clone::clone).ok().flatten()
 }
