@@ -136,7 +136,9 @@ type Regression = (String, String, Option<i64>, Option<String>, String);
 
 /// Migration 0010 finds the regressions a store already holds: each
 /// bisection (with the report it wrote) and each regression report written
-/// without one (its metric: the job's first KPI called different).
+/// without one (its metric: the job's first KPI called different). Their
+/// report links survive 0012's rebuild of report_outbox on SQLite, whose
+/// DROP TABLE sets them NULL, because 0013 links them again.
 #[tokio::test]
 async fn regressions_found_before_0010_are_listed_for_triage() {
     for backend in backends() {
