@@ -32,6 +32,9 @@ enum Guard {
     Agent,
     /// The enrolment token is in the body.
     Enroll,
+    /// A dashboard form: a signed-in session's cookie and its CSRF token,
+    /// which no bearer token stands in for (403 to every credential here).
+    Session,
 }
 
 /// Every route with its guard; checked against the route table below.
@@ -61,11 +64,28 @@ const ROUTES: &[(&str, &str, Guard)] = &[
     ("GET", "/api/v1/watches/{id}", Guard::Open),
     ("DELETE", "/api/v1/watches/{id}", Guard::User),
     ("GET", "/", Guard::Open),
+    ("GET", "/submissions", Guard::Open),
+    ("GET", "/machines", Guard::Open),
+    ("GET", "/jobs/{id}/log", Guard::Open),
+    ("GET", "/trends", Guard::Open),
     ("GET", "/submissions/{id}", Guard::Open),
+    ("GET", "/submissions/{id}/compare", Guard::Open),
     ("GET", "/agents", Guard::Open),
     ("GET", "/bisections", Guard::Open),
     ("GET", "/bisections/{id}", Guard::Open),
     ("GET", "/watches", Guard::Open),
+    ("GET", "/signin", Guard::Open),
+    // Sign-in reads its name, password and CSRF cookie from the form: a
+    // bearer token changes nothing.
+    ("POST", "/signin", Guard::Open),
+    ("POST", "/signout", Guard::Session),
+    ("GET", "/submit", Guard::Open),
+    ("POST", "/submit", Guard::Session),
+    ("POST", "/submissions/{id}/cancel", Guard::Session),
+    ("POST", "/submissions/{id}/resubmit", Guard::Session),
+    ("GET", "/regressions", Guard::Open),
+    ("GET", "/regressions/{id}", Guard::Open),
+    ("POST", "/regressions/{id}/state", Guard::Session),
     ("GET", "/reports", Guard::Open),
     ("GET", "/reports/{message_id}", Guard::Open),
     ("GET", "/reports/{message_id}/mbox", Guard::Open),
@@ -150,6 +170,7 @@ fn expected(path: &str, guard: Guard, who: Who) -> Option<u16> {
     let a_job = path.starts_with("/api/v1/jobs/");
     match (guard, who) {
         (Guard::Open | Guard::Enroll, _) => None,
+        (Guard::Session, _) => Some(403),
         (_, Who::Nobody | Who::Wrong | Who::RevokedUser | Who::RevokedAgent) => Some(401),
         (Guard::User, Who::User) | (Guard::Agent, Who::Agent) => None,
         // Authenticated, but the job is another agent's.
@@ -290,19 +311,20 @@ fn body(path: &str) -> serde_json::Value {
     }
 }
 
-async fn call(t: &TestServer, method: &str, path: &str, token: Option<&str>) -> u16 {
+async fn call(t: &TestServer, method: &str, path: &str, token: Option<&str>, guard: Guard) -> u16 {
     let method = Method::from_bytes(method.as_bytes()).expect("method");
     let mut request = t.http.request(method, t.url(path));
     if let Some(token) = token {
         request = request.bearer_auth(token);
     }
-    request
-        .json(&body(path))
-        .send()
-        .await
-        .expect("request")
-        .status()
-        .as_u16()
+    // Dashboard forms post form fields, as a browser does (a JSON body would
+    // be refused before the session and CSRF checks).
+    let request = if guard == Guard::Session {
+        request.form(&[("state", "confirmed"), ("note", "matrix")])
+    } else {
+        request.json(&body(path))
+    };
+    request.send().await.expect("request").status().as_u16()
 }
 
 async fn enroll_with(t: &TestServer, token: &str, name: &str) -> u16 {
@@ -378,7 +400,7 @@ async fn matrix(backend: Backend) {
         let mut open_status = None;
         let mut row = Vec::new();
         for who in EVERYONE {
-            let status = call(&t, method, &url, c.token(who)).await;
+            let status = call(&t, method, &url, c.token(who), *guard).await;
             row.push(status);
             let what = format!("{backend:?} {method} {url} as {who:?}: {status}");
             match expected(path, *guard, who) {
