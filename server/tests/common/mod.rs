@@ -38,7 +38,14 @@ pub fn backends() -> Vec<Backend> {
     let mut list = vec![Backend::Sqlite];
     match std::env::var("KBOT_TEST_DATABASE_URL") {
         Ok(url) if !url.trim().is_empty() => list.push(Backend::Postgres),
-        _ => eprintln!("KBOT_TEST_DATABASE_URL is not set: skipping the PostgreSQL backend"),
+        _ => {
+            // CI has PostgreSQL (scripts/test sets the URL): never skip it there.
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "KBOT_TEST_DATABASE_URL is not set (scripts/test sets it)"
+            );
+            eprintln!("KBOT_TEST_DATABASE_URL is not set: skipping the PostgreSQL backend")
+        }
     }
     list
 }
