@@ -88,33 +88,31 @@ impl PgCluster {
         self.pg("pg_ctl", &["-D", &self.data(), "-m", "fast", "-w", "stop"]);
     }
 
-    /// Runs a PostgreSQL program of `bin` (as `postgres` when we are root).
+    /// Runs a PostgreSQL program of `bin`; it must succeed.
     fn pg(&self, program: &str, args: &[&str]) {
+        run(self.command(program).args(args));
+    }
+
+    /// A PostgreSQL program of `bin`, run as `postgres` when we are root.
+    fn command(&self, program: &str) -> Command {
         let path = self.bin.join(program);
         let mut command = if self.as_postgres {
             let mut c = Command::new("runuser");
-            c.args(["-u", "postgres", "--"]).arg(&path);
+            c.args(["-u", "postgres", "--"]).arg(path);
             c
         } else {
-            Command::new(&path)
+            Command::new(path)
         };
-        run(command.args(args).current_dir(self.dir.path()));
+        command.current_dir(self.dir.path());
+        command
     }
 }
 
 impl Drop for PgCluster {
     fn drop(&mut self) {
-        let path = self.bin.join("pg_ctl");
         let data = self.data();
         let args = ["-D", data.as_str(), "-m", "immediate", "stop"];
-        let mut command = if self.as_postgres {
-            let mut c = Command::new("runuser");
-            c.args(["-u", "postgres", "--"]).arg(&path);
-            c
-        } else {
-            Command::new(&path)
-        };
-        let _ = command.args(args).output();
+        let _ = self.command("pg_ctl").args(args).output();
     }
 }
 
