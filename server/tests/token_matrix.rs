@@ -15,10 +15,9 @@ mod gitrepo;
 
 use std::collections::BTreeSet;
 
+use common::agent::TestAgent;
 use common::{backends, Backend, TestServer};
-use kbot_core::api::{
-    EnrollRequest, EventRequest, JobState, LeaseRequest, LeaseResponse, ResultUpload,
-};
+use kbot_core::api::{EnrollRequest, EventRequest, JobState, LeaseRequest, ResultUpload};
 use kbot_server::loadgen::seed;
 use reqwest::Method;
 use serde_json::json;
@@ -186,6 +185,7 @@ struct Credentials {
     enrollment: String,
     agent: String,
     other_agent: String,
+    other_agent_id: i64,
     user: String,
     /// A job the agent holds, for the job routes.
     job_id: i64,
@@ -233,17 +233,9 @@ async fn credentials(t: &TestServer) -> Credentials {
         .execute(t.db().write())
         .await
         .expect("revoke");
-    let leased: LeaseResponse = t
-        .http
-        .post(t.url("/api/v1/agents/lease"))
-        .bearer_auth(&agent.agent_token)
-        .json(&LeaseRequest { wait_secs: 0 })
-        .send()
-        .await
-        .expect("lease")
-        .json()
-        .await
-        .expect("lease JSON");
+    let leased = agent_of(t, &agent.agent_token, agent.agent_id)
+        .lease()
+        .await;
     let repo = tempfile::tempdir().expect("temp dir");
     gitrepo::linear_repo(repo.path(), &["one", "two"]);
     let registered = t
@@ -255,10 +247,11 @@ async fn credentials(t: &TestServer) -> Credentials {
         .await
         .expect("register a repo");
     assert_eq!(registered.status(), 201);
-    let job = leased.job.expect("a queued job");
+    let job = leased.expect("a queued job");
     Credentials {
         _repo: repo,
         other_agent: other.agent_token,
+        other_agent_id: other.agent_id,
         job_id: job.job_id,
         job: job.job,
         revoked_user,
@@ -267,6 +260,15 @@ async fn credentials(t: &TestServer) -> Credentials {
         agent: agent.agent_token,
         user,
         submission_id: seeded.submission_id,
+    }
+}
+
+/// The tests' agent client for an enrolled agent.
+fn agent_of<'a>(t: &'a TestServer, token: &str, id: i64) -> TestAgent<'a> {
+    TestAgent {
+        t,
+        token: token.to_string(),
+        id,
     }
 }
 
@@ -369,18 +371,9 @@ async fn enrolment_cases(t: &TestServer, c: &Credentials, backend: Backend) {
 async fn other_group_cannot_take_the_pair(t: &TestServer, c: &Credentials, backend: Backend) {
     let mut taken = 0;
     loop {
-        let leased: LeaseResponse = t
-            .http
-            .post(t.url("/api/v1/agents/lease"))
-            .bearer_auth(&c.other_agent)
-            .json(&LeaseRequest { wait_secs: 0 })
-            .send()
-            .await
-            .expect("lease")
-            .json()
-            .await
-            .expect("lease JSON");
-        let Some(job) = leased.job else { break };
+        let Some(job) = agent_of(t, &c.other_agent, c.other_agent_id).lease().await else {
+            break;
+        };
         assert_ne!(job.job, c.job, "{backend:?}: the pair left its tbox group");
         assert_eq!(job.job.tbox_group.as_deref(), Some("grp-b"));
         taken += 1;
