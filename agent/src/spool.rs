@@ -9,7 +9,7 @@ use std::time::Duration;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
-use kbot_core::api::{EventRequest, JobState, ResultUpload};
+use kbot_core::api::{EventRequest, FailureKind, JobState, ResultUpload};
 
 use crate::build_cache::{read_json, write_json};
 use crate::client::ApiClient;
@@ -26,18 +26,35 @@ pub enum Pending {
 }
 
 impl Pending {
+    /// What to send for an outcome. A result the server's rules refuse
+    /// (too many metrics, a name too long) is sent as the run's failure with
+    /// the reason: uploading it would be refused for good, and the job would
+    /// sit leased until its lease expired and then run again, as uselessly.
     pub fn of(job_id: i64, outcome: Outcome) -> Option<Pending> {
         match outcome {
-            Outcome::Success(upload) => Some(Pending::Result { job_id, upload }),
-            Outcome::Failed(Failure { kind, detail }) => Some(Pending::Failure {
-                job_id,
-                event: EventRequest {
-                    state: JobState::Failed,
-                    failure: Some(kind),
-                    detail,
-                },
+            Outcome::Success(upload) => Some(match upload.check() {
+                Ok(()) => Pending::Result { job_id, upload },
+                Err(err) => Pending::failure(
+                    job_id,
+                    FailureKind::Incomplete,
+                    format!("the run's result cannot be stored: {err}"),
+                ),
             }),
+            Outcome::Failed(Failure { kind, detail }) => {
+                Some(Pending::failure(job_id, kind, detail))
+            }
             Outcome::Rebooting => None,
+        }
+    }
+
+    fn failure(job_id: i64, kind: FailureKind, detail: String) -> Pending {
+        Pending::Failure {
+            job_id,
+            event: EventRequest {
+                state: JobState::Failed,
+                failure: Some(kind),
+                detail,
+            },
         }
     }
 
@@ -116,10 +133,42 @@ impl Spool {
                         .join(path.file_name().unwrap_or_default());
                     fs::rename(&path, &to)
                         .map_err(|e| AgentError::io("moving a rejected item", e))?;
+                    if let Pending::Result { job_id, .. } = &item {
+                        self.report_refused(client, *job_id, &e).await?;
+                    }
                 }
             }
         }
         Ok(sent)
+    }
+
+    /// A result refused for good (say 413: bigger than the server takes)
+    /// ends its job as failed with the server's reason, so the job is not
+    /// left leased until its lease expires and then run again for nothing.
+    /// The failure is spooled like any other and sent at once.
+    async fn report_refused(
+        &self,
+        client: &ApiClient,
+        job_id: i64,
+        err: &AgentError,
+    ) -> Result<()> {
+        let failure = Pending::failure(
+            job_id,
+            FailureKind::Incomplete,
+            format!("the server refused the run's result: {err}"),
+        );
+        let path = self.put(&failure)?;
+        if let Pending::Failure { event, .. } = &failure {
+            match client.event(job_id, event).await {
+                Ok(()) => fs::remove_file(&path)
+                    .map_err(|e| AgentError::io(format!("removing {}", path.display()), e))?,
+                Err(e) if e.is_retryable() => return Err(e),
+                Err(e) => {
+                    tracing::warn!(job = job_id, error = %e, "the failure of a refused result was refused too")
+                }
+            }
+        }
+        Ok(())
     }
 }
 

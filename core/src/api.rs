@@ -248,6 +248,41 @@ pub struct ResultUpload {
     pub finished_at: i64,
 }
 
+impl ResultUpload {
+    /// Whether the server can store this result: the rules of
+    /// `PUT /jobs/{id}/result`, checked by the agent before it spools a
+    /// result too, so that a run the server must refuse is reported as a
+    /// failure with the reason instead of being re-run after its lease ends.
+    pub fn check(&self) -> crate::Result<()> {
+        use crate::metrics::{is_storable_name, MAX_METRICS_PER_RESULT, MAX_METRIC_NAME_LEN};
+        // Within the body limit, a body of tiny metrics would still cost a
+        // row of work per metric in every comparison of the pair.
+        if self.metrics.len() > MAX_METRICS_PER_RESULT {
+            return Err(crate::Error::TooManyMetrics {
+                count: self.metrics.len(),
+                max: MAX_METRICS_PER_RESULT,
+            });
+        }
+        for (name, value) in &self.metrics {
+            if !is_storable_name(name) {
+                return Err(crate::Error::MetricName {
+                    name: name.chars().take(MAX_METRIC_NAME_LEN + 8).collect(),
+                    max: MAX_METRIC_NAME_LEN,
+                });
+            }
+            // JSON cannot carry NaN, but a literal like `1e999` parses to
+            // infinity.
+            if !value.is_finite() {
+                return Err(crate::Error::NonFiniteMetric { name: name.clone() });
+            }
+        }
+        if self.finished_at < self.started_at {
+            return Err(crate::Error::ResultTimes);
+        }
+        Ok(())
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct UploadResponse {
     pub result_id: i64,
@@ -266,4 +301,44 @@ pub struct ErrorDetail {
     /// Stable, machine-readable: `bad_request`, `unauthorized`, `not_found`, `payload_too_large`, ...
     pub code: String,
     pub message: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::{MAX_METRICS_PER_RESULT, MAX_METRIC_NAME_LEN};
+
+    fn upload(metrics: BTreeMap<String, f64>) -> ResultUpload {
+        ResultUpload {
+            metrics,
+            raw_output: String::new(),
+            console: None,
+            kconfig: None,
+            kernel_release: "6.1".into(),
+            tuning: BTreeMap::new(),
+            started_at: 1,
+            finished_at: 2,
+        }
+    }
+
+    #[test]
+    fn the_upload_rules_name_what_is_wrong() {
+        let at_limit = (0..MAX_METRICS_PER_RESULT).map(|i| (format!("m{i}"), 1.0));
+        assert!(upload(at_limit.collect()).check().is_ok());
+        let over = (0..=MAX_METRICS_PER_RESULT).map(|i| (format!("m{i}"), 1.0));
+        let err = upload(over.collect()).check().expect_err("one too many");
+        assert!(
+            matches!(err, crate::Error::TooManyMetrics { count, .. } if count == MAX_METRICS_PER_RESULT + 1)
+        );
+        let long = "n".repeat(MAX_METRIC_NAME_LEN + 1);
+        let err = upload([(long, 1.0)].into()).check().expect_err("too long");
+        assert!(matches!(err, crate::Error::MetricName { .. }), "{err}");
+        let err = upload([("m".into(), f64::INFINITY)].into())
+            .check()
+            .expect_err("infinite");
+        assert!(matches!(err, crate::Error::NonFiniteMetric { .. }), "{err}");
+        let mut backwards = upload([("m".into(), 1.0)].into());
+        backwards.finished_at = 0;
+        assert!(matches!(backwards.check(), Err(crate::Error::ResultTimes)));
+    }
 }

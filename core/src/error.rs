@@ -7,6 +7,15 @@ pub enum Error {
     /// A metric value that is NaN or infinite can never enter the statistics.
     #[error("metric {name:?} has a non-finite value")]
     NonFiniteMetric { name: String },
+    /// A result with more metrics than one run may upload.
+    #[error("the result has {count} metrics, more than the {max} one run may upload")]
+    TooManyMetrics { count: usize, max: usize },
+    /// A result with a metric name the server cannot store.
+    #[error("metric name {name:?} must be 1-{max} bytes")]
+    MetricName { name: String, max: usize },
+    /// A result whose run finished before it started.
+    #[error("the result's finished_at is before its started_at")]
+    ResultTimes,
     /// A job file that is not valid YAML; line and column are 1-based when
     /// known (the message, from serde_yaml, names them too).
     #[error("job file is not valid YAML: {message}")]

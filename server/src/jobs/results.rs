@@ -21,8 +21,6 @@ use crate::jobs::{self, Event, ACTIVE_STATES_SQL};
 use crate::state::{AppState, JobDone};
 use crate::time::now_ms;
 
-use kbot_core::metrics::{MAX_METRICS_PER_RESULT, MAX_METRIC_NAME_LEN as MAX_METRIC_NAME};
-
 /// `PUT /api/v1/jobs/{id}/result`: stores the result of one run; uploading
 /// the same run again answers with the stored result's id.
 #[utoipa::path(
@@ -99,28 +97,14 @@ pub async fn upload(
     }))
 }
 
-/// Rejects what must never reach the statistics. JSON cannot carry NaN or
-/// infinity, but a float literal like `1e999` parses to infinity.
+/// Rejects what must never reach the statistics (the rules live in
+/// kbot-core, where the agent checks them before it uploads).
 pub fn validate(upload: &ResultUpload) -> Result<()> {
-    // Within the body limit, a body of tiny metrics would still cost a row
-    // of work per metric in every comparison of the pair.
-    if upload.metrics.len() > MAX_METRICS_PER_RESULT {
-        return Err(Error::PayloadTooLarge);
-    }
-    for (name, value) in &upload.metrics {
-        if !kbot_core::metrics::is_storable_name(name) {
-            return Err(Error::BadRequest(format!(
-                "metric name {name:?} must be 1-{MAX_METRIC_NAME} bytes"
-            )));
-        }
-        if !value.is_finite() {
-            return Err(Error::NonFiniteMetric(name.clone()));
-        }
-    }
-    if upload.finished_at < upload.started_at {
-        return Err(Error::BadRequest("finished_at is before started_at".into()));
-    }
-    Ok(())
+    upload.check().map_err(|err| match err {
+        kbot_core::Error::TooManyMetrics { .. } => Error::PayloadTooLarge,
+        kbot_core::Error::NonFiniteMetric { name } => Error::NonFiniteMetric(name),
+        other => Error::BadRequest(other.to_string()),
+    })
 }
 
 /// The job an upload is for, and the id and uploader of the result already
