@@ -40,6 +40,10 @@ pub enum Error {
     LeaseLost(i64),
     #[error("request body is larger than the server accepts")]
     PayloadTooLarge,
+    /// Too many failed attempts from this client (enrolment with wrong
+    /// tokens); the value is the seconds until one more is allowed.
+    #[error("too many failed attempts from this address; retry in {0} s")]
+    TooManyAttempts(u64),
     /// The request took longer than the server's request timeout.
     #[error("the request took longer than the server allows")]
     RequestTimeout,
@@ -88,8 +92,10 @@ impl Error {
             Error::Conflict(_) => "conflict",
             Error::LeaseLost(_) => "lease_lost",
             Error::PayloadTooLarge => "payload_too_large",
+            Error::TooManyAttempts(_) => "too_many_attempts",
             Error::RequestTimeout => "request_timeout",
             Error::Db(e) if database_unavailable(e) => "database_unavailable",
+            Error::Db(e) if unstorable_text(e) => "bad_request",
             Error::Db(_) | Error::Migrate(_) | Error::Io(_) | Error::Other(_) => "internal",
             Error::UnknownRepo(_) => "unknown_repo",
             Error::RepoUnreachable { .. } => "repo_unreachable",
@@ -108,8 +114,10 @@ impl Error {
             Error::NotFound { .. } => StatusCode::NOT_FOUND,
             Error::Conflict(_) | Error::LeaseLost(_) => StatusCode::CONFLICT,
             Error::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Error::TooManyAttempts(_) => StatusCode::TOO_MANY_REQUESTS,
             Error::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             Error::Db(e) if database_unavailable(e) => StatusCode::SERVICE_UNAVAILABLE,
+            Error::Db(e) if unstorable_text(e) => StatusCode::BAD_REQUEST,
             Error::Db(_) | Error::Migrate(_) | Error::Io(_) | Error::Other(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
@@ -124,6 +132,8 @@ impl Error {
     fn public_message(&self) -> String {
         if self.status() == StatusCode::SERVICE_UNAVAILABLE {
             "the database is unavailable; retry later".to_string()
+        } else if matches!(self, Error::Db(e) if unstorable_text(e)) {
+            "the request holds text that cannot be stored (a NUL byte)".to_string()
         } else if self.status().is_server_error() {
             "internal server error".to_string()
         } else {
@@ -168,6 +178,12 @@ fn database_unavailable(e: &sqlx::Error) -> bool {
     }
 }
 
+/// PostgreSQL refuses text with a NUL byte (SQLSTATE 22021), which SQLite
+/// stores: the client's input, not a fault of the server.
+fn unstorable_text(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db) if db.code().is_some_and(|c| c == "22021"))
+}
+
 /// Seconds a client is asked to wait before retrying a 503.
 const RETRY_AFTER_SECS: &str = "5";
 
@@ -202,11 +218,15 @@ impl IntoResponse for Error {
     fn into_response(self) -> Response {
         self.log();
         let mut response = (self.status(), Json(self.body())).into_response();
-        if self.status() == StatusCode::SERVICE_UNAVAILABLE {
-            response.headers_mut().insert(
-                header::RETRY_AFTER,
-                HeaderValue::from_static(RETRY_AFTER_SECS),
-            );
+        let retry_after = match &self {
+            Error::TooManyAttempts(secs) => HeaderValue::from_str(&secs.to_string()).ok(),
+            _ if self.status() == StatusCode::SERVICE_UNAVAILABLE => {
+                Some(HeaderValue::from_static(RETRY_AFTER_SECS))
+            }
+            _ => None,
+        };
+        if let Some(value) = retry_after {
+            response.headers_mut().insert(header::RETRY_AFTER, value);
         }
         response
     }

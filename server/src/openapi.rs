@@ -169,6 +169,10 @@ fn error_description(status: u16) -> &'static str {
              may or may not have taken effect, so look before retrying one"
         }
         413 => "`payload_too_large`: the body is larger than the server accepts",
+        429 => {
+            "`too_many_attempts`: too many failed attempts from this address (wrong \
+             enrolment tokens); retry after the `Retry-After` seconds"
+        }
         503 => {
             "`database_unavailable`: the database cannot be reached now (down or restarting). \
              Retry after the `Retry-After` seconds; an agent's upload sent again is stored once"
@@ -218,7 +222,7 @@ error_set! {
     /// One thing by name plus a revision or query.
     QueryErrors: [400, 404, 500];
     /// Agent enrolment (the enrolment token is in the body).
-    EnrollErrors: [400, 401, 413, 500];
+    EnrollErrors: [400, 401, 413, 429, 500];
     /// Agent lease.
     LeaseErrors: [400, 401, 403, 413, 500];
     /// Authenticated actions on one thing, without a body.

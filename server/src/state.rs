@@ -35,14 +35,18 @@ pub struct AppState {
     pub agent_tokens: Arc<AgentTokenCache>,
     /// Failed web sign-ins per client address and user name.
     pub sign_in_limiter: Arc<SignInLimiter>,
+    /// Failed agent enrolments (wrong or used tokens) per client address,
+    /// with the sign-in limits: enrolment tokens are guessable otherwise.
+    pub enrol_limiter: Arc<SignInLimiter>,
 }
 
 impl AppState {
     pub fn new(db: Db, config: Config, shutdown: watch::Receiver<bool>) -> AppState {
         let (job_done, _) = broadcast::channel(1024);
         let token_ttl = Duration::from_secs(config.agent_token_cache_secs.into());
-        let sign_in_limiter =
-            SignInLimiter::new(config.access.sign_in_attempts, config.access.sign_in_window);
+        let limiter =
+            || SignInLimiter::new(config.access.sign_in_attempts, config.access.sign_in_window);
+        let (sign_in_limiter, enrol_limiter) = (limiter(), limiter());
         AppState {
             db,
             config: Arc::new(config),
@@ -51,6 +55,7 @@ impl AppState {
             shutdown,
             agent_tokens: Arc::new(AgentTokenCache::new(token_ttl)),
             sign_in_limiter: Arc::new(sign_in_limiter),
+            enrol_limiter: Arc::new(enrol_limiter),
         }
     }
 

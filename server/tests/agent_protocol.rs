@@ -273,3 +273,54 @@ async fn tokens_are_checked_by_kind_and_owner() {
         t.stop().await;
     }
 }
+
+/// Enrolment tokens are secrets a stranger could guess at: past the limit of
+/// failed enrolments from one address, enrolment answers 429 with
+/// `Retry-After`, even for a good token, which stays unused for later.
+#[tokio::test]
+async fn failed_enrolments_are_rate_limited() {
+    for backend in backends() {
+        let t = TestServer::start_with(backend, |c| c.access.sign_in_attempts = 3).await;
+        let good = t.enrollment_token().await;
+        let enrol = |token: String| {
+            let request = kbot_core::api::EnrollRequest {
+                enrollment_token: token,
+                name: "box-guess".into(),
+                tbox_group: "grp".into(),
+                backend: kbot_core::api::BootBackend::Host,
+                hardware: common::hardware(),
+                host: None,
+            };
+            t.http
+                .post(t.url("/api/v1/agents/enroll"))
+                .json(&request)
+                .send()
+        };
+        for guess in 0..3 {
+            let response = enrol(format!("kbot_enroll_guess{guess}"))
+                .await
+                .expect("enrol");
+            assert_eq!(response.status(), 401, "{backend:?}: guess {guess}");
+        }
+        let refused = enrol(good.clone()).await.expect("enrol");
+        assert_eq!(refused.status(), 429, "{backend:?}");
+        let wait: u64 = refused
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok())
+            .expect("a Retry-After in seconds");
+        assert!((1..=900).contains(&wait), "{backend:?}: {wait}");
+        let body: Value = refused.json().await.expect("JSON error");
+        assert_eq!(body["error"]["code"], "too_many_attempts");
+        // The good token was not spent by the refused attempt.
+        let unused: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM tokens WHERE kind = 'enrollment' AND used_at IS NULL",
+        )
+        .fetch_one(t.db().read())
+        .await
+        .expect("count");
+        assert_eq!(unused, 1, "{backend:?}");
+        t.stop().await;
+    }
+}

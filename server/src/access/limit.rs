@@ -1,5 +1,5 @@
-//! Sign-in rate limiting: failed attempts are counted per client address and
-//! per user name in a sliding window; once either count reaches the limit,
+//! Rate limiting of guesses: failed attempts (web sign-ins per client address
+//! and user name, agent enrolments per client address) in a sliding window; once either count reaches the limit,
 //! sign-in answers 429 until the oldest failure leaves the window. Kept in
 //! memory: a restart forgets, which only gives an attacker one more window.
 
@@ -74,6 +74,12 @@ impl SignInLimiter {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
+}
+
+/// The limiter's key of an attempt that names nothing: the client address
+/// (an attempt without one, from a socketless test router, is not limited).
+pub fn client_keys(client: Option<std::net::IpAddr>) -> Vec<String> {
+    client.map(|ip| format!("ip:{ip}")).into_iter().collect()
 }
 
 /// The limiter's keys of one attempt: the client address and the name

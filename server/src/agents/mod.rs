@@ -1,12 +1,16 @@
 //! Agents: enrolment, and the stored hardware fingerprint jobs are matched
 //! and resolved against.
 
+use std::time::Instant;
+
 use axum::extract::State;
 use axum::Json;
 use kbot_core::api::{BootBackend, EnrollRequest, EnrollResponse, Hardware};
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
+use crate::access::limit;
+use crate::access::pages::ClientAddr;
 use crate::auth;
 use crate::db::Tx;
 use crate::error::{ApiJson, Error, Result};
@@ -30,11 +34,22 @@ use crate::time::now_ms;
 )]
 pub async fn enroll(
     State(state): State<AppState>,
+    ClientAddr(client): ClientAddr,
     ApiJson(req): ApiJson<EnrollRequest>,
 ) -> Result<Json<EnrollResponse>> {
     validate(&req)?;
+    let keys = limit::client_keys(client);
+    if let Err(wait) = state.enrol_limiter.check(&keys, Instant::now()) {
+        return Err(Error::TooManyAttempts(wait.as_secs().max(1)));
+    }
     let mut tx = state.db.begin().await?;
-    auth::consume_enrollment_token(&mut tx, &req.enrollment_token).await?;
+    if let Err(err) = auth::consume_enrollment_token(&mut tx, &req.enrollment_token).await {
+        if matches!(err, Error::Unauthorized) {
+            state.enrol_limiter.record_failure(&keys, Instant::now());
+            tracing::info!(client = ?client, name = %req.name, "enrolment refused");
+        }
+        return Err(err);
+    }
     let agent_id = upsert_agent(&mut tx, &req).await?;
     let agent_token = auth::issue_agent_token(&mut tx, agent_id, &req.name).await?;
     tx.commit().await?;
