@@ -13,10 +13,11 @@ use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use kbot_core::api::API_PREFIX;
 use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
-use crate::error::Error;
+use crate::error::{Error, HtmlError};
 use crate::state::AppState;
 use crate::{
     access, agents, bisect, dashboard, jobs, openapi, regressions, repos, submissions, watches,
@@ -58,6 +59,12 @@ fn with_layers(routes: Router, limit: usize, request_timeout: Duration) -> Route
         // Outside the limit and timeout layers, whose own 413 and 408 it
         // rewrites.
         .layer(middleware::from_fn(json_errors))
+        // Error texts quote what the client sent: no browser may read any
+        // answer as another type than the one it is labelled with.
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        ))
         .layer(TraceLayer::new_for_http())
 }
 
@@ -176,15 +183,21 @@ const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
 /// The body-limit layer answers 413 in plain text before any handler runs,
 /// the timeout layer an empty 408 when a request outlives the timeout,
 /// and axum's own extractors refuse a malformed path segment or query
-/// string with a plain-text 400; API clients get the JSON error body every
-/// other error has (and the OpenAPI document promises).
+/// string with a plain-text 400 that quotes the bad value; API clients get
+/// the JSON error body every other error has (and the OpenAPI document
+/// promises), a browser the dashboard's escaped error page.
 async fn json_errors(req: Request, next: Next) -> Response {
     let api = req.uri().path().starts_with("/api/");
-    let response = next.run(req).await;
-    let is_json = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|v| v == HeaderValue::from_static("application/json"));
+    // A NUL byte (only `%00` in a URL) is no name, ref or filter of any
+    // kind; PostgreSQL refuses it where SQLite would store it.
+    let response = if req.uri().to_string().contains("%00") {
+        (StatusCode::BAD_REQUEST, "the URL holds a NUL byte (%00)").into_response()
+    } else {
+        next.run(req).await
+    };
+    let content_type = response.headers().get(header::CONTENT_TYPE);
+    let is_json = content_type.is_some_and(|v| v == HeaderValue::from_static("application/json"));
+    let is_text = content_type.is_some_and(|v| v.as_bytes().starts_with(b"text/plain"));
     let status = response.status();
     if is_json {
         response
@@ -192,14 +205,18 @@ async fn json_errors(req: Request, next: Next) -> Response {
         (status, Json(Error::PayloadTooLarge.body())).into_response()
     } else if api && status == StatusCode::REQUEST_TIMEOUT {
         (status, Json(Error::RequestTimeout.body())).into_response()
-    } else if api && status == StatusCode::BAD_REQUEST {
+    } else if status == StatusCode::BAD_REQUEST && (api || is_text) {
         // The rejection's text says what was wrong; it is short, and a
         // longer one is cut rather than dropped.
         let text = axum::body::to_bytes(response.into_body(), 4096)
             .await
             .unwrap_or_default();
-        let message = String::from_utf8_lossy(&text).trim().to_owned();
-        (status, Json(Error::BadRequest(message).body())).into_response()
+        let error = Error::BadRequest(String::from_utf8_lossy(&text).trim().to_owned());
+        if api {
+            (status, Json(error.body())).into_response()
+        } else {
+            HtmlError(error).into_response()
+        }
     } else {
         response
     }

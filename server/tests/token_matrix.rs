@@ -16,13 +16,12 @@ mod gitrepo;
 use std::collections::BTreeSet;
 
 use common::agent::TestAgent;
+use common::routes::route_table;
 use common::{backends, Backend, TestServer};
 use kbot_core::api::{EnrollRequest, EventRequest, JobState, LeaseRequest, ResultUpload};
 use kbot_server::loadgen::seed;
 use reqwest::Method;
 use serde_json::json;
-
-const ROUTE_TABLE: &str = include_str!("../src/routes.rs");
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Guard {
@@ -95,35 +94,6 @@ const ROUTES: &[(&str, &str, Guard)] = &[
     ("GET", "/healthz", Guard::Open),
     ("GET", "/api/openapi.json", Guard::Open),
 ];
-
-/// (method, path) of every `.route(...)` in the route table's code.
-fn route_table() -> BTreeSet<(String, String)> {
-    let code = ROUTE_TABLE
-        .split("#[cfg(test)]")
-        .next()
-        .unwrap_or(ROUTE_TABLE);
-    let mut out = BTreeSet::new();
-    for call in code.split(".route(").skip(1) {
-        let call = call.split("\n}").next().unwrap_or(call);
-        let Some((before, rest)) = call.split_once('"') else {
-            continue;
-        };
-        let Some((literal, after)) = rest.split_once('"') else {
-            continue;
-        };
-        let path = if before.contains("api(") {
-            format!("{}{literal}", kbot_core::api::API_PREFIX)
-        } else {
-            literal.to_string()
-        };
-        for method in ["get", "post", "put", "delete", "patch"] {
-            if after.contains(&format!("{method}(")) {
-                out.insert((method.to_uppercase(), path.clone()));
-            }
-        }
-    }
-    out
-}
 
 #[test]
 fn the_matrix_lists_every_route() {
