@@ -5,7 +5,7 @@
 
 use clap::{Parser, Subcommand};
 use kbot_server::error::error_chain;
-use kbot_server::loadgen::{self, history, pages, LoadArgs};
+use kbot_server::loadgen::{self, history, pages, soak, LoadArgs};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -27,6 +27,9 @@ enum Command {
     Seed(history::SeedArgs),
     /// Measure p50/p99 latency of dashboard pages of a running server.
     Pages(pages::PagesArgs),
+    /// Long reliability run: agents heartbeat through simulated work across
+    /// replicas, then stored results are counted against acknowledged ones.
+    Soak(soak::SoakArgs),
 }
 
 #[tokio::main]
@@ -35,6 +38,13 @@ async fn main() -> std::process::ExitCode {
     let outcome = match &cli.command {
         None => loadgen::run(&cli.args).await.map(|r| r.to_string()),
         Some(Command::Seed(args)) => history::run(args).await.map(|s| format!("{s:?}")),
+        Some(Command::Soak(args)) => soak::run(args).await.and_then(|report| {
+            if report.holds() {
+                Ok(report.to_string())
+            } else {
+                Err(anyhow::anyhow!("{report}").into())
+            }
+        }),
         Some(Command::Pages(args)) => pages::run(args).await.map(|list| {
             let mut out = format!(
                 "{:>8} {:>8} {:>8} {:>9}  path",

@@ -23,6 +23,7 @@ use crate::error::{Error, Result};
 pub mod history;
 pub mod pages;
 pub mod seed;
+pub mod soak;
 
 /// What to run.
 #[derive(Debug, Clone, clap::Args)]
@@ -327,24 +328,30 @@ impl Driver {
     }
 
     fn result(&self, job_id: i64) -> ResultUpload {
-        let metrics: BTreeMap<String, f64> = (0..self.metrics)
-            .map(|i| {
-                (
-                    format!("load.metric{i:03}"),
-                    (job_id as f64) * 0.5 + i as f64,
-                )
-            })
-            .collect();
-        ResultUpload {
-            metrics,
-            raw_output: format!("simulated output of job {job_id}\n"),
-            console: None,
-            kconfig: None,
-            kernel_release: "simulated".into(),
-            tuning: BTreeMap::new(),
-            started_at: 0,
-            finished_at: 1,
-        }
+        simulated_result(job_id, self.metrics)
+    }
+}
+
+/// A run's result as a simulated agent uploads it: `metrics` values that
+/// differ per job, a line of raw output.
+fn simulated_result(job_id: i64, metrics: usize) -> ResultUpload {
+    let metrics: BTreeMap<String, f64> = (0..metrics)
+        .map(|i| {
+            (
+                format!("load.metric{i:03}"),
+                (job_id as f64) * 0.5 + i as f64,
+            )
+        })
+        .collect();
+    ResultUpload {
+        metrics,
+        raw_output: format!("simulated output of job {job_id}\n"),
+        console: None,
+        kconfig: None,
+        kernel_release: "simulated".into(),
+        tuning: BTreeMap::new(),
+        started_at: 0,
+        finished_at: 1,
     }
 }
 
