@@ -5,10 +5,13 @@
 //! transaction that references them commits, so the database never points at
 //! a missing or half-written file. A failed transaction leaves at worst an
 //! unreferenced file, which the next upload of the same run overwrites.
+//! A write that fails (a full disk) removes its temporary file, and a full
+//! disk is [`Error::InsufficientStorage`], which the agent retries later.
 
+use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 #[derive(Debug, Clone)]
 pub struct ArtifactStore {
@@ -27,10 +30,17 @@ impl ArtifactStore {
     /// Writes `contents` at `relative` (e.g. `results/42/output.txt`) atomically.
     pub async fn put(&self, relative: &str, contents: String) -> Result<()> {
         let path = self.root.join(relative);
-        tokio::task::spawn_blocking(move || write_atomically(&path, contents.as_bytes()))
-            .await
-            .map_err(|e| anyhow::anyhow!("artifact writer panicked: {e}"))??;
-        Ok(())
+        let written =
+            tokio::task::spawn_blocking(move || write_atomically(&path, contents.as_bytes()))
+                .await
+                .map_err(|e| anyhow::anyhow!("artifact writer panicked: {e}"))?;
+        written.map_err(|source| match source.kind() {
+            ErrorKind::StorageFull | ErrorKind::QuotaExceeded => Error::InsufficientStorage {
+                dir: self.root.clone(),
+                source,
+            },
+            _ => Error::Io(source),
+        })
     }
 
     /// Reads an artifact back as text.
@@ -44,6 +54,10 @@ fn write_atomically(path: &Path, contents: &[u8]) -> std::io::Result<()> {
         std::fs::create_dir_all(dir)?;
     }
     let tmp = path.with_extension(format!("tmp.{:016x}", rand::random::<u64>()));
-    std::fs::write(&tmp, contents)?;
-    std::fs::rename(&tmp, path)
+    let written = std::fs::write(&tmp, contents).and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        // Half a file (the disk filled up under it) is nobody's artifact.
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }

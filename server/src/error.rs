@@ -53,6 +53,14 @@ pub enum Error {
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("I/O error")]
     Io(#[from] std::io::Error),
+    /// The filesystem of the artifact directory is full (or over quota):
+    /// nothing of the request was stored, and the same request can succeed
+    /// once space is freed, so it is a retryable 507, not a 500.
+    #[error("no space left in the artifact directory {dir}")]
+    InsufficientStorage {
+        dir: std::path::PathBuf,
+        source: std::io::Error,
+    },
     #[error(transparent)]
     Other(#[from] anyhow::Error),
     #[error("unknown repo {0:?}")]
@@ -94,6 +102,7 @@ impl Error {
             Error::PayloadTooLarge => "payload_too_large",
             Error::TooManyAttempts(_) => "too_many_attempts",
             Error::RequestTimeout => "request_timeout",
+            Error::InsufficientStorage { .. } => "insufficient_storage",
             Error::Db(e) if database_unavailable(e) => "database_unavailable",
             Error::Db(e) if unstorable_text(e) => "bad_request",
             Error::Db(_) | Error::Migrate(_) | Error::Io(_) | Error::Other(_) => "internal",
@@ -116,6 +125,7 @@ impl Error {
             Error::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Error::TooManyAttempts(_) => StatusCode::TOO_MANY_REQUESTS,
             Error::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
+            Error::InsufficientStorage { .. } => StatusCode::INSUFFICIENT_STORAGE,
             Error::Db(e) if database_unavailable(e) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Db(e) if unstorable_text(e) => StatusCode::BAD_REQUEST,
             Error::Db(_) | Error::Migrate(_) | Error::Io(_) | Error::Other(_) => {
@@ -134,6 +144,9 @@ impl Error {
             "the database is unavailable; retry later".to_string()
         } else if matches!(self, Error::Db(e) if unstorable_text(e)) {
             "the request holds text that cannot be stored (a NUL byte)".to_string()
+        } else if self.status() == StatusCode::INSUFFICIENT_STORAGE {
+            // The server's path stays in its log.
+            "the server's artifact disk is full: nothing was stored; retry later".to_string()
         } else if self.status().is_server_error() {
             "internal server error".to_string()
         } else {
@@ -218,9 +231,15 @@ impl IntoResponse for Error {
     fn into_response(self) -> Response {
         self.log();
         let mut response = (self.status(), Json(self.body())).into_response();
+        // A 503 passes once the database is back, a 507 once disk space is
+        // freed; a 429 once the oldest failure leaves the window.
         let retry_after = match &self {
             Error::TooManyAttempts(secs) => HeaderValue::from_str(&secs.to_string()).ok(),
-            _ if self.status() == StatusCode::SERVICE_UNAVAILABLE => {
+            _ if matches!(
+                self.status(),
+                StatusCode::SERVICE_UNAVAILABLE | StatusCode::INSUFFICIENT_STORAGE
+            ) =>
+            {
                 Some(HeaderValue::from_static(RETRY_AFTER_SECS))
             }
             _ => None,

@@ -173,6 +173,10 @@ fn error_description(status: u16) -> &'static str {
             "`too_many_attempts`: too many failed attempts from this address (wrong \
              enrolment tokens); retry after the `Retry-After` seconds"
         }
+        507 => {
+            "`insufficient_storage`: the server's artifact disk is full; nothing was stored. \
+             Retry after the `Retry-After` seconds; an agent's upload sent again is stored once"
+        }
         503 => {
             "`database_unavailable`: the database cannot be reached now (down or restarting). \
              Retry after the `Retry-After` seconds; an agent's upload sent again is stored once"
@@ -233,6 +237,8 @@ error_set! {
     SubmitErrors: [400, 401, 403, 404, 413, 500];
     /// Authenticated writes with a body that the state may refuse.
     UpdateErrors: [400, 401, 403, 404, 409, 413, 500];
+    /// Result uploads, whose artifacts need disk space.
+    UploadErrors: [400, 401, 403, 404, 409, 413, 500, 507];
     /// Repo registration, which clones the repo.
     RepoCreateErrors: [400, 401, 403, 409, 413, 422, 500];
 }

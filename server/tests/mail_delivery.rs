@@ -383,3 +383,102 @@ async fn server_sends_queued_reports_and_serves_them() {
     server.stop().await;
     assert_eq!(sink.received().len(), 1);
 }
+
+/// Reports queued while the relay is down (nothing listens on its port):
+/// the server's sender retries each with the configured exponential
+/// backoff, records every failed attempt, loses none; once the relay comes
+/// up on that port each report arrives exactly once.
+async fn relay_down_then_up(backend: Backend) {
+    const REPORTS: usize = 3;
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").port()
+    };
+    let mut config = fast_config(port);
+    config.retry_base = Duration::from_millis(100);
+    config.retry_max = Duration::from_millis(800);
+    let backoff = config.clone();
+    let server = TestServer::start_with(backend, |c| c.mail = config).await;
+    let ids: Vec<String> = (0..REPORTS).map(|i| format!("{i}.{MESSAGE_ID}")).collect();
+    let mut tx = server.db().begin().await.expect("begin");
+    for id in &ids {
+        let mut report = new_report(kbot_server::time::now_ms());
+        report.message = report.message.replace(MESSAGE_ID, id);
+        report.message_id = id.clone();
+        outbox::insert(&mut tx, &report)
+            .await
+            .expect("insert")
+            .expect("new row");
+    }
+    tx.commit().await.expect("commit");
+
+    // Four attempts each while the relay is down.
+    let db = server.db().clone();
+    let mut rows = Vec::new();
+    for _ in 0..500 {
+        rows = outbox::list(&db, 10).await.expect("list");
+        if rows.iter().all(|r| r.attempts >= 4) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(rows.len(), REPORTS);
+    for row in &rows {
+        assert!(row.attempts >= 4, "{backend:?}: {row:?}");
+        // Waiting for its next attempt, or in one.
+        assert!(
+            matches!(row.state.as_str(), "pending" | "sending"),
+            "{row:?}"
+        );
+        assert!(row.last_error.is_some(), "{row:?}");
+        let attempts = outbox::attempts(&db, row.id).await.expect("attempts");
+        for (n, w) in attempts.windows(2).enumerate() {
+            let waited = w[1].started_at - w[0].finished_at;
+            let due = i64::try_from(backoff.backoff(n as u32 + 1).as_millis()).expect("ms");
+            assert!(
+                waited >= due,
+                "{backend:?}: attempt {} came {waited} ms after the one before, not {due}: {attempts:?}",
+                n + 2
+            );
+            assert_eq!(w[0].outcome, "transient");
+        }
+    }
+
+    let sink = sink::Sink::start_on(
+        format!("127.0.0.1:{port}").parse().expect("addr"),
+        sink::Plan::default(),
+    )
+    .await;
+    assert!(
+        wait_for(Duration::from_secs(15), || sink.received().len() >= REPORTS).await,
+        "{backend:?}: the reports never arrived"
+    );
+    // Give a duplicate every chance to show up before counting.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let mut got: Vec<String> = sink
+        .received()
+        .iter()
+        .filter_map(|m| {
+            m.data
+                .lines()
+                .find_map(|l| l.strip_prefix("Message-ID: <"))
+                .map(|l| l.trim_end_matches('>').to_string())
+        })
+        .collect();
+    got.sort();
+    assert_eq!(got, ids, "{backend:?}: each report exactly once");
+    for row in outbox::list(&db, 10).await.expect("list") {
+        assert_eq!(row.state, "sent", "{row:?}");
+        let attempts = outbox::attempts(&db, row.id).await.expect("attempts");
+        let sent = attempts.iter().filter(|a| a.outcome == "sent").count();
+        assert_eq!(sent, 1, "{attempts:?}");
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn relay_down_then_up_delivers_every_report_once_with_backoff() {
+    for backend in backends() {
+        relay_down_then_up(backend).await;
+    }
+}

@@ -9,6 +9,8 @@
 
 pub mod agent;
 pub mod routes;
+pub mod relay;
+pub mod tmpfs;
 
 use std::time::Duration;
 
