@@ -146,6 +146,31 @@ impl BuildCache {
         Ok(kernel)
     }
 
+    /// Makes room on the cache's disk for a write that failed for want of
+    /// space: removes least recently used kernels until `want` bytes are
+    /// free there (or no kernel is left) and returns the evicted ids. The
+    /// build cache is what the agent can always rebuild, so it goes first.
+    pub fn make_room(&self, want: u64) -> Result<Vec<String>> {
+        let mut entries = self.entries()?;
+        entries.sort_by_key(|k| k.last_used_ms);
+        let mut evicted = Vec::new();
+        for k in entries {
+            if free_bytes(&self.root) >= want {
+                break;
+            }
+            fs::remove_dir_all(&k.dir)
+                .map_err(|e| AgentError::io(format!("evicting {}", k.dir.display()), e))?;
+            let id = k.key.id();
+            tracing::warn!(build = %id, commit = %k.key.commit, "evicted from the build cache: the disk is full");
+            evicted.push(id);
+        }
+        Ok(evicted)
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
     /// Removes least recently used kernels until the cache fits, keeping `keep`.
     pub fn evict(&self, keep: &str) -> Result<Vec<String>> {
         let mut entries = self.entries()?;
@@ -238,8 +263,20 @@ pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
         path: path.to_path_buf(),
         source,
     })?;
-    fs::write(&tmp, bytes).map_err(|e| AgentError::io(format!("writing {}", tmp.display()), e))?;
+    if let Err(e) = fs::write(&tmp, bytes) {
+        // A half-written temporary (a full disk) must not take more room.
+        let _ = fs::remove_file(&tmp);
+        return Err(AgentError::io(format!("writing {}", tmp.display()), e));
+    }
     fs::rename(&tmp, path).map_err(|e| AgentError::io(format!("renaming {}", tmp.display()), e))
+}
+
+/// Bytes an unprivileged writer may still use on the filesystem of `path`
+/// (0 when that cannot be read: then every kernel is fair game).
+pub fn free_bytes(path: &Path) -> u64 {
+    nix::sys::statvfs::statvfs(path)
+        .map(|s| u64::from(s.blocks_available()).saturating_mul(u64::from(s.fragment_size())))
+        .unwrap_or(0)
 }
 
 fn dir_size(dir: &Path) -> u64 {

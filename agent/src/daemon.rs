@@ -171,7 +171,7 @@ impl Daemon {
                 .map_err(|e| AgentError::Config(format!("kexec resume task: {e}")))??;
         if let Some((job, outcome)) = resumed {
             if let Some(p) = Pending::of(job.job_id, outcome) {
-                self.spool.put(&p)?;
+                self.spool_outcome(job.job_id, &p)?;
             }
             self.runner.finish_kexec()?;
             wake.notify_one();
@@ -233,10 +233,22 @@ impl Daemon {
         let _ = events.await;
         beats.abort();
         if let Some(p) = Pending::of(job_id, outcome) {
-            self.spool.put(&p)?;
+            self.spool_outcome(job_id, &p)?;
         }
         wake.notify_one();
         Ok(())
+    }
+
+    /// Spools a job's outcome, making room in the build cache if the disk is
+    /// full; an outcome that cannot be kept stops the agent with the reason.
+    fn spool_outcome(&self, job_id: i64, p: &Pending) -> Result<()> {
+        match self.spool.put_making_room(p, self.runner.builder.cache()) {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                tracing::error!(job = job_id, error = %e, "cannot spool the job's outcome");
+                Err(e)
+            }
+        }
     }
 }
 

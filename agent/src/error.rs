@@ -44,6 +44,18 @@ pub enum AgentError {
     },
     #[error("the job was cancelled")]
     Cancelled,
+    /// The disk stayed full after the build cache gave up its kernels.
+    #[error(
+        "no space left on the agent's disk for {what} (after evicting {evicted} cached \
+         kernels; free space under {dir}): {source}"
+    )]
+    DiskFull {
+        what: String,
+        dir: PathBuf,
+        evicted: usize,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl AgentError {
@@ -61,6 +73,16 @@ impl AgentError {
         }
     }
 
+    /// Whether this is a write that failed for want of disk space (ENOSPC,
+    /// EDQUOT): room may be made, and the write tried again.
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            AgentError::Io { source, .. } => is_disk_full(source),
+            AgentError::DiskFull { .. } => true,
+            _ => false,
+        }
+    }
+
     /// Whether retrying the same request later can succeed (network trouble,
     /// 5xx, 408/429) as opposed to a refusal that will never change.
     pub fn is_retryable(&self) -> bool {
@@ -70,6 +92,14 @@ impl AgentError {
             _ => false,
         }
     }
+}
+
+/// ENOSPC or EDQUOT.
+pub fn is_disk_full(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+    )
 }
 
 pub type Result<T, E = AgentError> = std::result::Result<T, E>;

@@ -197,7 +197,11 @@ fn execute(
         )),
         Finished::TimedOut => Err(Failure::new(
             FailureKind::Timeout,
-            format!("`{}` ran past {limit:?}", argv.join(" ")),
+            format!(
+                "timed out after {} s in the workload: `{}` was killed",
+                limit.as_secs(),
+                argv.join(" ")
+            ),
         )),
     })
 }

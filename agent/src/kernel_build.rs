@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use kbot_core::api::{FailureKind, KconfigSpec, RepoSpec};
 
-use crate::build_cache::{BuildCache, BuildKey, BuiltKernel};
+use crate::build_cache::{free_bytes, BuildCache, BuildKey, BuiltKernel};
 use crate::build_lock;
 use crate::elf_notes;
 use crate::error::{AgentError, Result};
@@ -127,7 +127,64 @@ impl Builder {
             }
         };
         let src = self.worktree(repo, &mirror, &key.commit)?;
-        self.build(&src, key, &compiler, cancel)
+        self.build_making_room(&src, key, &compiler, cancel)
+    }
+
+    /// Builds; when the disk filled up under the build, evicts the cached
+    /// kernels and builds once more. Every cached kernel goes: a build needs
+    /// far more room than one kernel, and how much is unknown. A full disk
+    /// is the agent's trouble, never the commit's: it is not recorded as
+    /// unbuildable, and the job fails as `infrastructure`.
+    fn build_making_room(
+        &self,
+        src: &Path,
+        key: &BuildKey,
+        compiler: &(String, String),
+        cancel: &Cancel,
+    ) -> Result<std::result::Result<BuiltKernel, Failure>> {
+        let why = match self.attempt(src, key, compiler, cancel)? {
+            Attempt::Built(k) => return Ok(Ok(k)),
+            Attempt::Failed(f) => return Ok(Err(f)),
+            Attempt::NoSpace(why) => why,
+        };
+        let evicted = self.cache.make_room(u64::MAX)?;
+        tracing::warn!(commit = %key.commit, evicted = evicted.len(), error = %why,
+            "the disk filled up during the build; building again after evicting cached kernels");
+        Ok(match self.attempt(src, key, compiler, cancel)? {
+            Attempt::Built(k) => Ok(k),
+            Attempt::Failed(f) => Err(f),
+            Attempt::NoSpace(why) => Err(Failure::new(
+                FailureKind::Infrastructure,
+                format!(
+                    "no space left on the agent's disk under {} to build {} (after evicting \
+                     {} cached kernels): {why}",
+                    self.cfg.work_dir.display(),
+                    key.commit,
+                    evicted.len()
+                ),
+            )),
+        })
+    }
+
+    /// One build, with a full disk told apart from a commit that does not build.
+    fn attempt(
+        &self,
+        src: &Path,
+        key: &BuildKey,
+        compiler: &(String, String),
+        cancel: &Cancel,
+    ) -> Result<Attempt> {
+        match self.build(src, key, compiler, cancel) {
+            Err(e) if e.is_disk_full() => {
+                let _ = fs::remove_dir_all(self.staging(key));
+                Ok(Attempt::NoSpace(e.to_string()))
+            }
+            other => other,
+        }
+    }
+
+    fn staging(&self, key: &BuildKey) -> PathBuf {
+        self.cfg.work_dir.join("staging").join(key.id())
     }
 
     fn repo_dir(&self, kind: &str, repo: &RepoSpec) -> PathBuf {
@@ -219,10 +276,10 @@ impl Builder {
         key: &BuildKey,
         compiler: &(String, String),
         cancel: &Cancel,
-    ) -> Result<std::result::Result<BuiltKernel, Failure>> {
+    ) -> Result<Attempt> {
         let start = Instant::now();
         let obj = self.cfg.work_dir.join("objs").join(object_dir_name(key));
-        let staged = self.cfg.work_dir.join("staging").join(key.id());
+        let staged = self.staging(key);
         let _ = fs::remove_dir_all(&staged);
         for d in [&obj, &staged] {
             fs::create_dir_all(d)
@@ -275,7 +332,7 @@ impl Builder {
             last_used_ms: 0,
             dir: PathBuf::new(),
         };
-        Ok(Ok(self.cache.insert(&staged, kernel)?))
+        Ok(Attempt::Built(self.cache.insert(&staged, kernel)?))
     }
 
     /// `make` in the object directory with (host compiler, kernel compiler).
@@ -321,31 +378,49 @@ impl Builder {
         }
     }
 
-    fn failed(
-        &self,
-        key: &BuildKey,
-        why: String,
-    ) -> Result<std::result::Result<BuiltKernel, Failure>> {
-        let log = self
-            .cfg
-            .work_dir
-            .join("staging")
-            .join(key.id())
-            .join("build.log");
+    /// A failed step: the commit does not build (remembered), or the disk
+    /// filled up under it (not the commit's fault: nothing remembered).
+    fn failed(&self, key: &BuildKey, why: String) -> Result<Attempt> {
+        let log = self.staging(key).join("build.log");
         let text = fs::read_to_string(&log).unwrap_or_default();
         let detail = format!(
             "{why}\n--- build log tail ---\n{}",
             tail(&text, LOG_TAIL_LINES)
         );
+        // The tool's message may itself be lost to the full disk the log is
+        // on, so a disk left nearly full by the failed step counts too.
+        if text.contains(NO_SPACE) || free_bytes(&self.cfg.work_dir) < NEARLY_FULL {
+            let _ = fs::remove_dir_all(self.staging(key));
+            return Ok(Attempt::NoSpace(detail));
+        }
         self.cache.mark_unbuildable(key, &detail)?;
         let keep = self.cfg.work_dir.join("failed-builds").join(key.id());
         let _ = fs::remove_dir_all(&keep);
         if fs::create_dir_all(self.cfg.work_dir.join("failed-builds")).is_ok() {
             let _ = fs::rename(log.parent().unwrap_or(&log), &keep);
         }
-        Ok(Err(Failure::new(FailureKind::BuildFailed, detail)))
+        Ok(Attempt::Failed(Failure::new(
+            FailureKind::BuildFailed,
+            detail,
+        )))
     }
 }
+
+/// How one build attempt ended.
+enum Attempt {
+    Built(BuiltKernel),
+    /// The commit does not build (a verdict on the kernel).
+    Failed(Failure),
+    /// The disk filled up; the detail says where.
+    NoSpace(String),
+}
+
+/// strerror(ENOSPC), as the compiler, the linker and make's tools print it.
+const NO_SPACE: &str = "No space left on device";
+
+/// Free bytes under which a failed build step is taken for a full disk:
+/// less than a compiler's or linker's output file.
+const NEARLY_FULL: u64 = 1 << 20;
 
 fn has_commit(git_dir: &Path, commit: &str) -> bool {
     Command::new("git")

@@ -501,7 +501,11 @@ impl QemuBackend {
                 Err(RecvTimeoutError::Disconnected) => break,
             }
             if Instant::now() >= deadline {
-                w.timed_out = !w.done && w.fatal.is_none();
+                let limit = match w.init_after {
+                    None => self.cfg.boot_timeout,
+                    Some(_) => self.cfg.run_timeout,
+                };
+                w.timed_out = (!w.done && w.fatal.is_none()).then_some(limit);
                 kill_group(&mut child);
                 break;
             }
@@ -702,7 +706,8 @@ struct Watch {
     init_after: Option<Duration>,
     fatal: Option<String>,
     done: bool,
-    timed_out: bool,
+    /// The limit that passed, when the guest hung (QEMU was killed then).
+    timed_out: Option<Duration>,
     wall: Duration,
     /// The host at the start and the end of the measured runs.
     host_before: Option<HostSample>,
@@ -774,14 +779,19 @@ fn assemble(a: Assembly) -> Outcome {
                 FailureKind::BootFailed,
                 format!("kernel died before /init: {line}"),
             ),
-            None if w.timed_out => fail(
-                FailureKind::BootFailed,
-                "no /init within the boot timeout".to_string(),
-            ),
-            None => fail(
-                FailureKind::BootFailed,
-                "QEMU ended before /init ran".to_string(),
-            ),
+            None => match w.timed_out {
+                Some(limit) => fail(
+                    FailureKind::BootFailed,
+                    format!(
+                        "timed out after {} s in boot: no /init ran; QEMU was killed",
+                        limit.as_secs()
+                    ),
+                ),
+                None => fail(
+                    FailureKind::BootFailed,
+                    "QEMU ended before /init ran".to_string(),
+                ),
+            },
         };
     };
     if let Some(line) = &w.fatal {
@@ -790,10 +800,13 @@ fn assemble(a: Assembly) -> Outcome {
             format!("kernel died during the workload: {line}"),
         );
     }
-    if w.timed_out {
+    if let Some(limit) = w.timed_out {
         return fail(
             FailureKind::Timeout,
-            "the workload ran past the run timeout".to_string(),
+            format!(
+                "timed out after {} s in the workload; QEMU was killed",
+                limit.as_secs()
+            ),
         );
     }
     let sections = console::sections(a.channel);

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use kbot_core::api::{EventRequest, FailureKind, JobState, ResultUpload};
 
-use crate::build_cache::{read_json, write_json};
+use crate::build_cache::{read_json, write_json, BuildCache};
 use crate::client::ApiClient;
 use crate::error::{AgentError, Result};
 use crate::outcome::{Failure, Outcome};
@@ -84,6 +84,32 @@ impl Spool {
         let path = self.dir.join(item.file_name());
         write_json(&path, item)?;
         Ok(path)
+    }
+
+    /// [`Spool::put`]; on a full disk, evicts least recently used kernels
+    /// from `cache` until there is room for the item and tries once more.
+    /// An outcome the agent cannot keep is lost with the job, so the cache,
+    /// which can always be rebuilt, gives way first.
+    pub fn put_making_room(&self, item: &Pending, cache: &BuildCache) -> Result<PathBuf> {
+        let source = match self.put(item) {
+            Err(AgentError::Io { source, .. }) if crate::error::is_disk_full(&source) => source,
+            other => return other,
+        };
+        let size = serde_json::to_vec_pretty(item).map_or(0, |b| b.len() as u64);
+        // The item, and slack for the directory and the filesystem's rounding.
+        let evicted = cache.make_room(size + (64 << 10))?;
+        tracing::warn!(file = item.file_name(), evicted = evicted.len(), error = %source, "the spool's disk is full; retrying after evicting cached kernels");
+        self.put(item).map_err(|e| match e {
+            AgentError::Io { source, .. } if crate::error::is_disk_full(&source) => {
+                AgentError::DiskFull {
+                    what: format!("the spooled outcome {}", item.file_name()),
+                    dir: self.dir.clone(),
+                    evicted: evicted.len(),
+                    source,
+                }
+            }
+            other => other,
+        })
     }
 
     /// Spooled items, oldest job first.

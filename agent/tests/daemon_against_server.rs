@@ -65,6 +65,37 @@ fn repo(dir: &Path) -> (String, String) {
     (base, git(dir, &["rev-parse", "HEAD"]))
 }
 
+/// A host-backend daemon working in `work`, each workload execution
+/// limited to `run_timeout_secs`.
+fn host_daemon(
+    server_url: &str,
+    token: &str,
+    work: &Path,
+    bench: &Path,
+    run_timeout_secs: u64,
+) -> Daemon {
+    let runner = JobRunner {
+        backend: Backend::Host,
+        builder: Builder::new(
+            BuildConfig::x86_64(work, 1),
+            BuildCache::open(&work.join("cache"), 1 << 20).expect("cache"),
+        ),
+        host: HostConfig {
+            kbot_bench: bench.to_path_buf(),
+            run_timeout: std::time::Duration::from_secs(run_timeout_secs),
+            perf: true,
+        },
+        runs_dir: work.join("runs"),
+        state_dir: work.to_path_buf(),
+    };
+    Daemon {
+        client: ApiClient::new(server_url, Some(token.to_string())).expect("client"),
+        runner: Arc::new(runner),
+        spool: Arc::new(Spool::open(&work.join("spool")).expect("spool")),
+        lease_wait_secs: 2,
+    }
+}
+
 #[tokio::test]
 async fn the_daemon_runs_both_sides_and_the_server_holds_the_results() {
     let Some(bench) = kbot_bench() else {
@@ -122,7 +153,6 @@ async fn the_daemon_runs_both_sides_and_the_server_holds_the_results() {
 
         let work = tmp.path().join("agent");
         let server_url = server.url("").trim_end_matches('/').to_string();
-        let hw = kbot_agent::hwinfo::read_host().expect("hwinfo");
         let identity = enrol(&Enrolment {
             identity_file: work.join("agent.json"),
             server: server_url.clone(),
@@ -130,7 +160,7 @@ async fn the_daemon_runs_both_sides_and_the_server_holds_the_results() {
             name: "host-test-1".into(),
             tbox_group: "host-test".into(),
             backend: BootBackend::Host,
-            hardware: hw,
+            hardware: kbot_agent::hwinfo::read_host().expect("hwinfo"),
             host: None,
         })
         .await
@@ -148,29 +178,8 @@ async fn the_daemon_runs_both_sides_and_the_server_holds_the_results() {
         .await
         .expect("the persisted identity is reused without a token");
         assert_eq!(again.agent_token, identity.agent_token);
-
-        let runner = JobRunner {
-            backend: Backend::Host,
-            builder: Builder::new(
-                BuildConfig::x86_64(&work, 1),
-                BuildCache::open(&work.join("cache"), 1 << 20).expect("cache"),
-            ),
-            host: HostConfig {
-                kbot_bench: bench.clone(),
-                run_timeout: std::time::Duration::from_secs(300),
-                perf: true,
-            },
-            runs_dir: work.join("runs"),
-            state_dir: work.clone(),
-        };
-        let spool = Arc::new(Spool::open(&work.join("spool")).expect("spool"));
-        let daemon = Daemon {
-            client: ApiClient::new(&server_url, Some(identity.agent_token.clone()))
-                .expect("client"),
-            runner: Arc::new(runner),
-            spool: spool.clone(),
-            lease_wait_secs: 2,
-        };
+        let daemon = host_daemon(&server_url, &identity.agent_token, &work, &bench, 300);
+        let spool = daemon.spool.clone();
         daemon.run(Some(2)).await.expect("two jobs run");
         assert!(
             spool.pending().expect("spool").is_empty(),
@@ -213,6 +222,132 @@ async fn the_daemon_runs_both_sides_and_the_server_holds_the_results() {
                 assert!(m["perf-stat.ps.task-clock"].as_f64().is_some(), "{run}");
             }
         }
+        server.stop().await;
+    }
+}
+
+/// A submission through the REST API; its id.
+async fn submit(server: &common::TestServer, user: &str, job: &str, base: &str, head: &str) -> i64 {
+    let r = server
+        .http
+        .post(server.url("/api/v1/submissions"))
+        .bearer_auth(user)
+        .json(&json!({"repo": "linux", "job_file": job, "base": base, "head": head, "max_runs": 1}))
+        .send()
+        .await
+        .expect("submit");
+    assert!(r.status().is_success(), "submit: {}", r.status());
+    let sub: Value = r.json().await.expect("submission json");
+    sub["id"].as_i64().expect("submission id")
+}
+
+/// `(state, failure, failure_detail, finished_at)` of a submission's jobs.
+async fn jobs_of(
+    server: &common::TestServer,
+    submission: i64,
+) -> Vec<(String, Option<String>, Option<String>, Option<i64>)> {
+    use sqlx::Row;
+    sqlx::query(
+        "SELECT state, failure, failure_detail, finished_at FROM jobs \
+         WHERE submission_id = $1 ORDER BY id",
+    )
+    .bind(submission)
+    .fetch_all(server.db().read())
+    .await
+    .expect("jobs")
+    .iter()
+    .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+    .collect()
+}
+
+/// Workloads that hang (run far past the run timeout) on the host
+/// backend: the timeout fires, the workload is killed, the server marks
+/// each job failed as `timeout` with the limit in the reason, and the
+/// daemon goes on to the next jobs, which finish with results.
+#[tokio::test]
+async fn a_hung_workload_times_out_and_the_daemon_takes_the_next_job() {
+    const LOOPS: &str = "2000000017"; // hours of pipe round trips
+    let Some(bench) = kbot_bench() else {
+        let why =
+            "no kbot-bench binary (cargo build -p kbot-bench or scripts/build-kbot-bench-static)";
+        assert!(std::env::var_os("CI").is_none(), "{why}");
+        eprintln!("skipping: {why}");
+        return;
+    };
+    for backend in common::backends() {
+        let server = common::TestServer::start(backend).await;
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let repo_dir = tmp.path().join("linux");
+        std::fs::create_dir_all(&repo_dir).expect("mkdir");
+        let (base, head) = repo(&repo_dir);
+        let (_, user) = kbot_server::auth::create_user_token(server.db(), "alice", None)
+            .await
+            .expect("user token");
+        let r = server
+            .http
+            .post(server.url("/api/v1/repos"))
+            .bearer_auth(&user)
+            .json(&json!({"name": "linux", "url": repo_dir.display().to_string()}))
+            .send()
+            .await
+            .expect("repo");
+        assert!(r.status().is_success(), "repo: {}", r.status());
+        let job = |loops: &str| {
+            format!("testcase: perf-bench-sched-pipe\nruns: 1\nperf-bench-sched-pipe:\n  loops: {loops}\n")
+        };
+        let hung = submit(&server, &user, &job(LOOPS), &base, &head).await;
+        let quick = submit(&server, &user, &job("20000"), &base, &head).await;
+
+        let work = tmp.path().join("agent");
+        let server_url = server.url("").trim_end_matches('/').to_string();
+        let identity = enrol(&Enrolment {
+            identity_file: work.join("agent.json"),
+            server: server_url.clone(),
+            token: Some(server.enrollment_token().await),
+            name: "host-test-1".into(),
+            tbox_group: "host-test".into(),
+            backend: BootBackend::Host,
+            hardware: kbot_agent::hwinfo::read_host().expect("hwinfo"),
+            host: None,
+        })
+        .await
+        .expect("enrol");
+        let daemon = host_daemon(&server_url, &identity.agent_token, &work, &bench, 2);
+        let started = std::time::Instant::now();
+        daemon.run(Some(4)).await.expect("four jobs run");
+        assert!(started.elapsed() < std::time::Duration::from_secs(30));
+
+        let failed = jobs_of(&server, hung).await;
+        assert_eq!(failed.len(), 2, "{failed:?}");
+        for (state, failure, detail, _) in &failed {
+            assert_eq!(state, "failed", "{backend:?}: {failed:?}");
+            assert_eq!(failure.as_deref(), Some("timeout"));
+            let detail = detail.as_deref().unwrap_or_default();
+            assert!(
+                detail.starts_with("timed out after 2 s in the workload: `")
+                    && detail.contains(LOOPS),
+                "{detail}"
+            );
+        }
+        let done = jobs_of(&server, quick).await;
+        assert!(done.iter().all(|j| j.0 == "finished"), "{done:?}");
+        // The daemon took the quick jobs after the hung ones failed.
+        let last_failure = failed.iter().filter_map(|j| j.3).max();
+        assert!(
+            done.iter().all(|j| j.3 > last_failure),
+            "{failed:?} {done:?}"
+        );
+        let left: Vec<String> = std::fs::read_dir("/proc")
+            .expect("/proc")
+            .flatten()
+            .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+            .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+            .filter(|c| c.contains(LOOPS))
+            .collect();
+        assert!(
+            left.is_empty(),
+            "the hung workload outlived its timeout: {left:?}"
+        );
         server.stop().await;
     }
 }
