@@ -275,7 +275,7 @@ pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
 /// (0 when that cannot be read: then every kernel is fair game).
 pub fn free_bytes(path: &Path) -> u64 {
     nix::sys::statvfs::statvfs(path)
-        .map(|s| u64::from(s.blocks_available()).saturating_mul(u64::from(s.fragment_size())))
+        .map(|s| s.blocks_available().saturating_mul(s.fragment_size()))
         .unwrap_or(0)
 }
 

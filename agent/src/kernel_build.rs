@@ -143,7 +143,7 @@ impl Builder {
         cancel: &Cancel,
     ) -> Result<std::result::Result<BuiltKernel, Failure>> {
         let why = match self.attempt(src, key, compiler, cancel)? {
-            Attempt::Built(k) => return Ok(Ok(k)),
+            Attempt::Built(k) => return Ok(Ok(*k)),
             Attempt::Failed(f) => return Ok(Err(f)),
             Attempt::NoSpace(why) => why,
         };
@@ -151,7 +151,7 @@ impl Builder {
         tracing::warn!(commit = %key.commit, evicted = evicted.len(), error = %why,
             "the disk filled up during the build; building again after evicting cached kernels");
         Ok(match self.attempt(src, key, compiler, cancel)? {
-            Attempt::Built(k) => Ok(k),
+            Attempt::Built(k) => Ok(*k),
             Attempt::Failed(f) => Err(f),
             Attempt::NoSpace(why) => Err(Failure::new(
                 FailureKind::Infrastructure,
@@ -332,7 +332,9 @@ impl Builder {
             last_used_ms: 0,
             dir: PathBuf::new(),
         };
-        Ok(Attempt::Built(self.cache.insert(&staged, kernel)?))
+        Ok(Attempt::Built(Box::new(
+            self.cache.insert(&staged, kernel)?,
+        )))
     }
 
     /// `make` in the object directory with (host compiler, kernel compiler).
@@ -408,7 +410,7 @@ impl Builder {
 
 /// How one build attempt ended.
 enum Attempt {
-    Built(BuiltKernel),
+    Built(Box<BuiltKernel>),
     /// The commit does not build (a verdict on the kernel).
     Failed(Failure),
     /// The disk filled up; the detail says where.

@@ -255,7 +255,11 @@ fn a_build_that_fills_the_disk_evicts_the_cache_and_builds_again() {
         .iter()
         .map(|k| k.key.commit.clone())
         .collect();
-    assert_eq!(ids, [commit.clone()], "the old kernels made room");
+    assert_eq!(
+        ids,
+        std::slice::from_ref(&commit),
+        "the old kernels made room"
+    );
     assert!(builder
         .cache()
         .unbuildable(&key(&commit))

@@ -8,8 +8,8 @@
 #![allow(dead_code)] // each test binary uses a different part of the harness
 
 pub mod agent;
-pub mod routes;
 pub mod relay;
+pub mod routes;
 pub mod tmpfs;
 
 use std::time::Duration;
