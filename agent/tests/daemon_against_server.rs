@@ -96,24 +96,73 @@ fn host_daemon(
     }
 }
 
-#[tokio::test]
-async fn the_daemon_runs_both_sides_and_the_server_holds_the_results() {
-    let Some(bench) = kbot_bench() else {
+/// The kbot-bench binary; without one a test is skipped, except under CI,
+/// where that is a failure.
+fn kbot_bench_or_skip() -> Option<PathBuf> {
+    let bench = kbot_bench();
+    if bench.is_none() {
         let why =
             "no kbot-bench binary (cargo build -p kbot-bench or scripts/build-kbot-bench-static)";
         assert!(std::env::var_os("CI").is_none(), "{why}");
         eprintln!("skipping: {why}");
+    }
+    bench
+}
+
+/// A server with user alice, who registered a two-commit repository
+/// `linux` (in `tmp`); its base and head.
+struct Setup {
+    server: common::TestServer,
+    tmp: tempfile::TempDir,
+    user: String,
+    base: String,
+    head: String,
+}
+
+async fn setup(backend: common::Backend) -> Setup {
+    let server = common::TestServer::start(backend).await;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let repo_dir = tmp.path().join("linux");
+    std::fs::create_dir_all(&repo_dir).expect("mkdir");
+    let (base, head) = repo(&repo_dir);
+    let (_, user) = kbot_server::auth::create_user_token(server.db(), "alice", None)
+        .await
+        .expect("user token");
+    let r = server
+        .http
+        .post(server.url("/api/v1/repos"))
+        .bearer_auth(&user)
+        .json(&json!({"name": "linux", "url": repo_dir.display().to_string()}))
+        .send()
+        .await
+        .expect("repo");
+    assert!(
+        r.status().is_success(),
+        "repo: {}",
+        r.text().await.unwrap_or_default()
+    );
+    Setup {
+        server,
+        tmp,
+        user,
+        base,
+        head,
+    }
+}
+
+#[tokio::test]
+async fn the_daemon_runs_both_sides_and_the_server_holds_the_results() {
+    let Some(bench) = kbot_bench_or_skip() else {
         return;
     };
     for backend in common::backends() {
-        let server = common::TestServer::start(backend).await;
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let repo_dir = tmp.path().join("linux");
-        std::fs::create_dir_all(&repo_dir).expect("mkdir");
-        let (base, head) = repo(&repo_dir);
-        let (_, user) = kbot_server::auth::create_user_token(server.db(), "alice", None)
-            .await
-            .expect("user token");
+        let Setup {
+            server,
+            tmp,
+            user,
+            base,
+            head,
+        } = setup(backend).await;
         let post = |path: &str, body: Value| {
             server
                 .http
@@ -122,17 +171,6 @@ async fn the_daemon_runs_both_sides_and_the_server_holds_the_results() {
                 .json(&body)
                 .send()
         };
-        let r = post(
-            "/api/v1/repos",
-            json!({"name": "linux", "url": repo_dir.display().to_string()}),
-        )
-        .await
-        .expect("repo");
-        assert!(
-            r.status().is_success(),
-            "repo: {}",
-            r.text().await.unwrap_or_default()
-        );
         // A sub-second workload and one run per side: the test is about the
         // protocol, spool and monitors, not about the numbers.
         let job =
@@ -267,31 +305,17 @@ async fn jobs_of(
 #[tokio::test]
 async fn a_hung_workload_times_out_and_the_daemon_takes_the_next_job() {
     const LOOPS: &str = "2000000017"; // hours of pipe round trips
-    let Some(bench) = kbot_bench() else {
-        let why =
-            "no kbot-bench binary (cargo build -p kbot-bench or scripts/build-kbot-bench-static)";
-        assert!(std::env::var_os("CI").is_none(), "{why}");
-        eprintln!("skipping: {why}");
+    let Some(bench) = kbot_bench_or_skip() else {
         return;
     };
     for backend in common::backends() {
-        let server = common::TestServer::start(backend).await;
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let repo_dir = tmp.path().join("linux");
-        std::fs::create_dir_all(&repo_dir).expect("mkdir");
-        let (base, head) = repo(&repo_dir);
-        let (_, user) = kbot_server::auth::create_user_token(server.db(), "alice", None)
-            .await
-            .expect("user token");
-        let r = server
-            .http
-            .post(server.url("/api/v1/repos"))
-            .bearer_auth(&user)
-            .json(&json!({"name": "linux", "url": repo_dir.display().to_string()}))
-            .send()
-            .await
-            .expect("repo");
-        assert!(r.status().is_success(), "repo: {}", r.status());
+        let Setup {
+            server,
+            tmp,
+            user,
+            base,
+            head,
+        } = setup(backend).await;
         let job = |loops: &str| {
             format!("testcase: perf-bench-sched-pipe\nruns: 1\nperf-bench-sched-pipe:\n  loops: {loops}\n")
         };

@@ -7,14 +7,12 @@
 //! it needs no other part of the user API.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kbot_core::api::{
     BootBackend, EnrollRequest, EnrollResponse, EventRequest, Hardware, JobState, LeaseRequest,
     LeaseResponse, ResultUpload,
 };
-use tokio::sync::Mutex;
 
 use crate::auth;
 use crate::db::Db;
@@ -134,30 +132,41 @@ pub async fn run(args: &LoadArgs) -> Result<Report> {
         agents.len(),
         args.duration_secs
     );
-    let tally = Arc::new(Mutex::new(Tally::default()));
     let started = Instant::now();
     let deadline = started + Duration::from_secs(args.duration_secs);
-    let mut tasks = Vec::new();
-    for agent in agents {
+    let drivers = agents.into_iter().map(|agent| {
         let driver = Driver {
             http: http.clone(),
             server: args.server.clone(),
             token: agent.agent_token,
             metrics: args.metrics,
         };
-        let tally = tally.clone();
-        tasks.push(tokio::spawn(async move {
-            let mine = driver.drive(deadline).await;
-            tally.lock().await.merge(mine);
-        }));
-    }
-    for task in tasks {
-        task.await
-            .map_err(|e| anyhow::anyhow!("agent task failed: {e}"))?;
+        async move { driver.drive(deadline).await }
+    });
+    let mut tally = Tally::default();
+    for mine in run_all(drivers).await? {
+        tally.merge(mine);
     }
     let seconds = started.elapsed().as_secs_f64();
-    let mut tally = std::mem::take(&mut *tally.lock().await);
     Ok(tally.report(args.agents, seconds))
+}
+
+/// Runs every simulated agent on its own task and returns what each
+/// returned, in order.
+async fn run_all<T, F>(agents: impl IntoIterator<Item = F>) -> Result<Vec<T>>
+where
+    F: std::future::Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let tasks: Vec<_> = agents.into_iter().map(tokio::spawn).collect();
+    let mut out = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        out.push(
+            task.await
+                .map_err(|e| anyhow::anyhow!("agent task failed: {e}"))?,
+        );
+    }
+    Ok(out)
 }
 
 /// A live PostgreSQL has statistics from autovacuum; a table seeded a moment

@@ -12,13 +12,11 @@
 //! or a lost lease) counts as an error.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kbot_core::api::{EventRequest, JobState, LeaseRequest, LeaseResponse, ResultUpload};
 use reqwest::StatusCode;
 use sqlx::Row;
-use tokio::sync::Mutex;
 
 use crate::auth;
 use crate::db::Db;
@@ -182,20 +180,10 @@ pub async fn run(args: &SoakArgs) -> Result<SoakReport> {
     );
     let started = Instant::now();
     let deadline = started + Duration::from_secs(args.duration_secs);
-    let report = Arc::new(Mutex::new(SoakReport::default()));
-    let mut tasks = Vec::new();
-    for agent in agents {
-        let report = report.clone();
-        tasks.push(tokio::spawn(async move {
-            let mine = agent.soak(deadline).await;
-            report.lock().await.merge(mine);
-        }));
+    let mut report = SoakReport::default();
+    for mine in super::run_all(agents.into_iter().map(|agent| agent.soak(deadline))).await? {
+        report.merge(mine);
     }
-    for task in tasks {
-        task.await
-            .map_err(|e| anyhow::anyhow!("agent task failed: {e}"))?;
-    }
-    let mut report = std::mem::take(&mut *report.lock().await);
     report.agents = args.agents;
     report.seconds = started.elapsed().as_secs_f64();
     report.db = settle(
