@@ -219,3 +219,104 @@ async fn regressions_found_before_0010_are_listed_for_triage() {
         db.close().await;
     }
 }
+
+/// A summary row: commit, job label, metric, runs, low, high, run_values.
+type Summary = (i64, String, String, i64, f64, f64, String);
+
+/// Migration 0014 summarises the results a store already holds: each watch
+/// run's metrics land on their commit's rows per tbox group and job label
+/// (a user pair's runs are on no trend), once, however often the server
+/// starts.
+#[tokio::test]
+async fn metric_summaries_are_backfilled_from_stored_watch_results() {
+    for backend in backends() {
+        let store = TestStore::new(backend).await;
+        let db = Db::connect(&store.database_url).await.expect("connect");
+        migrate_up_to(&db, backend, "0014").await;
+        let watched = seed::submission(&db, "linux", "dev", seed::LOAD_JOB_FILE, 2, 0)
+            .await
+            .expect("seed");
+        // A user pair of the same commits, one run a side: not counted.
+        seed::submission(&db, "linux", "dev", seed::LOAD_JOB_FILE, 1, 0)
+            .await
+            .expect("seed");
+        let s = watched.submission_id;
+        execute(
+            &db,
+            &format!(
+                "INSERT INTO watches (repo_id, branch, job_name, job_file, interval_secs, \
+                   runs_cap, user_id, next_check_at, created_at) \
+                 SELECT repo_id, 'master', job_name, job_file, 60, 10, user_id, 0, 0 \
+                 FROM submissions WHERE id = {s}"
+            ),
+        )
+        .await;
+        execute(
+            &db,
+            &format!(
+                "UPDATE submissions SET kind = 'watch', watch_id = (SELECT MAX(id) FROM watches) \
+                 WHERE id = {s}"
+            ),
+        )
+        .await;
+        execute(&db, "UPDATE atomic_jobs SET tbox_group = 'lkp-box'").await;
+        // Every run finished with `m` = its job id, `seq` = its place in the pair.
+        execute(&db, "UPDATE jobs SET state = 'finished'").await;
+        execute(
+            &db,
+            "INSERT INTO results (job_id, kernel_release, tuning, raw_output_path, started_at, \
+               finished_at, uploaded_at, metrics) \
+             SELECT id, '6.1', '{}', 'x', 1, 2, 3, \
+               '{\"m\":' || id || ',\"seq\":' || seq || '}' FROM jobs",
+        )
+        .await;
+
+        db.migrate().await.expect("migrate to the current schema");
+        db.migrate().await.expect("and again, as a restart does");
+
+        let rows: Vec<Summary> = sqlx::query_as(
+            "SELECT commit_id, job, metric, runs, low, high, run_values FROM metric_summaries \
+             WHERE tbox_group = 'lkp-box' AND branch = 'master' \
+             ORDER BY commit_id, job, metric",
+        )
+        .fetch_all(db.read())
+        .await
+        .expect("summaries");
+        // Two commits x two jobs (bw_pipe.size 64k, 4k) x two metrics.
+        assert_eq!(rows.len(), 8, "{backend:?}: {rows:?}");
+        let jobs: Vec<(i64, i64, i64)> = sqlx::query_as(
+            "SELECT id, commit_id, atomic_job_id FROM jobs WHERE submission_id = $1 ORDER BY id",
+        )
+        .bind(s)
+        .fetch_all(db.read())
+        .await
+        .expect("jobs");
+        for (commit, job, metric, runs, low, high, values) in &rows {
+            assert_eq!(*runs, 2, "{backend:?}: the watch's two runs a side: {rows:?}");
+            assert!(job.starts_with("bw_pipe/"), "{job}");
+            if metric == "m" {
+                let ids: Vec<i64> = jobs
+                    .iter()
+                    .filter(|(_, c, _)| c == commit)
+                    .map(|(id, _, _)| *id)
+                    .collect();
+                let mut parsed: Vec<f64> = values
+                    .split(',')
+                    .map(|v| v.parse().expect("a number"))
+                    .collect();
+                parsed.sort_by(f64::total_cmp);
+                assert!(
+                    parsed.iter().all(|v| ids.contains(&(*v as i64))),
+                    "{backend:?}: {values} from {ids:?}"
+                );
+                assert_eq!((*low, *high), (parsed[0], parsed[1]), "{backend:?}");
+            }
+        }
+        let pending: (i64,) = sqlx::query_as("SELECT COUNT(*) FROM pending_backfills")
+            .fetch_one(db.read())
+            .await
+            .expect("count");
+        assert_eq!(pending.0, 0, "{backend:?}");
+        db.close().await;
+    }
+}

@@ -11,7 +11,7 @@ pub mod plots;
 pub mod trends;
 mod trends_data;
 mod verdicts;
-mod views;
+pub(crate) mod views;
 
 use askama::Template;
 use axum::extract::{Path, State};

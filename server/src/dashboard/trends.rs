@@ -13,13 +13,13 @@ use std::collections::HashMap;
 use askama::Template;
 use axum::extract::{Query, State};
 use kbot_core::stats::changepoint::{self, ChangePointConfig};
-use kbot_core::stats::describe::{median_sorted, sorted};
+use kbot_core::stats::describe::median_sorted;
 use serde::Deserialize;
 
 use super::paging::{filter, link};
 use super::plots::axis::label;
 use super::plots::trend::{self, TrendPlot, TrendPoint, TrendStep};
-use super::trends_data::{self as data, TrendCommit, WindowSamples};
+use super::trends_data::{self as data, TrendCommit};
 use super::{render, PageResult};
 use crate::state::AppState;
 
@@ -88,13 +88,14 @@ pub async fn page(State(state): State<AppState>, Query(q): Query<TrendQuery>) ->
     let commits = data::commits(db, &repo, &branch, &group).await?;
     let (lo, hi) = window(&commits, filter(&q.from), filter(&q.to));
     let shown = commits.get(lo..hi).unwrap_or_default();
-    let samples = data::samples(db, &group, shown).await?;
-    let jobs: Vec<String> = samples.by_job.keys().cloned().collect();
+    let jobs = data::jobs(db, &repo, &branch, &group, shown).await?;
     let job = pick(filter(&q.job), jobs.first().map(String::as_str));
-    let metrics = metric_names(&samples, &job);
+    let line = (repo.as_str(), branch.as_str(), group.as_str());
+    let metrics = data::metrics(db, line, &job, shown).await?;
     let metric = pick(filter(&q.metric), metrics.first().map(String::as_str));
+    let values = data::values(db, line, (&job, &metric), shown).await?;
     let links = data::links(db, &repo, &branch, &group, &metric).await?;
-    let series = Series::new(shown, &samples, &job, &metric, &links);
+    let series = Series::new(shown, values, &links);
     let base = [
         ("repo", repo.clone()),
         ("branch", branch.clone()),
@@ -141,23 +142,6 @@ fn window(commits: &[TrendCommit], from: Option<&str>, to: Option<&str>) -> (usi
     (lo.max(hi.saturating_sub(MAX_WINDOW)), hi)
 }
 
-/// Metrics of `job` in the window, KPIs first.
-fn metric_names(samples: &WindowSamples, job: &str) -> Vec<String> {
-    let mut names: Vec<String> = samples
-        .by_job
-        .get(job)
-        .map(|commits| {
-            let mut set = std::collections::BTreeSet::new();
-            for metrics in commits.values() {
-                set.extend(metrics.keys().cloned());
-            }
-            set.into_iter().collect()
-        })
-        .unwrap_or_default();
-    names.sort_by_key(|m| (kbot_core::metrics::report_rank(m), m.clone()));
-    names
-}
-
 /// Links to older, newer, all-recent and zoomed-in views of the branch.
 fn zoom_links(
     commits: &[TrendCommit],
@@ -198,19 +182,17 @@ struct Series<'a> {
 }
 
 impl<'a> Series<'a> {
+    /// `values`: per commit id, its runs' values in ascending order.
     fn new(
         shown: &'a [TrendCommit],
-        samples: &WindowSamples,
-        job: &str,
-        metric: &str,
+        mut values: HashMap<i64, Vec<f64>>,
         links: &[(i64, String, String)],
     ) -> Series<'a> {
-        let by_commit = samples.by_job.get(job);
         let points: Vec<(&TrendCommit, Vec<f64>, f64)> = shown
             .iter()
             .filter_map(|c| {
-                let values = by_commit?.get(&c.id)?.get(metric)?.clone();
-                let median = median_sorted(&sorted(&values));
+                let values = values.remove(&c.id)?;
+                let median = median_sorted(&values);
                 Some((c, values, median))
             })
             .collect();
@@ -315,7 +297,6 @@ mod tests {
                 // Distinct from the first character on, as real shas are.
                 sha: format!("{:x}{i:039x}", i % 16),
                 subject: String::new(),
-                submissions: Vec::new(),
             })
             .collect()
     }

@@ -1,16 +1,16 @@
 //! The trend page's queries: the watched branches, a branch's tested
-//! commits in order, their runs' samples of one metric, and the reports
-//! and bisections that point at them.
+//! commits in order, their runs' values of one metric (from the per-commit
+//! summaries kept at upload, `jobs::summaries`), and the reports and
+//! bisections that point at them.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{HashMap, HashSet};
 
+use kbot_core::stats::describe::sorted;
 use sqlx::Row;
 
 use crate::db::Db;
 use crate::error::{Error, Result};
-use crate::jobs::parse_spec;
-
-use super::views::job_label;
+use crate::jobs::summaries;
 
 /// A watched branch.
 pub struct Watched {
@@ -58,8 +58,6 @@ pub struct TrendCommit {
     pub id: i64,
     pub sha: String,
     pub subject: String,
-    /// The watch submissions it is a side of.
-    pub submissions: Vec<i64>,
 }
 
 /// The branch's tested commits in the order the robot tested them (a
@@ -69,7 +67,7 @@ pub async fn commits(db: &Db, repo: &str, branch: &str, group: &str) -> Result<V
     // Through the watches (index submissions_watch), never by scanning
     // every finished job; `$3`/`$4` narrow to one tbox group ('' for any).
     let rows = sqlx::query(
-        "SELECT s.id, s.base_commit_id, cb.sha AS base_sha, cb.subject AS base_subject, \
+        "SELECT s.base_commit_id, cb.sha AS base_sha, cb.subject AS base_subject, \
                 s.head_commit_id, ch.sha AS head_sha, ch.subject AS head_subject \
          FROM watches w JOIN repos r ON r.id = w.repo_id \
          JOIN submissions s ON s.watch_id = w.id \
@@ -86,92 +84,117 @@ pub async fn commits(db: &Db, repo: &str, branch: &str, group: &str) -> Result<V
     .fetch_all(db.read())
     .await?;
     let mut out: Vec<TrendCommit> = Vec::new();
-    let mut index: HashMap<i64, usize> = HashMap::new();
+    let mut seen: HashSet<i64> = HashSet::new();
     for row in &rows {
-        let submission: i64 = row.try_get("id")?;
         for side in ["base", "head"] {
             let id: i64 = row.try_get(format!("{side}_commit_id").as_str())?;
-            let at = match index.get(&id) {
-                Some(&at) => at,
-                None => {
-                    out.push(TrendCommit {
-                        id,
-                        sha: row.try_get(format!("{side}_sha").as_str())?,
-                        subject: row.try_get(format!("{side}_subject").as_str())?,
-                        submissions: Vec::new(),
-                    });
-                    index.insert(id, out.len() - 1);
-                    out.len() - 1
-                }
-            };
-            out[at].submissions.push(submission);
+            if seen.insert(id) {
+                out.push(TrendCommit {
+                    id,
+                    sha: row.try_get(format!("{side}_sha").as_str())?,
+                    subject: row.try_get(format!("{side}_subject").as_str())?,
+                });
+            }
         }
     }
     Ok(out)
 }
 
-/// Samples of the window's commits: per job label, per commit id, per
-/// metric, one value per run; and every metric name seen.
-#[derive(Debug, Default)]
-pub struct WindowSamples {
-    pub by_job: BTreeMap<String, HashMap<i64, BTreeMap<String, Vec<f64>>>>,
-    pub metrics: BTreeSet<String>,
-}
-
-/// Loads the finished runs of `commits` (a window of at most a few
-/// hundred) on `group`, through their watch submissions.
-pub async fn samples(db: &Db, group: &str, commits: &[TrendCommit]) -> Result<WindowSamples> {
-    let mut out = WindowSamples::default();
-    let wanted: BTreeSet<i64> = commits.iter().map(|c| c.id).collect();
-    let submissions: BTreeSet<i64> = commits
-        .iter()
-        .flat_map(|c| c.submissions.iter().copied())
-        .collect();
-    if submissions.is_empty() {
-        return Ok(out);
-    }
-    // Placeholders after the group's two; the ids are bound, not spliced.
-    let list = (0..submissions.len())
-        .map(|i| format!("${}", i + 3))
+/// The window's summaries (migration 0014) on `group` ('' when the
+/// branch's jobs have none): `$1`-`$4` are repo, branch, group and, for
+/// [`metrics`] and [`values`], the job; the window's commit ids follow.
+fn window_sql(select: &str, filter: &str, first: usize, commits: &[TrendCommit]) -> String {
+    let list = (0..commits.len())
+        .map(|i| format!("${}", first + i))
         .collect::<Vec<_>>()
         .join(", ");
-    let sql = format!(
-        "SELECT j.commit_id, a.id AS atomic_job_id, a.spec, res.id AS result_id, res.metrics \
-         FROM jobs j JOIN atomic_jobs a ON a.id = j.atomic_job_id \
-         JOIN results res ON res.job_id = j.id \
-         WHERE j.submission_id IN ({list}) AND j.state = 'finished' \
-           AND ($1 = '' OR a.tbox_group = $2)"
-    );
-    let mut query = sqlx::query(&sql).bind(group).bind(group);
-    for id in &submissions {
-        query = query.bind(*id);
+    format!(
+        "SELECT {select} FROM metric_summaries m JOIN repos r ON r.id = m.repo_id \
+         WHERE r.name = $1 AND m.branch = $2 AND m.tbox_group = $3 {filter} \
+           AND m.commit_id IN ({list}) ORDER BY 1"
+    )
+}
+
+/// The job labels with a finished run on a commit of the window.
+pub async fn jobs(
+    db: &Db,
+    repo: &str,
+    branch: &str,
+    group: &str,
+    commits: &[TrendCommit],
+) -> Result<Vec<String>> {
+    if commits.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sql = window_sql("DISTINCT m.job", "", 4, commits);
+    let mut query = sqlx::query(&sql).bind(repo).bind(branch).bind(group);
+    for c in commits {
+        query = query.bind(c.id);
     }
     let rows = query.fetch_all(db.read()).await?;
-    let mut labels: HashMap<i64, String> = HashMap::new();
+    rows.iter()
+        .map(|row| row.try_get::<String, _>(0).map_err(Error::from))
+        .collect()
+}
+
+/// The metrics `job`'s runs on the window's commits have, KPIs first.
+pub async fn metrics(
+    db: &Db,
+    (repo, branch, group): (&str, &str, &str),
+    job: &str,
+    commits: &[TrendCommit],
+) -> Result<Vec<String>> {
+    if commits.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sql = window_sql("DISTINCT m.metric", "AND m.job = $4", 5, commits);
+    let mut query = sqlx::query(&sql)
+        .bind(repo)
+        .bind(branch)
+        .bind(group)
+        .bind(job);
+    for c in commits {
+        query = query.bind(c.id);
+    }
+    let rows = query.fetch_all(db.read()).await?;
+    let mut names = rows
+        .iter()
+        .map(|row| row.try_get::<String, _>(0).map_err(Error::from))
+        .collect::<Result<Vec<String>>>()?;
+    names.sort_by_key(|m| (kbot_core::metrics::report_rank(m), m.clone()));
+    Ok(names)
+}
+
+/// Per commit id of the window, its runs' values of `metric`, ascending.
+pub async fn values(
+    db: &Db,
+    (repo, branch, group): (&str, &str, &str),
+    (job, metric): (&str, &str),
+    commits: &[TrendCommit],
+) -> Result<HashMap<i64, Vec<f64>>> {
+    if commits.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let sql = window_sql(
+        "m.commit_id, m.run_values",
+        "AND m.job = $4 AND m.metric = $5",
+        6,
+        commits,
+    );
+    let mut query = sqlx::query(&sql)
+        .bind(repo)
+        .bind(branch)
+        .bind(group)
+        .bind(job)
+        .bind(metric);
+    for c in commits {
+        query = query.bind(c.id);
+    }
+    let rows = query.fetch_all(db.read()).await?;
+    let mut out = HashMap::new();
     for row in &rows {
-        let commit_id: i64 = row.try_get("commit_id")?;
-        if !wanted.contains(&commit_id) {
-            continue;
-        }
-        let atomic_job_id: i64 = row.try_get("atomic_job_id")?;
-        if let std::collections::hash_map::Entry::Vacant(e) = labels.entry(atomic_job_id) {
-            let job = parse_spec(atomic_job_id, &row.try_get::<String, _>("spec")?)?;
-            e.insert(job_label(Some(&job)));
-        }
-        let label = labels.get(&atomic_job_id).cloned().unwrap_or_default();
-        let result_id: i64 = row.try_get("result_id")?;
-        let metrics =
-            crate::jobs::results::parse_metrics(result_id, &row.try_get::<String, _>("metrics")?)?;
-        let commit = out
-            .by_job
-            .entry(label)
-            .or_default()
-            .entry(commit_id)
-            .or_default();
-        for (name, value) in metrics {
-            out.metrics.insert(name.clone());
-            commit.entry(name).or_default().push(value);
-        }
+        let values = summaries::parse_values(&row.try_get::<String, _>("run_values")?)?;
+        out.insert(row.try_get("commit_id")?, sorted(&values));
     }
     Ok(out)
 }

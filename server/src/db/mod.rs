@@ -125,7 +125,9 @@ impl Db {
             Backend::Postgres => &POSTGRES_MIGRATOR,
         };
         migrator.run(&self.write).await?;
-        Ok(())
+        // Data migrations SQL cannot do (a job's label is parsed from its
+        // spec) run here, once each, as the migrations asked.
+        crate::jobs::summaries::backfill_pending(self).await
     }
 
     pub fn backend(&self) -> Backend {

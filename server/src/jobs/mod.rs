@@ -22,6 +22,7 @@ use crate::time::now_ms;
 pub mod handlers;
 pub mod reaper;
 pub mod results;
+pub mod summaries;
 
 /// States in which a job is held by an agent's lease, as an SQL list.
 pub const ACTIVE_STATES_SQL: &str = "('leased', 'building', 'booting', 'running', 'uploading')";

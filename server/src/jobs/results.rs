@@ -17,7 +17,7 @@ use crate::auth::AgentAuth;
 use crate::db::Tx;
 use crate::error::{ApiJson, Error, Result};
 use crate::jobs::handlers::{ActiveState, JobOwner};
-use crate::jobs::{self, Event, ACTIVE_STATES_SQL};
+use crate::jobs::{self, summaries, Event, ACTIVE_STATES_SQL};
 use crate::state::{AppState, JobDone};
 use crate::time::now_ms;
 
@@ -74,6 +74,7 @@ pub async fn upload(
                 return Ok(None);
             };
             let atomic_job_id = finish_job(&mut tx, job_id, agent_id, submission_id).await?;
+            summaries::add_run(&mut tx, job_id, &upload.metrics).await?;
             tx.commit().await?;
             Ok(Some((result_id, atomic_job_id)))
         })

@@ -113,6 +113,9 @@ pub async fn run(args: &SeedArgs) -> Result<Seeded> {
             eprintln!("{} of {submissions} submissions", i + 1);
         }
     }
+    // The rows went in by SQL, not through uploads: summarise them as the
+    // backfill of an existing store does.
+    crate::jobs::summaries::rebuild(&db).await?;
     db.close().await;
     Ok(seeded)
 }

@@ -1,0 +1,225 @@
+//! Per-commit summaries of a watched branch's metrics (migration 0014): the
+//! runs' values of one metric on one commit, per branch, tbox group and job
+//! label, which the trend page reads instead of every run's whole metrics
+//! object.
+//!
+//! A result upload adds its run in its own transaction ([`add_run`]);
+//! [`rebuild`] recomputes every row from the stored results: the backfill
+//! of a store migrated to 0014, and the load generator's seeded history.
+//! Both write through one append-only upsert.
+
+use std::collections::{BTreeMap, HashMap};
+
+use sqlx::any::AnyRow;
+use sqlx::{AnyConnection, Row};
+
+use crate::dashboard::views::job_label;
+use crate::db::{Db, Tx};
+use crate::error::Result;
+use crate::jobs::parse_spec;
+use crate::jobs::results::parse_metrics;
+
+/// The name of this backfill in `pending_backfills`.
+const BACKFILL: &str = "metric_summaries";
+
+/// Rows per INSERT: 10 bound values each, well under both backends' limits.
+const ROWS_PER_INSERT: usize = 500;
+
+/// Where a watch run's values go; one row per metric under it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Key {
+    repo_id: i64,
+    branch: String,
+    tbox_group: String,
+    job: String,
+    commit_id: i64,
+}
+
+/// A watch run's key columns; other submissions' runs are on no trend.
+const WATCH_RUNS_SQL: &str =
+    "SELECT w.repo_id, w.branch, COALESCE(a.tbox_group, '') AS tbox_group, \
+            a.id AS atomic_job_id, a.spec, j.id AS job_id, j.commit_id \
+     FROM jobs j JOIN atomic_jobs a ON a.id = j.atomic_job_id \
+     JOIN submissions s ON s.id = j.submission_id JOIN watches w ON w.id = s.watch_id";
+
+/// Adds one run's metrics to its commit's summaries, if it is a watch run.
+pub async fn add_run(tx: &mut Tx, job_id: i64, metrics: &BTreeMap<String, f64>) -> Result<()> {
+    let row = sqlx::query(&format!(
+        "{WATCH_RUNS_SQL} WHERE j.id = $1 AND s.kind = 'watch'"
+    ))
+    .bind(job_id)
+    .fetch_optional(&mut **tx)
+    .await?;
+    let Some(row) = row else { return Ok(()) };
+    let key = key(&row, &mut HashMap::new())?;
+    let rows: Vec<(&Key, &str, Vec<f64>)> = metrics
+        .iter()
+        .map(|(name, value)| (&key, name.as_str(), vec![*value]))
+        .collect();
+    upsert(tx, &rows).await
+}
+
+/// Runs [`rebuild`] if migration 0014 asked for it and it has not run yet.
+pub async fn backfill_pending(db: &Db) -> Result<()> {
+    let pending = sqlx::query("SELECT name FROM pending_backfills WHERE name = $1")
+        .bind(BACKFILL)
+        .fetch_optional(db.read())
+        .await?;
+    if pending.is_some() {
+        let rows = rebuild(db).await?;
+        tracing::info!(rows, "metric summaries backfilled from the stored results");
+    }
+    Ok(())
+}
+
+/// Recomputes every summary from the finished watch runs' results, in one
+/// write transaction; returns the rows written. For a store nothing
+/// uploads to meanwhile (at migration, after seeding): an upload between
+/// its read and its commit could be counted twice.
+pub async fn rebuild(db: &Db) -> Result<usize> {
+    let mut tx = db.begin().await?;
+    let summaries = collect(&mut tx).await?;
+    sqlx::query("DELETE FROM metric_summaries")
+        .execute(&mut *tx)
+        .await?;
+    let rows: Vec<(&Key, &str, Vec<f64>)> = summaries
+        .iter()
+        .map(|((key, metric), values)| (key, metric.as_str(), values.clone()))
+        .collect();
+    for chunk in rows.chunks(ROWS_PER_INSERT) {
+        upsert(&mut tx, chunk).await?;
+    }
+    sqlx::query("DELETE FROM pending_backfills WHERE name = $1")
+        .bind(BACKFILL)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(rows.len())
+}
+
+/// Every finished watch run's values, per key and metric.
+async fn collect(conn: &mut AnyConnection) -> Result<BTreeMap<(Key, String), Vec<f64>>> {
+    let rows = sqlx::query(&format!(
+        "SELECT k.*, res.id AS result_id, res.metrics FROM ({WATCH_RUNS_SQL} \
+             WHERE s.kind = 'watch' AND j.state = 'finished') k \
+         JOIN results res ON res.job_id = k.job_id"
+    ))
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut labels = HashMap::new();
+    let mut out: BTreeMap<(Key, String), Vec<f64>> = BTreeMap::new();
+    for row in &rows {
+        let key = key(row, &mut labels)?;
+        let metrics = parse_metrics(
+            row.try_get("result_id")?,
+            &row.try_get::<String, _>("metrics")?,
+        )?;
+        for (name, value) in metrics {
+            out.entry((key.clone(), name)).or_default().push(value);
+        }
+    }
+    Ok(out)
+}
+
+/// A row of [`WATCH_RUNS_SQL`]'s key; `labels` caches each atomic job's
+/// label, parsed from its spec once.
+fn key(row: &AnyRow, labels: &mut HashMap<i64, String>) -> Result<Key> {
+    let atomic_job_id: i64 = row.try_get("atomic_job_id")?;
+    let job = match labels.get(&atomic_job_id) {
+        Some(label) => label.clone(),
+        None => {
+            let spec = parse_spec(atomic_job_id, &row.try_get::<String, _>("spec")?)?;
+            let label = job_label(Some(&spec));
+            labels.insert(atomic_job_id, label.clone());
+            label
+        }
+    };
+    Ok(Key {
+        repo_id: row.try_get("repo_id")?,
+        branch: row.try_get("branch")?,
+        tbox_group: row.try_get("tbox_group")?,
+        job,
+        commit_id: row.try_get("commit_id")?,
+    })
+}
+
+/// Adds `values` to each (key, metric)'s row, creating it if new. Only
+/// appends and widens, so concurrent uploads to one row both count
+/// (PostgreSQL's ON CONFLICT DO UPDATE locks the row it updates). Each
+/// (key, metric) at most once per call.
+async fn upsert(tx: &mut Tx, rows: &[(&Key, &str, Vec<f64>)]) -> Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let placeholders = (0..rows.len())
+        .map(|r| {
+            let row: Vec<String> = (1..=10).map(|c| format!("${}", r * 10 + c)).collect();
+            format!("({})", row.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    let sql = format!(
+        "INSERT INTO metric_summaries AS m (repo_id, branch, tbox_group, job, metric, \
+             commit_id, runs, low, high, run_values) VALUES {placeholders} \
+         ON CONFLICT (repo_id, branch, tbox_group, commit_id, job, metric) DO UPDATE SET \
+             runs = m.runs + excluded.runs, \
+             low = CASE WHEN excluded.low < m.low THEN excluded.low ELSE m.low END, \
+             high = CASE WHEN excluded.high > m.high THEN excluded.high ELSE m.high END, \
+             run_values = m.run_values || ',' || excluded.run_values"
+    );
+    let mut query = sqlx::query(&sql);
+    for (key, metric, values) in rows {
+        let (low, high) = values
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
+                (a.min(*v), b.max(*v))
+            });
+        query = query
+            .bind(key.repo_id)
+            .bind(key.branch.clone())
+            .bind(key.tbox_group.clone())
+            .bind(key.job.clone())
+            .bind(metric.to_string())
+            .bind(key.commit_id)
+            .bind(values.len() as i64)
+            .bind(low)
+            .bind(high)
+            .bind(format_values(values));
+    }
+    query.execute(&mut **tx).await?;
+    Ok(())
+}
+
+/// `run_values` as stored: Rust prints the shortest decimal that parses
+/// back to the same double.
+fn format_values(values: &[f64]) -> String {
+    values
+        .iter()
+        .map(f64::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A row's `run_values` back as numbers.
+pub fn parse_values(stored: &str) -> Result<Vec<f64>> {
+    stored
+        .split(',')
+        .map(|v| {
+            v.parse::<f64>()
+                .map_err(|e| anyhow::anyhow!("stored run value {v:?} is not a number: {e}").into())
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_round_trip_exactly() {
+        let values = [0.1 + 0.2, -1e-300, 1e300, 12345.678, 0.0, f64::MIN_POSITIVE];
+        let parsed = parse_values(&format_values(&values)).expect("parses");
+        assert_eq!(parsed, values);
+        assert!(parse_values("1,x").is_err());
+    }
+}
