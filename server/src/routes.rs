@@ -138,13 +138,14 @@ fn access_routes() -> Router<AppState> {
 }
 
 /// Regression reports: pages, mbox download, JSON (open), an operator's
-/// resend (user token).
+/// resend (user token, or the page's form: a session with its CSRF token).
 fn report_routes() -> Router<AppState> {
     use crate::mail::pages as p;
     Router::new()
         .route("/reports", get(p::list_page))
         .route("/reports/{message_id}", get(p::show_page))
         .route("/reports/{message_id}/mbox", get(p::mbox))
+        .route("/reports/{message_id}/resend", post(p::resend_form))
         .route(
             "/archive/{day}/{message_id}",
             get(crate::mail::materials::materials),

@@ -87,6 +87,7 @@ const ROUTES: &[(&str, &str, Guard)] = &[
     ("GET", "/reports", Guard::Open),
     ("GET", "/reports/{message_id}", Guard::Open),
     ("GET", "/reports/{message_id}/mbox", Guard::Open),
+    ("POST", "/reports/{message_id}/resend", Guard::Session),
     ("GET", "/archive/{day}/{message_id}", Guard::Open),
     ("GET", "/api/v1/reports", Guard::Open),
     ("GET", "/api/v1/reports/{message_id}", Guard::Open),

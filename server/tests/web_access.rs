@@ -1,10 +1,15 @@
 //! Dashboard sign-in over HTTP, on both backends: the session cookie's
-//! flags, sign-out, CSRF refusals, the sign-in rate limit, and the
-//! sign-in wall for reading.
+//! flags, sign-out, CSRF refusals, the sign-in rate limit, the sign-in
+//! wall for reading, and the report page's resend form.
 
 mod common;
+mod smtp_sink;
+
+use std::time::Duration;
 
 use common::{backends, TestServer};
+use kbot_server::mail::outbox::{self, NewReport};
+use kbot_server::mail::{MailConfig, SmtpSettings};
 use reqwest::header::{COOKIE, LOCATION, SET_COOKIE};
 use reqwest::redirect::Policy;
 
@@ -252,4 +257,117 @@ async fn reading_can_require_sign_in() {
         assert_eq!(page.expect("GET").status(), 200, "{backend:?}");
         t.stop().await;
     }
+}
+
+/// An `uncertain` report (its sender stopped while handing it to the relay)
+/// has a Resend button for a signed-in user: refused without the session's
+/// CSRF token, and with it queued again and sent once; a sent report shows
+/// no button and a second post is refused.
+#[tokio::test]
+async fn an_uncertain_report_is_resent_from_its_page() {
+    for backend in backends() {
+        let sink = smtp_sink::Sink::start(smtp_sink::Plan::default()).await;
+        let port = sink.addr.port();
+        let t = TestServer::start_with(backend, |c| c.mail = mail_to(port)).await;
+        let http = client();
+        kbot_server::access::password::add_user(t.db(), "gus", None, PASSWORD)
+            .await
+            .expect("add user");
+        let message_id = "202612010400.0b5e55ed-kbot@kbot.test";
+        queue_uncertain(t.db(), message_id).await;
+        let path = format!("/reports/{message_id}");
+
+        let anonymous = http.get(t.url(&path)).send().await.expect("GET");
+        let html = anonymous.text().await.expect("page");
+        assert!(!html.contains("id=\"resend\""), "{html}");
+        assert!(html.contains("to resend this uncertain report"), "{html}");
+
+        let ok = post_sign_in(&t, &http, "gus", PASSWORD).await;
+        let (session, _) = set_cookie(&ok, "kbot_session");
+        let page = http.get(t.url(&path)).header(COOKIE, &session).send().await;
+        let html = page.expect("GET").text().await.expect("page");
+        assert!(html.contains("id=\"resend\""), "{backend:?}: {html}");
+        let csrf = hidden(&html, "csrf");
+
+        let resend = format!("{path}/resend");
+        let forged = http.post(t.url(&resend)).header(COOKIE, &session);
+        let forged = forged.form(&[("csrf", "0000")]).send().await.expect("POST");
+        assert_eq!(forged.status(), 403, "{backend:?}");
+        assert_eq!(state_of(&t, message_id).await, "uncertain");
+        assert!(sink.received().is_empty());
+
+        let posted = http.post(t.url(&resend)).header(COOKIE, &session);
+        let posted = posted.form(&[("csrf", csrf.as_str())]).send().await;
+        let posted = posted.expect("POST");
+        assert_eq!(posted.status(), 303, "{backend:?}");
+        assert_eq!(posted.headers()[LOCATION], path.as_str());
+        let mut state = String::new();
+        for _ in 0..500 {
+            state = state_of(&t, message_id).await;
+            if state == "sent" {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert_eq!(state, "sent", "{backend:?}");
+        assert_eq!(sink.received().len(), 1, "{backend:?}");
+
+        let page = http.get(t.url(&path)).header(COOKIE, &session).send().await;
+        let html = page.expect("GET").text().await.expect("page");
+        assert!(!html.contains("id=\"resend\""), "sent: no button: {html}");
+        let again = http.post(t.url(&resend)).header(COOKIE, &session);
+        let again = again.form(&[("csrf", csrf.as_str())]).send().await;
+        assert_eq!(again.expect("POST").status(), 409, "{backend:?}");
+        t.stop().await;
+        assert_eq!(sink.received().len(), 1, "{backend:?}: sent once");
+    }
+}
+
+/// Mail on, to the loopback sink on `port`, retrying fast.
+fn mail_to(port: u16) -> MailConfig {
+    MailConfig {
+        enabled: true,
+        smtp: SmtpSettings {
+            host: "127.0.0.1".into(),
+            port,
+            starttls: false,
+            credentials: None,
+            timeout: Duration::from_secs(10),
+        },
+        retry_base: Duration::from_millis(50),
+        retry_max: Duration::from_millis(200),
+        poll_interval: Duration::from_millis(20),
+        ..MailConfig::disabled()
+    }
+}
+
+/// A report whose sender stopped mid-handoff, as the outbox records one.
+async fn queue_uncertain(db: &kbot_server::db::Db, message_id: &str) {
+    let report = NewReport {
+        message_id: message_id.into(),
+        submission_id: None,
+        atomic_job_id: None,
+        bisection_id: None,
+        kind: "regression",
+        state: "uncertain",
+        subject: "[linux:master] pipen.bandwidth 9.1% regression".into(),
+        envelope_from: "kbot@kbot.test".into(),
+        recipients: vec!["dev@example.org".into()],
+        message: format!(
+            "From: kbot <kbot@kbot.test>\nTo: dev@example.org\nSubject: regression\n\
+             Message-ID: <{message_id}>\n\nHello,\n"
+        ),
+        created_at: kbot_server::time::now_ms(),
+    };
+    let mut tx = db.begin().await.expect("begin");
+    outbox::insert(&mut tx, &report).await.expect("insert");
+    tx.commit().await.expect("commit");
+}
+
+async fn state_of(t: &TestServer, message_id: &str) -> String {
+    outbox::by_message_id(t.db(), message_id)
+        .await
+        .expect("read")
+        .expect("the report")
+        .state
 }

@@ -278,15 +278,25 @@ pub async fn settle_abandoned(db: &Db, now: i64) -> Result<usize> {
     Ok(rows.len())
 }
 
+/// The states an operator may send a report again from.
+const RESENDABLE: [&str; 2] = ["uncertain", "failed"];
+
+/// Whether [`resend`] takes a report in `state`.
+pub fn is_resendable(state: &str) -> bool {
+    RESENDABLE.contains(&state)
+}
+
 /// An operator's decision to send an `uncertain` or `failed` report (again):
 /// it is due at once. False when the report is in no such state.
 pub async fn resend(db: &Db, id: i64, now: i64) -> Result<bool> {
     let updated = sqlx::query(
         "UPDATE report_outbox SET state = 'pending', next_attempt_at = $1, claimed_by = NULL, \
-         claim_expires_at = NULL WHERE id = $2 AND state IN ('uncertain', 'failed')",
+         claim_expires_at = NULL WHERE id = $2 AND state IN ($3, $4)",
     )
     .bind(now)
     .bind(id)
+    .bind(RESENDABLE[0])
+    .bind(RESENDABLE[1])
     .execute(db.write())
     .await?
     .rows_affected();

@@ -4,10 +4,12 @@
 use askama::Template;
 use axum::extract::{Path, State};
 use axum::http::header;
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::Json;
 
 use super::outbox::{self, Attempt, ReportDetail, StoredReport};
+use crate::access::csrf::NoFields;
+use crate::access::CsrfForm;
 use crate::auth::UserAuth;
 use crate::dashboard::format_time;
 use crate::error::{Error, HtmlError};
@@ -27,6 +29,9 @@ struct ListPage {
 #[template(path = "reports/show.html")]
 struct ShowPage {
     r: ReportRow,
+    /// The resend button is offered: mail is on and the report is
+    /// `uncertain` or `failed` (what `outbox::resend` accepts).
+    resendable: bool,
     message: String,
     attempts: Vec<AttemptRow>,
 }
@@ -116,6 +121,7 @@ pub async fn show_page(
     let r = find(&state, &message_id).await.map_err(HtmlError)?;
     let attempts = outbox::attempts(&state.db, r.id).await.map_err(HtmlError)?;
     page(&ShowPage {
+        resendable: state.config.mail.enabled && outbox::is_resendable(&r.state),
         r: ReportRow::from(&r),
         message: r.message.clone(),
         attempts: attempts.into_iter().map(AttemptRow::from).collect(),
@@ -199,7 +205,27 @@ pub async fn resend_json(
     user: UserAuth,
     Path(key): Path<String>,
 ) -> Result<Json<ReportDetail>, Error> {
-    let report = find(&state, &key).await?;
+    let report = resend(&state, &key, &user.user_name).await?;
+    show_json(State(state), Path(report.id.to_string())).await
+}
+
+/// `POST /reports/{message_id}/resend`: the report page's button, for a
+/// signed-in user with the session's CSRF token; back to the report.
+pub async fn resend_form(
+    State(state): State<AppState>,
+    Path(key): Path<String>,
+    f: CsrfForm<NoFields>,
+) -> Result<Redirect, HtmlError> {
+    let report = resend(&state, &key, &f.session.user().user_name)
+        .await
+        .map_err(HtmlError)?;
+    Ok(Redirect::to(&format!("/reports/{}", report.message_id)))
+}
+
+/// Queues `key`'s report to be sent again, if mail is on and it is
+/// `uncertain` or `failed`; `by` is the operator, for the log.
+async fn resend(state: &AppState, key: &str, by: &str) -> Result<StoredReport, Error> {
+    let report = find(state, key).await?;
     if !state.config.mail.enabled {
         return Err(Error::Conflict("mail is off on this server".into()));
     }
@@ -209,8 +235,8 @@ pub async fn resend_json(
             report.id, report.state
         )));
     }
-    tracing::warn!(message_id = %report.message_id, by = %user.user_name, was = %report.state, "report resent by an operator");
-    show_json(State(state), Path(report.id.to_string())).await
+    tracing::warn!(message_id = %report.message_id, by, was = %report.state, "report resent by an operator");
+    Ok(report)
 }
 
 /// A Message-ID made safe for a file name.
