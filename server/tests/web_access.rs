@@ -65,9 +65,23 @@ async fn post_sign_in(
     name: &str,
     password: &str,
 ) -> reqwest::Response {
+    post_sign_in_via(t, http, name, password, None).await
+}
+
+/// [`post_sign_in`] with an `X-Forwarded-For` header, as a proxy sends.
+async fn post_sign_in_via(
+    t: &TestServer,
+    http: &reqwest::Client,
+    name: &str,
+    password: &str,
+    forwarded_for: Option<&str>,
+) -> reqwest::Response {
     let (cookie, token) = sign_in_form(t, http).await;
-    http.post(t.url("/signin"))
-        .header(COOKIE, cookie)
+    let mut request = http.post(t.url("/signin")).header(COOKIE, cookie);
+    if let Some(hops) = forwarded_for {
+        request = request.header("x-forwarded-for", hops);
+    }
+    request
         .form(&[
             ("name", name),
             ("password", password),
@@ -212,6 +226,47 @@ async fn sign_in_is_rate_limited_per_user_name() {
         let html = limited.text().await.expect("page");
         assert!(html.contains("Too many failed sign-ins"), "{html}");
         t.stop().await;
+    }
+}
+
+/// Three failed sign-ins (under three names) from `from` through the
+/// proxy (this test's loopback connection); then a fourth name's attempt
+/// from `from`, and one from `other`: their statuses.
+async fn per_address_limit(t: &TestServer, from: &str, other: &str) -> (u16, u16) {
+    let http = client();
+    for name in ["hal", "ida", "jon"] {
+        let hops = format!("198.51.100.1, {from}");
+        let wrong = post_sign_in_via(t, &http, name, "guess", Some(&hops)).await;
+        assert_eq!(wrong.status(), 401);
+    }
+    let same = post_sign_in_via(t, &http, "kim", "guess", Some(from)).await;
+    let other = post_sign_in_via(t, &http, "lou", "guess", Some(other)).await;
+    (same.status().as_u16(), other.status().as_u16())
+}
+
+/// Behind a trusted proxy, sign-in is limited per forwarded client (the
+/// rightmost hop the proxy added, not what the client wrote left of it);
+/// from an untrusted peer the header is ignored and every caller shares
+/// the peer's limit.
+#[tokio::test]
+async fn forwarded_clients_are_believed_only_from_trusted_proxies() {
+    for backend in backends() {
+        let trusted = TestServer::start_with(backend, |c| {
+            c.access.sign_in_attempts = 3;
+            c.access.trusted_proxies =
+                kbot_server::access::proxy::TrustedProxies(vec!["127.0.0.0/8"
+                    .parse()
+                    .expect("CIDR")]);
+        })
+        .await;
+        let (same, other) = per_address_limit(&trusted, "203.0.113.1", "203.0.113.2").await;
+        assert_eq!((same, other), (429, 401), "{backend:?}: per client");
+        trusted.stop().await;
+
+        let untrusted = TestServer::start_with(backend, |c| c.access.sign_in_attempts = 3).await;
+        let (same, other) = per_address_limit(&untrusted, "203.0.113.1", "203.0.113.2").await;
+        assert_eq!((same, other), (429, 429), "{backend:?}: one shared peer");
+        untrusted.stop().await;
     }
 }
 

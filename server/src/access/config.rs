@@ -3,6 +3,10 @@
 
 use std::time::Duration;
 
+use ipnet::IpNet;
+
+use super::proxy::{parse_proxy, TrustedProxies};
+
 /// Flags of `kbot-server serve` for dashboard sign-in.
 #[derive(Debug, Clone, clap::Args)]
 pub struct AccessArgs {
@@ -42,6 +46,16 @@ pub struct AccessArgs {
     /// Where the submit page finds its example job files.
     #[arg(long = "jobs-dir", env = "KBOT_JOBS_DIR", default_value = "./jobs")]
     pub jobs_dir: std::path::PathBuf,
+    /// Reverse proxies (addresses or CIDR networks, comma-separated) whose
+    /// X-Forwarded-For names the client, for the per-address sign-in limit.
+    /// None by default: the header is then never believed.
+    #[arg(
+        long = "trusted-proxies",
+        env = "KBOT_TRUSTED_PROXIES",
+        value_delimiter = ',',
+        value_parser = parse_proxy
+    )]
+    pub trusted_proxies: Vec<IpNet>,
 }
 
 /// The sign-in settings the server runs with.
@@ -53,6 +67,7 @@ pub struct AccessConfig {
     pub sign_in_attempts: u32,
     pub sign_in_window: Duration,
     pub jobs_dir: std::path::PathBuf,
+    pub trusted_proxies: TrustedProxies,
 }
 
 impl AccessConfig {
@@ -66,6 +81,7 @@ impl AccessConfig {
             sign_in_attempts: 10,
             sign_in_window: Duration::from_secs(900),
             jobs_dir: "./jobs".into(),
+            trusted_proxies: TrustedProxies::default(),
         }
     }
 
@@ -80,6 +96,7 @@ impl AccessConfig {
             sign_in_attempts: a.sign_in_attempts.max(1),
             sign_in_window: Duration::from_secs(u64::from(a.sign_in_window_secs.max(1))),
             jobs_dir: a.jobs_dir,
+            trusted_proxies: TrustedProxies(a.trusted_proxies),
         }
     }
 }
@@ -109,6 +126,21 @@ mod tests {
         let explicit = parse(&["--secure-cookies", "false"], Some("https://kbot"));
         assert!(!explicit.secure_cookies);
         assert!(parse(&["--secure-cookies", "true"], None).secure_cookies);
+    }
+
+    #[test]
+    fn no_proxy_is_trusted_unless_listed() {
+        assert_eq!(parse(&[], None).trusted_proxies, TrustedProxies::default());
+        let listed = parse(&["--trusted-proxies", "10.0.0.1,fd00::/8"], None);
+        let nets: Vec<String> = listed
+            .trusted_proxies
+            .0
+            .iter()
+            .map(|n| n.to_string())
+            .collect();
+        assert_eq!(nets, ["10.0.0.1/32", "fd00::/8"]);
+        let cli = Cli::try_parse_from(["kbot", "--trusted-proxies", "proxy.example"]);
+        assert!(cli.is_err(), "a name is refused at start-up");
     }
 
     #[test]

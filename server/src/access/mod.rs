@@ -16,6 +16,7 @@ pub mod csrf;
 pub mod limit;
 pub mod pages;
 pub mod password;
+pub mod proxy;
 pub mod session;
 
 pub use config::{AccessArgs, AccessConfig};

@@ -36,16 +36,23 @@ struct SignInPage<'a> {
     error: &'a str,
 }
 
-/// The client's address, as the listener saw it (absent when the router
-/// is driven without a socket, as in unit tests).
+/// The client's address: the listener's peer, or behind a trusted proxy
+/// the client it forwarded for (`access::proxy`). Absent when the router is
+/// driven without a socket, as in unit tests.
 pub struct ClientAddr(pub Option<IpAddr>);
 
-impl<S: Send + Sync> FromRequestParts<S> for ClientAddr {
+impl FromRequestParts<AppState> for ClientAddr {
     type Rejection = std::convert::Infallible;
 
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        let addr = parts.extensions.get::<ConnectInfo<SocketAddr>>();
-        Ok(ClientAddr(addr.map(|c| c.0.ip())))
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>();
+        let proxies = &state.config.access.trusted_proxies;
+        Ok(ClientAddr(
+            peer.map(|c| proxies.client(c.0.ip(), &parts.headers)),
+        ))
     }
 }
 
