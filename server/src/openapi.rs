@@ -60,6 +60,8 @@ pub const USER_TOKEN: &str = "user_token";
         crate::mail::pages::list_json,
         crate::mail::pages::show_json,
         crate::mail::pages::resend_json,
+        crate::regressions::routes::list,
+        crate::regressions::routes::triage,
         document,
     ),
     components(schemas(ErrorBody)),
@@ -71,6 +73,7 @@ pub const USER_TOKEN: &str = "user_token";
         (name = "bisections", description = "From a regressed pair to its verified first bad commit"),
         (name = "watches", description = "Branches the robot tests at every new head"),
         (name = "reports", description = "Regression reports and their delivery"),
+        (name = "regressions", description = "What the robot found, and its triage"),
         (name = "meta", description = "This document"),
     )
 )]

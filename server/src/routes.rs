@@ -84,6 +84,7 @@ fn agent_routes() -> Router<AppState> {
 /// Called by users and the CLI: writes need a user token, reads are open.
 fn user_routes() -> Router<AppState> {
     use bisect::routes as b;
+    use regressions::routes as g;
     use repos::routes as r;
     use submissions::routes as s;
     use watches::routes as w;
@@ -103,6 +104,8 @@ fn user_routes() -> Router<AppState> {
         .route(&api("/bisections/{id}/cancel"), post(b::cancel))
         .route(&api("/watches"), post(w::create).get(w::list))
         .route(&api("/watches/{id}"), get(w::show).delete(w::remove))
+        .route(&api("/regressions"), get(g::list))
+        .route(&api("/regressions/{id}/state"), post(g::triage))
 }
 
 /// The HTML dashboard.

@@ -61,6 +61,8 @@ const ROUTES: &[(&str, &str, Guard)] = &[
     ("GET", "/api/v1/watches", Guard::Open),
     ("GET", "/api/v1/watches/{id}", Guard::Open),
     ("DELETE", "/api/v1/watches/{id}", Guard::User),
+    ("GET", "/api/v1/regressions", Guard::Open),
+    ("POST", "/api/v1/regressions/{id}/state", Guard::User),
     ("GET", "/", Guard::Open),
     ("GET", "/submissions", Guard::Open),
     ("GET", "/machines", Guard::Open),

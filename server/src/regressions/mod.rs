@@ -10,6 +10,7 @@
 //! with who and when, are kept (migration 0010).
 
 pub mod pages;
+pub mod routes;
 mod store;
 
 pub use store::{
