@@ -292,7 +292,10 @@ async fn metric_summaries_are_backfilled_from_stored_watch_results() {
         .await
         .expect("jobs");
         for (commit, job, metric, runs, low, high, values) in &rows {
-            assert_eq!(*runs, 2, "{backend:?}: the watch's two runs a side: {rows:?}");
+            assert_eq!(
+                *runs, 2,
+                "{backend:?}: the watch's two runs a side: {rows:?}"
+            );
             assert!(job.starts_with("bw_pipe/"), "{job}");
             if metric == "m" {
                 let ids: Vec<i64> = jobs

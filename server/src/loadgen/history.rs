@@ -116,6 +116,11 @@ pub async fn run(args: &SeedArgs) -> Result<Seeded> {
     // The rows went in by SQL, not through uploads: summarise them as the
     // backfill of an existing store does.
     crate::jobs::summaries::rebuild(&db).await?;
+    // The dashboard is measured on a store whose planner statistics
+    // autovacuum would have gathered by then (metric_summaries is written
+    // in one go here; without them PostgreSQL walked the whole tbox group
+    // for the trend page's window).
+    super::refresh_planner_stats(&db).await?;
     db.close().await;
     Ok(seeded)
 }

@@ -174,7 +174,7 @@ where
 /// as a scan of every queued job (35 ms per claim at 30,000 jobs), which
 /// measured the missing statistics rather than the server. SQLite's claim
 /// fixes its join order instead, so it is left without `sqlite_stat1`.
-async fn refresh_planner_stats(db: &Db) -> Result<()> {
+pub(crate) async fn refresh_planner_stats(db: &Db) -> Result<()> {
     if db.backend() == crate::db::Backend::Postgres {
         sqlx::query("ANALYZE").execute(db.write()).await?;
     }
