@@ -14,7 +14,7 @@ use std::time::Duration;
 use common::{backends, Backend, TestServer};
 use kbot_server::db::Db;
 use kbot_server::mail::outbox::{self, NewReport};
-use kbot_server::mail::{MailConfig, Sender, SmtpSettings};
+use kbot_server::mail::{MailConfig, Sender};
 use serde_json::Value;
 
 mod smtp_sink;
@@ -24,19 +24,8 @@ const MESSAGE_ID: &str = "202612010400.c0ffee01-kbot@kbot.test";
 
 fn config(port: u16) -> MailConfig {
     MailConfig {
-        enabled: true,
-        smtp: SmtpSettings {
-            host: "127.0.0.1".into(),
-            port,
-            starttls: false,
-            credentials: None,
-            timeout: Duration::from_secs(10),
-        },
-        retry_base: Duration::from_millis(50),
-        retry_max: Duration::from_millis(200),
-        poll_interval: Duration::from_millis(20),
         claim_ttl: Duration::from_secs(60),
-        ..MailConfig::disabled()
+        ..common::loopback_mail(port)
     }
 }
 

@@ -12,7 +12,7 @@ use common::{backends, Backend, TestServer, TestStore};
 use kbot_server::db::Db;
 use kbot_server::mail::outbox::{self, NewReport};
 use kbot_server::mail::smtp::{self, Delivery};
-use kbot_server::mail::{MailConfig, Sender, SmtpSettings};
+use kbot_server::mail::{MailConfig, Sender};
 use tokio::sync::watch;
 
 mod smtp_sink;
@@ -30,25 +30,10 @@ fn message() -> String {
     )
 }
 
-fn settings(port: u16) -> SmtpSettings {
-    SmtpSettings {
-        host: "127.0.0.1".into(),
-        port,
-        starttls: false,
-        credentials: None,
-        timeout: Duration::from_secs(10),
-    }
-}
-
 fn fast_config(port: u16) -> MailConfig {
     MailConfig {
-        enabled: true,
-        smtp: settings(port),
-        retry_base: Duration::from_millis(50),
-        retry_max: Duration::from_millis(200),
-        poll_interval: Duration::from_millis(20),
         claim_ttl: Duration::from_secs(60),
-        ..MailConfig::disabled()
+        ..common::loopback_mail(port)
     }
 }
 
@@ -102,7 +87,7 @@ async fn delivers_the_exact_message() {
     let sink = sink::Sink::start(sink::Plan::default()).await;
     let to = vec!["dev@example.org".to_owned(), "list@example.org".to_owned()];
     let outcome = smtp::deliver(
-        &settings(sink.addr.port()),
+        &common::loopback_smtp(sink.addr.port()),
         "kbot@kbot.test",
         &to,
         &message(),
@@ -129,7 +114,7 @@ async fn refusals_are_classified() {
     .await;
     let to = vec!["nobody@example.org".to_owned()];
     let permanent = smtp::deliver(
-        &settings(sink.addr.port()),
+        &common::loopback_smtp(sink.addr.port()),
         "kbot@kbot.test",
         &to,
         &message(),
@@ -143,7 +128,7 @@ async fn refusals_are_classified() {
     })
     .await;
     let transient = smtp::deliver(
-        &settings(busy.addr.port()),
+        &common::loopback_smtp(busy.addr.port()),
         "kbot@kbot.test",
         &to,
         &message(),
@@ -152,7 +137,7 @@ async fn refusals_are_classified() {
     assert!(matches!(transient, Delivery::Transient(_)), "{transient:?}");
 
     let bad = smtp::deliver(
-        &settings(busy.addr.port()),
+        &common::loopback_smtp(busy.addr.port()),
         "not an address",
         &to,
         &message(),

@@ -12,25 +12,15 @@ use std::time::{Duration, Instant};
 
 use common::{backends, Backend, TestServer, THREE_RUN_JOB};
 use kbot_core::api::{LeaseResponse, ResultUpload};
-use kbot_server::mail::{outbox, MailConfig, SmtpSettings};
+use kbot_server::mail::{outbox, MailConfig};
 use serde_json::json;
 
 const KPI: &str = "bw_pipe.bandwidth.MB/sec";
 
 fn mail_config(port: u16) -> MailConfig {
     let mut c = MailConfig {
-        enabled: true,
-        smtp: SmtpSettings {
-            host: "127.0.0.1".into(),
-            port,
-            starttls: false,
-            credentials: None,
-            timeout: Duration::from_secs(10),
-        },
-        retry_base: Duration::from_millis(50),
-        retry_max: Duration::from_millis(200),
         poll_interval: Duration::from_millis(50),
-        ..MailConfig::disabled()
+        ..common::loopback_mail(port)
     };
     c.report.robot_address = "kbot@kbot.test".into();
     c.report.message_id_domain = "kbot@kbot.test".into();

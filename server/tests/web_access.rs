@@ -5,11 +5,8 @@
 mod common;
 mod smtp_sink;
 
-use std::time::Duration;
-
 use common::{backends, TestServer};
 use kbot_server::mail::outbox::{self, NewReport};
-use kbot_server::mail::{MailConfig, SmtpSettings};
 use reqwest::header::{COOKIE, LOCATION, SET_COOKIE};
 use reqwest::redirect::Policy;
 
@@ -323,7 +320,7 @@ async fn an_uncertain_report_is_resent_from_its_page() {
     for backend in backends() {
         let sink = smtp_sink::Sink::start(smtp_sink::Plan::default()).await;
         let port = sink.addr.port();
-        let t = TestServer::start_with(backend, |c| c.mail = mail_to(port)).await;
+        let t = TestServer::start_with(backend, |c| c.mail = common::loopback_mail(port)).await;
         let http = client();
         kbot_server::access::password::add_user(t.db(), "gus", None, PASSWORD)
             .await
@@ -375,24 +372,6 @@ async fn an_uncertain_report_is_resent_from_its_page() {
         assert_eq!(again.expect("POST").status(), 409, "{backend:?}");
         t.stop().await;
         assert_eq!(sink.received().len(), 1, "{backend:?}: sent once");
-    }
-}
-
-/// Mail on, to the loopback sink on `port`, retrying fast.
-fn mail_to(port: u16) -> MailConfig {
-    MailConfig {
-        enabled: true,
-        smtp: SmtpSettings {
-            host: "127.0.0.1".into(),
-            port,
-            starttls: false,
-            credentials: None,
-            timeout: Duration::from_secs(10),
-        },
-        retry_base: Duration::from_millis(50),
-        retry_max: Duration::from_millis(200),
-        poll_interval: Duration::from_millis(20),
-        ..MailConfig::disabled()
     }
 }
 

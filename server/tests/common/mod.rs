@@ -18,6 +18,7 @@ use kbot_core::api::{BootBackend, EnrollRequest, EnrollResponse, Hardware};
 use kbot_server::config::Config;
 use kbot_server::db::Db;
 use kbot_server::loadgen::seed;
+use kbot_server::mail::{MailConfig, SmtpSettings};
 use kbot_server::server::{RunningServer, Server};
 use rand::RngCore;
 use sqlx::{Connection, Executor, PgConnection};
@@ -307,5 +308,28 @@ pub fn hardware() -> Hardware {
         page_size: 4096,
         microcode: Some("0x700001f".into()),
         kernel: "6.1.0-test".into(),
+    }
+}
+
+/// SMTP to the loopback sink on `port`: plain, no login.
+pub fn loopback_smtp(port: u16) -> SmtpSettings {
+    SmtpSettings {
+        host: "127.0.0.1".into(),
+        port,
+        starttls: false,
+        credentials: None,
+        timeout: Duration::from_secs(10),
+    }
+}
+
+/// Mail on, to the loopback sink on `port`, retrying and polling fast.
+pub fn loopback_mail(port: u16) -> MailConfig {
+    MailConfig {
+        enabled: true,
+        smtp: loopback_smtp(port),
+        retry_base: Duration::from_millis(50),
+        retry_max: Duration::from_millis(200),
+        poll_interval: Duration::from_millis(20),
+        ..MailConfig::disabled()
     }
 }
