@@ -96,6 +96,20 @@ fn host_daemon(
     }
 }
 
+/// The host-backend test agent's enrolment, its identity kept in `work`.
+fn host_enrolment(work: &Path, server_url: &str, token: Option<String>) -> Enrolment {
+    Enrolment {
+        identity_file: work.join("agent.json"),
+        server: server_url.to_string(),
+        token,
+        name: "host-test-1".into(),
+        tbox_group: "host-test".into(),
+        backend: BootBackend::Host,
+        hardware: kbot_agent::hwinfo::read_host().expect("hwinfo"),
+        host: None,
+    }
+}
+
 /// The kbot-bench binary; without one a test is skipped, except under CI,
 /// where that is a failure.
 fn kbot_bench_or_skip() -> Option<PathBuf> {
@@ -191,30 +205,13 @@ async fn the_daemon_runs_both_sides_and_the_server_holds_the_results() {
 
         let work = tmp.path().join("agent");
         let server_url = server.url("").trim_end_matches('/').to_string();
-        let identity = enrol(&Enrolment {
-            identity_file: work.join("agent.json"),
-            server: server_url.clone(),
-            token: Some(server.enrollment_token().await),
-            name: "host-test-1".into(),
-            tbox_group: "host-test".into(),
-            backend: BootBackend::Host,
-            hardware: kbot_agent::hwinfo::read_host().expect("hwinfo"),
-            host: None,
-        })
-        .await
-        .expect("enrol");
-        let again = enrol(&Enrolment {
-            identity_file: work.join("agent.json"),
-            server: server_url.clone(),
-            token: None,
-            name: "host-test-1".into(),
-            tbox_group: "host-test".into(),
-            backend: BootBackend::Host,
-            hardware: kbot_agent::hwinfo::read_host().expect("hwinfo"),
-            host: None,
-        })
-        .await
-        .expect("the persisted identity is reused without a token");
+        let token = server.enrollment_token().await;
+        let identity = enrol(&host_enrolment(&work, &server_url, Some(token)))
+            .await
+            .expect("enrol");
+        let again = enrol(&host_enrolment(&work, &server_url, None))
+            .await
+            .expect("the persisted identity is reused without a token");
         assert_eq!(again.agent_token, identity.agent_token);
         let daemon = host_daemon(&server_url, &identity.agent_token, &work, &bench, 300);
         let spool = daemon.spool.clone();
@@ -324,18 +321,10 @@ async fn a_hung_workload_times_out_and_the_daemon_takes_the_next_job() {
 
         let work = tmp.path().join("agent");
         let server_url = server.url("").trim_end_matches('/').to_string();
-        let identity = enrol(&Enrolment {
-            identity_file: work.join("agent.json"),
-            server: server_url.clone(),
-            token: Some(server.enrollment_token().await),
-            name: "host-test-1".into(),
-            tbox_group: "host-test".into(),
-            backend: BootBackend::Host,
-            hardware: kbot_agent::hwinfo::read_host().expect("hwinfo"),
-            host: None,
-        })
-        .await
-        .expect("enrol");
+        let token = server.enrollment_token().await;
+        let identity = enrol(&host_enrolment(&work, &server_url, Some(token)))
+            .await
+            .expect("enrol");
         let daemon = host_daemon(&server_url, &identity.agent_token, &work, &bench, 2);
         let started = std::time::Instant::now();
         daemon.run(Some(4)).await.expect("four jobs run");

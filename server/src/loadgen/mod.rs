@@ -113,14 +113,8 @@ pub async fn run(args: &LoadArgs) -> Result<Report> {
     } else {
         1_500 * args.duration_secs
     };
-    let queued = seed_jobs(&db, wanted).await?;
-    refresh_planner_stats(&db).await?;
-    eprintln!("queued {queued} jobs");
-    let http = reqwest::Client::builder()
-        .pool_max_idle_per_host(args.agents)
-        .timeout(Duration::from_secs(60))
-        .build()
-        .map_err(|e| anyhow::anyhow!("http client: {e}"))?;
+    queue_jobs(&db, wanted).await?;
+    let http = agents_client(args.agents)?;
     let mut agents = Vec::with_capacity(args.agents);
     for i in 0..args.agents {
         let token = auth::create_enrollment_token(&db, "kbot-load").await?;
@@ -149,6 +143,23 @@ pub async fn run(args: &LoadArgs) -> Result<Report> {
     }
     let seconds = started.elapsed().as_secs_f64();
     Ok(tally.report(args.agents, seconds))
+}
+
+/// Queues at least `wanted` jobs and gives the planner its statistics.
+async fn queue_jobs(db: &Db, wanted: u64) -> Result<()> {
+    let queued = seed_jobs(db, wanted).await?;
+    refresh_planner_stats(db).await?;
+    eprintln!("queued {queued} jobs");
+    Ok(())
+}
+
+/// One HTTP client for all simulated agents, a kept-alive connection each.
+fn agents_client(agents: usize) -> Result<reqwest::Client> {
+    Ok(reqwest::Client::builder()
+        .pool_max_idle_per_host(agents)
+        .timeout(Duration::from_secs(60))
+        .build()
+        .map_err(|e| anyhow::anyhow!("http client: {e}"))?)
 }
 
 /// Runs every simulated agent on its own task and returns what each

@@ -148,14 +148,8 @@ pub async fn run(args: &SoakArgs) -> Result<SoakReport> {
     let db = Db::connect(&args.db.resolve()).await?;
     db.migrate().await?;
     let per_agent = args.duration_secs.div_ceil(args.work_secs.max(1) / 2 + 1);
-    let queued = super::seed_jobs(&db, per_agent * args.agents as u64 + 800).await?;
-    super::refresh_planner_stats(&db).await?;
-    eprintln!("queued {queued} jobs");
-    let http = reqwest::Client::builder()
-        .pool_max_idle_per_host(args.agents)
-        .timeout(Duration::from_secs(60))
-        .build()
-        .map_err(|e| anyhow::anyhow!("http client: {e}"))?;
+    super::queue_jobs(&db, per_agent * args.agents as u64 + 800).await?;
+    let http = super::agents_client(args.agents)?;
     let mut agents = Vec::with_capacity(args.agents);
     for i in 0..args.agents {
         let server = &args.servers[i % args.servers.len()];
