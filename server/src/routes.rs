@@ -194,7 +194,9 @@ async fn json_errors(req: Request, next: Next) -> Response {
     let api = req.uri().path().starts_with("/api/");
     // A NUL byte (only `%00` in a URL) is no name, ref or filter of any
     // kind; PostgreSQL refuses it where SQLite would store it.
-    let response = if req.uri().to_string().contains("%00") {
+    let uri = req.uri();
+    let nul = uri.path().contains("%00") || uri.query().is_some_and(|q| q.contains("%00"));
+    let response = if nul {
         (StatusCode::BAD_REQUEST, "the URL holds a NUL byte (%00)").into_response()
     } else {
         next.run(req).await
