@@ -15,7 +15,7 @@ mod smtp_sink;
 use common::{backends, Backend};
 use serde_json::{json, Value};
 use sim::fleet::{Fleet, GOOD};
-use sim::{id, list, poll, str_of, Sim, World, DEADLINE, KPI, REPO};
+use sim::{id, list, poll, str_of, svgs, Sim, World, DEADLINE, KPI, REPO};
 
 /// A 20% drop of the higher-is-better KPI.
 const SLOWER: f64 = 0.8;
@@ -705,6 +705,7 @@ const STEP_KEYS: &[&str] = &[
     "failed_runs",
     "failure",
     "change_percent",
+    "samples",
     "started_at",
     "finished_at",
 ];
@@ -736,6 +737,42 @@ const WATCH_KEYS: &[&str] = &[
     "created_at",
 ];
 
+const DETAIL_KEYS: &[&str] = &["bisection", "good_samples", "bad_samples", "steps"];
+
+/// The samples the detail gives agree with its counts and with the planted
+/// slowdown: every finished run has its value, the ends are apart by the
+/// slowdown, and each decided step sits with the end its verdict names.
+fn sample_problems(problems: &mut Vec<String>, d: &Value, first_bad: &str) {
+    let values = |v: &Value| -> Vec<f64> {
+        v.as_array()
+            .map(|a| a.iter().filter_map(Value::as_f64).collect())
+            .unwrap_or_default()
+    };
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let (good, bad) = (values(&d["good_samples"]), values(&d["bad_samples"]));
+    if good.is_empty() || bad.is_empty() || mean(&bad) > mean(&good) * 0.9 {
+        problems.push(format!("ends' samples: good {good:?}, bad {bad:?}"));
+        return;
+    }
+    let middle = (mean(&good) + mean(&bad)) / 2.0;
+    for s in steps(d) {
+        let at = values(&s["samples"]);
+        if at.len() as u64 != s["runs"].as_u64().unwrap_or(u64::MAX) {
+            problems.push(format!("step samples {at:?} for {} runs", s["runs"]));
+        }
+        let near_bad = mean(&at) < middle;
+        let verdict = str_of(&s["state"]);
+        if matches!(verdict, "good" | "bad") && near_bad != (verdict == "bad") {
+            problems.push(format!(
+                "a {verdict} step's samples {at:?} sit by the other end"
+            ));
+        }
+        if s["sha"] == first_bad && verdict != "bad" {
+            problems.push(format!("the planted commit's step is {verdict}"));
+        }
+    }
+}
+
 /// The fields of `keys` that `v` lacks, as one line of `problems`.
 fn check_keys(problems: &mut Vec<String>, what: &str, v: &Value, keys: &[&str]) {
     let missing: Vec<&str> = keys
@@ -763,9 +800,11 @@ async fn the_views_follow_the_contract() {
         let mut problems = Vec::new();
         let b = bisection(&d);
         check_keys(&mut problems, "BisectionView", b, BISECTION_KEYS);
+        check_keys(&mut problems, "BisectionDetail", &d, DETAIL_KEYS);
         for s in steps(&d) {
             check_keys(&mut problems, "StepView", s, STEP_KEYS);
         }
+        sample_problems(&mut problems, &d, &shas[2]);
         for (field, kind) in [
             ("origin_submission", "user"),
             ("verify_submission", "verify"),
@@ -799,10 +838,52 @@ async fn the_views_follow_the_contract() {
             .await
             .expect("page");
         let first_bad: String = shas[2].chars().take(12).collect();
-        for want in ["<table id=\"steps\">", "state-bad", first_bad.as_str()] {
+        let probe_link = format!("href=\"/submissions/{}\"", b["probe_submission"]);
+        let wanted = [
+            "<table id=\"steps\">",
+            "state-bad",
+            first_bad.as_str(),
+            "id=\"path-plot\"",
+            "good median",
+            "bad median",
+            probe_link.as_str(),
+        ];
+        for want in wanted {
             if !page.contains(want) {
                 problems.push(format!("/bisections/{}: no {want:?}", id(b)));
             }
+        }
+        sim.keep_page(&format!("/bisections/{}", id(b)), &page);
+        // The path plot is XML with one mark per sample the API gives and a
+        // row per step between the ends.
+        let plot = svgs(&page)
+            .into_iter()
+            .find(|s| s.contains("id=\"path-plot\""));
+        let plot = plot.unwrap_or_default();
+        match roxmltree::Document::parse(&plot) {
+            Ok(doc) => {
+                let marks = doc
+                    .descendants()
+                    .filter(|n| n.attribute("class").is_some_and(|c| c.starts_with("run ")))
+                    .count();
+                let samples = |v: &Value| v.as_array().map_or(0, Vec::len);
+                let in_api = samples(&d["good_samples"])
+                    + samples(&d["bad_samples"])
+                    + steps(&d)
+                        .iter()
+                        .map(|s| samples(&s["samples"]))
+                        .sum::<usize>();
+                if marks != in_api {
+                    problems.push(format!("the plot has {marks} marks for {in_api} samples"));
+                }
+                for s in steps(&d) {
+                    let row = format!("step {}", s["index"]);
+                    if !plot.contains(&row) {
+                        problems.push(format!("the plot has no row {row:?}"));
+                    }
+                }
+            }
+            Err(e) => problems.push(format!("the path plot is not XML ({e}): {plot}")),
         }
 
         let body = json!({"repo": REPO, "branch": "main", "job_file": sim::JOB});

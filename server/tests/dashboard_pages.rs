@@ -18,7 +18,7 @@ use common::backends;
 use kbot_core::api::{BootBackend, ResultUpload};
 use serde_json::{json, Value};
 use sim::fleet::{Fleet, GROUP};
-use sim::{id, Sim, World, KPI, REPO};
+use sim::{id, svgs, Sim, World, KPI, REPO};
 
 const HOSTILE_SUBJECT: &str = "<script>alert(\"subject\")</script> pipe: & 'quoted'";
 const HOSTILE_LOG: &str = "CC fs/pipe.o\n<script>evil()</script>\nerror: boom & <b>bust</b>";
@@ -175,39 +175,13 @@ async fn page(sim: &Sim<'_>, path: &str) -> String {
     assert_eq!(response.status(), 200, "{path}");
     let html = response.text().await.expect("html");
     assert_escaped(&html, path);
-    keep_for_screenshots(sim, path, &html);
+    sim.keep_page(path, &html);
     // askama writes numeric character references, the SVG writer named
     // ones: one spelling for the assertions.
     html.replace("&#60;", "&lt;")
         .replace("&#62;", "&gt;")
         .replace("&#38;", "&amp;")
         .replace("&#34;", "&quot;")
-}
-
-/// With `KBOT_PAGES_DIR` set, the SQLite run's pages are written there as
-/// self-contained HTML (the styles are inline) for `scripts/screenshots`.
-fn keep_for_screenshots(sim: &Sim<'_>, path: &str, html: &str) {
-    let Ok(dir) = std::env::var("KBOT_PAGES_DIR") else {
-        return;
-    };
-    if sim.backend() != common::Backend::Sqlite {
-        return;
-    }
-    let name: String = path
-        .trim_start_matches('/')
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-        .collect();
-    let name = if name.is_empty() {
-        "overview".into()
-    } else {
-        name
-    };
-    std::fs::write(
-        std::path::Path::new(&dir).join(format!("{name}.html")),
-        html,
-    )
-    .expect("write page");
 }
 
 /// No hostile string reaches a page unescaped.
@@ -378,16 +352,6 @@ async fn trends(sim: &Sim<'_>, commits: &[String]) {
         .await
         .expect("rebuild the summaries");
     assert_eq!(page(sim, &url).await, kept);
-}
-
-/// The inline `<svg>…</svg>` documents of a page.
-fn svgs(html: &str) -> Vec<String> {
-    html.match_indices("<svg ")
-        .filter_map(|(start, _)| {
-            let end = html[start..].find("</svg>")? + start + "</svg>".len();
-            Some(html[start..end].to_owned())
-        })
-        .collect()
 }
 
 /// Elements whose class is exactly `class`.

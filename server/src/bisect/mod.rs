@@ -263,20 +263,22 @@ pub async fn advance(state: &AppState, id: i64) -> Result<()> {
     }
 }
 
-/// The samples of the bisected metric at the range's ends and at each commit.
-struct Samples {
-    good: Vec<f64>,
-    bad: Vec<f64>,
-    probes: HashMap<i64, CommitRuns>,
+/// The samples of the bisected metric at the range's ends and the probe runs
+/// at each commit.
+pub(super) struct Samples {
+    pub(super) good: Vec<f64>,
+    pub(super) bad: Vec<f64>,
+    pub(super) probes: HashMap<i64, CommitRuns>,
 }
 
 impl Samples {
-    async fn load(state: &AppState, b: &BisectionRow) -> Result<Samples> {
-        let probe_job = b
-            .probe_atomic_job_id
-            .ok_or_else(|| anyhow::anyhow!("bisection {} has no probe job", b.id))?;
+    /// A bisection without its probe job yet has only its ends' samples.
+    pub(super) async fn load(state: &AppState, b: &BisectionRow) -> Result<Samples> {
         let origin = store::runs_by_commit(&state.db, &[b.origin_atomic_job_id]).await?;
-        let probes = store::runs_by_commit(&state.db, &[probe_job]).await?;
+        let probes = match b.probe_atomic_job_id {
+            Some(probe_job) => store::runs_by_commit(&state.db, &[probe_job]).await?,
+            None => HashMap::new(),
+        };
         let values = |commit_id: i64| -> Vec<f64> {
             [origin.get(&commit_id), probes.get(&commit_id)]
                 .into_iter()
@@ -292,7 +294,7 @@ impl Samples {
     }
 }
 
-fn metric_values(runs: &CommitRuns, metric: &str) -> Vec<f64> {
+pub(super) fn metric_values(runs: &CommitRuns, metric: &str) -> Vec<f64> {
     runs.finished
         .iter()
         .filter_map(|m| m.get(metric).copied())

@@ -5,8 +5,12 @@ use askama::Template;
 use axum::extract::{Path, State};
 use axum::response::Html;
 
-use super::types::{BisectionView, StepView};
+use super::types::{BisectionDetail, BisectionView, StepView};
 use crate::dashboard::format_time;
+use crate::dashboard::plots::{
+    self,
+    bisection::{BisectionPlot, PathRow},
+};
 use crate::error::{Error, HtmlError};
 use crate::state::AppState;
 use crate::watches::types::WatchView;
@@ -26,6 +30,8 @@ struct ShowPage {
     reason: String,
     remaining: Vec<String>,
     steps: Vec<StepRow>,
+    /// The inline SVG of the samples at the ends and at each step.
+    plot: String,
 }
 
 #[derive(Template)]
@@ -48,6 +54,7 @@ struct Row {
     first_bad_author: String,
     report: String,
     origin: i64,
+    probe: String,
     verify: String,
     steps: u32,
     builds: u32,
@@ -79,6 +86,10 @@ impl From<&BisectionView> for Row {
                 .unwrap_or_default(),
             report: b.report.clone().unwrap_or_default(),
             origin: b.origin_submission,
+            probe: b
+                .probe_submission
+                .map(|p| p.to_string())
+                .unwrap_or_default(),
             verify: b
                 .verify_submission
                 .map(|v| v.to_string())
@@ -187,6 +198,36 @@ pub async fn show(State(state): State<AppState>, Path(id): Path<i64>) -> PageRes
         reason: d.bisection.reason.clone().unwrap_or_default(),
         remaining: d.bisection.remaining.iter().map(|s| short(s)).collect(),
         steps: d.steps.iter().map(StepRow::from).collect(),
+        plot: path_plot(&d),
+    })
+}
+
+/// The samples of the bisected metric along the path through the range.
+fn path_plot(d: &BisectionDetail) -> String {
+    let b = &d.bisection;
+    let mut rows = vec![PathRow {
+        name: "good end".into(),
+        sha: &b.good,
+        verdict: "good",
+        values: &d.good_samples,
+    }];
+    rows.extend(d.steps.iter().map(|s| PathRow {
+        name: format!("step {}", s.index),
+        sha: &s.sha,
+        verdict: &s.state,
+        values: &s.samples,
+    }));
+    rows.push(PathRow {
+        name: "bad end".into(),
+        sha: &b.bad,
+        verdict: "bad",
+        values: &d.bad_samples,
+    });
+    plots::bisection::render(&BisectionPlot {
+        id: "path-plot",
+        metric: &b.metric,
+        unit: kbot_core::metrics::unit(&b.metric),
+        rows: &rows,
     })
 }
 

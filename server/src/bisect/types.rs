@@ -62,6 +62,8 @@ pub struct StepView {
     pub failure: Option<String>,
     /// Percent change of the mean against the good end's.
     pub change_percent: Option<f64>,
+    /// The bisected metric in each finished run at this commit, in run order.
+    pub samples: Vec<f64>,
     /// The statistics behind the classification.
     pub detail: String,
     /// Unix milliseconds.
@@ -73,5 +75,10 @@ pub struct StepView {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct BisectionDetail {
     pub bisection: BisectionView,
+    /// The bisected metric at the good end and at the bad end: the runs of
+    /// the pair it came from and any probe runs there, which every step is
+    /// classified against.
+    pub good_samples: Vec<f64>,
+    pub bad_samples: Vec<f64>,
     pub steps: Vec<StepView>,
 }

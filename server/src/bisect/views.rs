@@ -2,6 +2,7 @@
 
 use super::store::{self, BisectionRow};
 use super::types::{BisectionDetail, BisectionView, StepView};
+use super::{metric_values, Samples};
 use crate::error::Result;
 use crate::repos::commit_by_id;
 use crate::state::AppState;
@@ -18,9 +19,12 @@ pub async fn list(state: &AppState, limit: u32) -> Result<Vec<BisectionView>> {
 
 pub async fn detail(state: &AppState, id: i64) -> Result<BisectionDetail> {
     let b = store::get(&state.db, id).await?;
+    let samples = Samples::load(state, &b).await?;
     Ok(BisectionDetail {
         bisection: view(state, &b).await?,
-        steps: steps(state, &b).await?,
+        steps: steps(state, &b, &samples).await?,
+        good_samples: samples.good,
+        bad_samples: samples.bad,
     })
 }
 
@@ -61,16 +65,16 @@ pub async fn view(state: &AppState, b: &BisectionRow) -> Result<BisectionView> {
     })
 }
 
-async fn steps(state: &AppState, b: &BisectionRow) -> Result<Vec<StepView>> {
+async fn steps(state: &AppState, b: &BisectionRow, samples: &Samples) -> Result<Vec<StepView>> {
     let rows = store::steps(&state.db, b.id).await?;
-    let runs = match b.probe_atomic_job_id {
-        Some(id) => store::runs_by_commit(&state.db, &[id]).await?,
-        None => Default::default(),
-    };
     Ok(rows
         .into_iter()
         .map(|s| {
-            let r = runs.get(&s.commit_id).cloned().unwrap_or_default();
+            let r = samples
+                .probes
+                .get(&s.commit_id)
+                .cloned()
+                .unwrap_or_default();
             StepView {
                 index: u32::try_from(s.idx).unwrap_or(0),
                 sha: s.sha,
@@ -78,6 +82,7 @@ async fn steps(state: &AppState, b: &BisectionRow) -> Result<Vec<StepView>> {
                 state: s.state,
                 runs: u32::try_from(r.finished.len()).unwrap_or(u32::MAX),
                 failed_runs: r.failed,
+                samples: metric_values(&r, &b.metric),
                 failure: r.failure,
                 change_percent: s.change_pct,
                 detail: s.detail,

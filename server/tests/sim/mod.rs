@@ -115,6 +115,33 @@ impl<'w> Sim<'w> {
         self.t.store.backend
     }
 
+    /// With `KBOT_PAGES_DIR` set, the SQLite run's pages are written there
+    /// as self-contained HTML (the styles are inline) for
+    /// `scripts/screenshots`, named after their path.
+    pub fn keep_page(&self, path: &str, html: &str) {
+        let Ok(dir) = std::env::var("KBOT_PAGES_DIR") else {
+            return;
+        };
+        if self.backend() != Backend::Sqlite {
+            return;
+        }
+        let name: String = path
+            .trim_start_matches('/')
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        let name = if name.is_empty() {
+            "overview".into()
+        } else {
+            name
+        };
+        std::fs::write(
+            std::path::Path::new(&dir).join(format!("{name}.html")),
+            html,
+        )
+        .expect("write page");
+    }
+
     /// Stops the server and starts a new one on the same database and
     /// artifact dir.
     pub async fn restart(self) -> Sim<'w> {
@@ -307,4 +334,14 @@ pub fn mail_to(port: u16) -> MailConfig {
     };
     mail.report.robot_address = "kbot@kbot.test".into();
     mail
+}
+
+/// The inline `<svg>…</svg>` documents of a page.
+pub fn svgs(html: &str) -> Vec<String> {
+    html.match_indices("<svg ")
+        .filter_map(|(start, _)| {
+            let end = html[start..].find("</svg>")? + start + "</svg>".len();
+            Some(html[start..end].to_owned())
+        })
+        .collect()
 }

@@ -2,6 +2,8 @@
 //! readable without colour (shapes and labels), every text escaped.
 
 pub mod axis;
+pub mod bisection;
 pub mod samples;
+pub mod strip;
 pub mod svg;
 pub mod trend;

@@ -4,11 +4,10 @@
 //! its bootstrap confidence interval against the line of no change.
 //!
 //! The numbers come from `kbot_core::stats` (the stored verdict's ratio and
-//! CI, `describe`'s quantiles); this module only draws them.
+//! CI, `describe`'s quantiles); this module and `strip` only draw them.
 
-use kbot_core::stats::describe::{quantile_sorted, sorted};
-
-use super::axis::{label, Scale};
+use super::axis::Scale;
+use super::strip::{self, Row};
 use super::svg::{Anchor, Paint, Shape, Svg};
 
 const WIDTH: f64 = 680.0;
@@ -23,7 +22,6 @@ const RATIO_Y: f64 = 196.0;
 /// Colours as well as shapes and labels tell the sides apart.
 const BASE_COLOUR: &str = "#1f5fa8";
 const HEAD_COLOUR: &str = "#b35900";
-const GREY: &str = "#888";
 
 /// What one metric's plot shows.
 pub struct SamplesPlot<'a> {
@@ -51,127 +49,24 @@ pub fn render(plot: &SamplesPlot) -> String {
     let mut svg = Svg::new(plot.id, WIDTH, HEIGHT, &title);
     let x = Scale::covering(plot.base.iter().chain(plot.head).copied(), LEFT, RIGHT);
     let unit = plot.unit.map(|u| format!(" {u}")).unwrap_or_default();
-    let base = Row {
-        name: "base",
-        y: BASE_Y,
-        shape: Shape::Circle,
-        colour: BASE_COLOUR,
-    };
-    let head = Row {
-        name: "head",
-        y: HEAD_Y,
-        shape: Shape::Triangle,
-        colour: HEAD_COLOUR,
-    };
-    side(&mut svg, &x, &base, plot.base, &unit);
-    side(&mut svg, &x, &head, plot.head, &unit);
-    value_axis(&mut svg, &x, plot.unit);
+    for (name, values, y, shape, colour) in [
+        ("base", plot.base, BASE_Y, Shape::Circle, BASE_COLOUR),
+        ("head", plot.head, HEAD_Y, Shape::Triangle, HEAD_COLOUR),
+    ] {
+        let note = format!("{} runs", values.len());
+        let row = Row {
+            name,
+            note: &note,
+            kind: name,
+            y,
+            shape,
+            colour,
+        };
+        strip::row(&mut svg, &x, &row, values, &unit);
+    }
+    strip::value_axis(&mut svg, &x, AXIS_Y, plot.unit);
     ratio_panel(&mut svg, plot);
     svg.finish()
-}
-
-/// How a side's row is drawn.
-struct Row {
-    name: &'static str,
-    y: f64,
-    shape: Shape,
-    colour: &'static str,
-}
-
-/// One side's row: whiskers, quartile box, median tick and one mark per run.
-fn side(svg: &mut Svg, x: &Scale, row: &Row, values: &[f64], unit: &str) {
-    let Row {
-        name,
-        y,
-        shape,
-        colour,
-    } = *row;
-    svg.styled_text(
-        LEFT - 10.0,
-        y - 4.0,
-        Anchor::End,
-        "font-weight=\"bold\"",
-        name,
-    );
-    svg.text(
-        LEFT - 10.0,
-        y + 11.0,
-        Anchor::End,
-        &format!("{} runs", values.len()),
-    );
-    if values.is_empty() {
-        svg.text(LEFT + 4.0, y + 4.0, Anchor::Start, "no finished run");
-        return;
-    }
-    let s = sorted(values);
-    let (q1, median, q3) = (
-        quantile_sorted(&s, 0.25),
-        quantile_sorted(&s, 0.5),
-        quantile_sorted(&s, 0.75),
-    );
-    let (lo, hi) = (s[0], s[s.len() - 1]);
-    svg.line(x.px(lo), y, x.px(hi), y, Paint::line(GREY, 1.0));
-    for end in [lo, hi] {
-        svg.line(
-            x.px(end),
-            y - 6.0,
-            x.px(end),
-            y + 6.0,
-            Paint::line(GREY, 1.0),
-        );
-    }
-    let boxed = Paint {
-        fill: colour,
-        stroke: colour,
-        stroke_width: 1.0,
-    };
-    svg.rect(x.px(q1), y - 9.0, x.px(q3) - x.px(q1), 18.0, boxed, 0.12);
-    let tip = format!("{name} median {}{unit}", label(median));
-    let at = x.px(median);
-    svg.labelled_line(
-        (at, y - 13.0),
-        (at, y + 13.0),
-        Paint::line(colour, 3.0),
-        "median",
-        &tip,
-    );
-    let paint = match shape {
-        Shape::Circle => Paint::hollow(colour),
-        _ => Paint::filled(colour),
-    };
-    for (i, v) in values.iter().enumerate() {
-        // Runs with close values spread over the row instead of hiding
-        // behind each other; the offset depends only on the run's index.
-        let jitter = [0.0, -5.0, 5.0, -2.5, 2.5][i % 5];
-        let tip = format!("{name} run {}: {}{unit}", i + 1, label(*v));
-        svg.marker(
-            shape,
-            (x.px(*v), y + jitter),
-            4.0,
-            paint,
-            &format!("run {name}"),
-            &tip,
-        );
-    }
-}
-
-fn value_axis(svg: &mut Svg, x: &Scale, unit: Option<&str>) {
-    svg.line(LEFT, AXIS_Y, RIGHT, AXIS_Y, Paint::line("#222", 1.0));
-    for t in x.ticks(6) {
-        svg.line(
-            x.px(t),
-            AXIS_Y,
-            x.px(t),
-            AXIS_Y + 5.0,
-            Paint::line("#222", 1.0),
-        );
-        svg.text(x.px(t), AXIS_Y + 18.0, Anchor::Middle, &label(t));
-    }
-    let title = match unit {
-        Some(u) => format!("value per run ({u})"),
-        None => String::from("value per run"),
-    };
-    svg.text((LEFT + RIGHT) / 2.0, AXIS_Y + 34.0, Anchor::Middle, &title);
 }
 
 /// The ratio of the medians with its CI on a ratio axis, 1 marked.
