@@ -323,3 +323,34 @@ async fn metric_summaries_are_backfilled_from_stored_watch_results() {
         db.close().await;
     }
 }
+
+/// Two processes started together on one new store (kbot-up's server and
+/// an admin command, two replicas) both migrate it. sqlx locks PostgreSQL
+/// but not SQLite, where both used to apply the first migration and the
+/// second failed with "table users already exists".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_migrating_one_new_store_both_succeed() {
+    for backend in backends() {
+        let dir = match backend {
+            Backend::Sqlite => "../migrations/sqlite",
+            Backend::Postgres => "../migrations/postgres",
+        };
+        let files = std::fs::read_dir(dir).expect("migrations").count();
+        for round in 0..4 {
+            let store = TestStore::new(backend).await;
+            let url = &store.database_url;
+            let (a, b) = tokio::join!(Db::connect(url), Db::connect(url));
+            let (a, b) = (a.expect("connect a"), b.expect("connect b"));
+            let (ra, rb) = tokio::join!(a.migrate(), b.migrate());
+            assert!(
+                ra.is_ok() && rb.is_ok(),
+                "{backend:?} round {round}: {ra:?} {rb:?}"
+            );
+            let applied: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM _sqlx_migrations")
+                .fetch_one(a.read())
+                .await
+                .expect("count");
+            assert_eq!(applied as usize, files, "{backend:?} round {round}");
+        }
+    }
+}

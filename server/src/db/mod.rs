@@ -81,6 +81,8 @@ pub struct Db {
     relaxed: AnyPool,
     /// SQLite's writer thread; `None` on PostgreSQL.
     writer: Option<Writer>,
+    /// The SQLite database file; `None` on PostgreSQL and in memory.
+    sqlite_file: Option<std::path::PathBuf>,
 }
 
 impl Db {
@@ -102,6 +104,7 @@ impl Db {
                     relaxed: writer.pool().clone(),
                     read,
                     writer: Some(writer),
+                    sqlite_file: sqlite::file_path(&url),
                 })
             }
             Backend::Postgres => {
@@ -113,16 +116,23 @@ impl Db {
                     read: pool,
                     relaxed,
                     writer: None,
+                    sqlite_file: None,
                 })
             }
         }
     }
 
-    /// Applies the embedded migrations that have not run yet.
+    /// Applies the embedded migrations that have not run yet; a process
+    /// migrating the same store at once waits (PostgreSQL: sqlx's advisory
+    /// lock; SQLite: [`sqlite::MigrationLock`]).
     pub async fn migrate(&self) -> Result<()> {
         let migrator = match self.backend {
             Backend::Sqlite => &SQLITE_MIGRATOR,
             Backend::Postgres => &POSTGRES_MIGRATOR,
+        };
+        let _lock = match &self.sqlite_file {
+            Some(file) => Some(sqlite::MigrationLock::acquire(file).await?),
+            None => None,
         };
         migrator.run(&self.write).await?;
         // Data migrations SQL cannot do (a job's label is parsed from its
