@@ -44,6 +44,14 @@ pub enum Error {
     /// tokens); the value is the seconds until one more is allowed.
     #[error("too many failed attempts from this address; retry in {0} s")]
     TooManyAttempts(u64),
+    /// A stored job this server cannot hand out (its spec does not parse,
+    /// say one a newer replica wrote, or its parameters do not resolve on
+    /// the claiming agent); the lease fails the job and goes on.
+    #[error("cannot prepare job: {0}")]
+    Unrunnable(String),
+    /// A setting the server cannot start with (the database URL, ...).
+    #[error("{0}")]
+    Config(String),
     /// The request took longer than the server's request timeout.
     #[error("the request took longer than the server allows")]
     RequestTimeout,
@@ -105,7 +113,12 @@ impl Error {
             Error::InsufficientStorage { .. } => "insufficient_storage",
             Error::Db(e) if database_unavailable(e) => "database_unavailable",
             Error::Db(e) if unstorable_text(e) => "bad_request",
-            Error::Db(_) | Error::Migrate(_) | Error::Io(_) | Error::Other(_) => "internal",
+            Error::Db(_)
+            | Error::Migrate(_)
+            | Error::Io(_)
+            | Error::Other(_)
+            | Error::Unrunnable(_)
+            | Error::Config(_) => "internal",
             Error::UnknownRepo(_) => "unknown_repo",
             Error::RepoUnreachable { .. } => "repo_unreachable",
             Error::Git(e) => e.code(),
@@ -128,9 +141,12 @@ impl Error {
             Error::InsufficientStorage { .. } => StatusCode::INSUFFICIENT_STORAGE,
             Error::Db(e) if database_unavailable(e) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Db(e) if unstorable_text(e) => StatusCode::BAD_REQUEST,
-            Error::Db(_) | Error::Migrate(_) | Error::Io(_) | Error::Other(_) => {
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
+            Error::Db(_)
+            | Error::Migrate(_)
+            | Error::Io(_)
+            | Error::Other(_)
+            | Error::Unrunnable(_)
+            | Error::Config(_) => StatusCode::INTERNAL_SERVER_ERROR,
             Error::UnknownRepo(_) => StatusCode::NOT_FOUND,
             Error::RepoUnreachable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Error::Git(e) => e.status(),

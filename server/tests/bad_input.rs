@@ -188,3 +188,45 @@ async fn openapi_and_health() {
     assert_eq!(missing.status(), 404);
     t.stop().await;
 }
+
+/// A stored job this server cannot read (say one a newer replica wrote
+/// during an upgrade) is failed at lease time with the reason, after its
+/// attempts; the agent gets no error and leases the next job.
+#[tokio::test]
+async fn a_stored_job_that_cannot_be_prepared_fails_and_the_lease_goes_on() {
+    for backend in backends() {
+        let t = TestServer::start(backend).await;
+        let broken = t.seed("u", ONE_JOB, 1, 10).await;
+        let good = t.seed("u", ONE_JOB, 1, 0).await;
+        for id in &broken.atomic_job_ids {
+            sqlx::query("UPDATE atomic_jobs SET spec = $1 WHERE id = $2")
+                .bind(r#"{"testcase": 7}"#)
+                .bind(id)
+                .execute(t.db().write())
+                .await
+                .expect("break the spec");
+        }
+        let a = TestAgent::enroll(&t, "a", "g").await;
+        let job = a.lease().await.expect("the good submission's job");
+        assert_eq!(job.submission_id, good.submission_id, "{backend:?}");
+        let rows: Vec<(String, Option<String>, Option<String>, i64)> = sqlx::query_as(
+            "SELECT state, failure, failure_detail, attempts FROM jobs WHERE submission_id = $1",
+        )
+        .bind(broken.submission_id)
+        .fetch_all(t.db().read())
+        .await
+        .expect("jobs");
+        assert!(!rows.is_empty());
+        for (state, failure, detail, attempts) in &rows {
+            assert_eq!(state, "failed", "{backend:?}: {rows:?}");
+            assert_eq!(failure.as_deref(), Some("infrastructure"), "{rows:?}");
+            let detail = detail.as_deref().unwrap_or_default();
+            assert!(
+                detail.starts_with("cannot prepare job: stored atomic job is not valid"),
+                "{detail}"
+            );
+            assert_eq!(*attempts, 3, "failed after its attempts: {rows:?}");
+        }
+        t.stop().await;
+    }
+}

@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 
 use super::describe::{iqr_sorted, median_sorted, sorted};
 use super::effect::{looks_bimodal, median_ratio_ci};
+use super::nonparametric::{cliffs_delta, kolmogorov_smirnov_p, mann_whitney_p, shift_ci};
 use super::parametric::{t_quantile_two_sided, welch_if_well_behaved, Welch};
-use super::rank_tests::{cliffs_delta, kolmogorov_smirnov_p, mann_whitney_p, shift_ci};
 use super::special::normal_sf;
 use super::StatsConfig;
 use crate::metrics;

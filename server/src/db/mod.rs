@@ -50,7 +50,7 @@ impl Backend {
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             Ok(Backend::Postgres)
         } else {
-            Err(Error::BadRequest(format!(
+            Err(Error::Config(format!(
                 "unsupported database URL {url:?}: use sqlite://PATH or postgres://..."
             )))
         }

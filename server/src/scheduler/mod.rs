@@ -68,6 +68,8 @@ pub async fn lease_with_wait(
         notified.as_mut().enable();
         let tick = match lease_once(state, agent).await? {
             LeaseAttempt::Leased(job) => return Ok(Some(*job)),
+            // Each pass fails an attempt of an unusable job, so this ends.
+            LeaseAttempt::Unrunnable => continue,
             LeaseAttempt::Contended => CONTENDED_BACKOFF.mul_f64(1.0 + rand::random::<f64>()),
             LeaseAttempt::Empty => POLL_TICK,
         };
@@ -92,6 +94,9 @@ pub enum LeaseAttempt {
     Empty,
     /// Jobs fit, but concurrent claims held every one of them.
     Contended,
+    /// The job it took cannot be prepared and was put back or failed (see
+    /// [`Error::Unrunnable`]): try again at once.
+    Unrunnable,
 }
 
 /// One claim attempt, and the leased job's details when it took one.
@@ -107,20 +112,21 @@ pub async fn lease_once(state: &AppState, agent: &AgentRecord) -> Result<LeaseAt
     };
     match leased_job(state, agent, &claim).await {
         Ok(job) => Ok(LeaseAttempt::Leased(Box::new(job))),
-        Err(err @ Error::BadRequest(_)) => {
-            // The stored job cannot run on this machine (its parameters do
-            // not resolve): fail it rather than hand it out forever.
+        Err(err @ Error::Unrunnable(_)) => {
+            // Fail it (after its attempts) rather than hand it out forever;
+            // the agent is not at fault and leases the next job.
+            tracing::warn!(job_id = claim.job_id, agent = %agent.name, "{err}");
             let mut tx = state.db.begin().await?;
             jobs::requeue_or_fail(
                 &mut tx,
                 claim.job_id,
                 Some(agent.id),
                 kbot_core::api::FailureKind::Infrastructure,
-                &format!("cannot prepare job: {err}"),
+                &err.to_string(),
             )
             .await?;
             tx.commit().await?;
-            Err(err)
+            Ok(LeaseAttempt::Unrunnable)
         }
         Err(err) => Err(err),
     }
@@ -498,12 +504,12 @@ async fn leased_job(state: &AppState, agent: &AgentRecord, claim: &Claim) -> Res
     .await?;
     let spec: String = row.try_get("spec")?;
     let mut job: AtomicJob = serde_json::from_str(&spec)
-        .map_err(|e| Error::BadRequest(format!("stored atomic job is not valid: {e}")))?;
+        .map_err(|e| Error::Unrunnable(format!("stored atomic job is not valid: {e}")))?;
     // Results of different machine classes must never share a result path.
     job.tbox_group = Some(agent.tbox_group.clone());
     let resolved = job
         .resolve(&agent.hardware)
-        .map_err(|e| Error::BadRequest(e.to_string()))?;
+        .map_err(|e| Error::Unrunnable(e.to_string()))?;
     let commit: String = row.try_get("sha")?;
     let kconfig = kconfig_spec(state, &job.kconfig, &row).await?;
     Ok(LeasedJob {
