@@ -13,7 +13,7 @@ use kbot_core::api::Hardware;
 use kbot_core::job::{parse_job_file, plan_job_file, MAX_ATOMIC_JOBS};
 use kbot_core::lkp::IncludeSource;
 use kbot_core::parsers::{self, merge_executions, perf_stat, ParseContext, Parsed, Tool};
-use kbot_core::report::{self, mbox, ChangeKind, CommitInfo, ReportConfig, ReportData};
+use kbot_core::report::{self, mbox, ChangeKind, CommitRef, ReportConfig, ReportData};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
@@ -338,11 +338,11 @@ fn report_data(subject: String, tree: String, branch: String) -> ReportData {
         tree,
         branch,
         repo_url: "https://example.org/linux.git".into(),
-        commit: CommitInfo {
+        commit: CommitRef {
             sha: "f7f4665dc520fd8bbc1db20e59945773e03744a0".into(),
             subject,
         },
-        base: CommitInfo {
+        base: CommitRef {
             sha: "c610d2d0787961cd5b1e4a0d3c9f2e1a7b6c5d4e".into(),
             subject: "base".into(),
         },

@@ -7,11 +7,11 @@ mod common;
 use common::seed::{axes, runs};
 use kbot_core::api::Hardware;
 use kbot_core::report::{
-    self, mbox, ChangeKind, CommitInfo, ReportConfig, ReportData, DEFAULT_DISCLAIMER,
+    self, mbox, ChangeKind, CommitRef, ReportConfig, ReportData, DEFAULT_DISCLAIMER,
     DEFAULT_SIGNATURE,
 };
 use kbot_core::stats::{compare_runs, StatsConfig};
-use kbot_core::table::{self, CommitRef, RowFilter, TableInput};
+use kbot_core::table::{self, RowFilter, TableInput};
 
 const SEED: &str = include_str!("fixtures/seed_001_report.txt");
 const SEED_ID: &str = "202611041404.befe64cd-lkp@intel.com";
@@ -71,11 +71,11 @@ fn seed_data() -> ReportData {
         tree: "linus".into(),
         branch: "master".into(),
         repo_url: "https://git.kernel.org/cgit/linux/kernel/git/torvalds/linux.git".into(),
-        commit: CommitInfo {
+        commit: CommitRef {
             sha: HEAD_SHA.into(),
             subject: "fs/pipe: unify the page pools into a single per-pipe pool".into(),
         },
-        base: CommitInfo {
+        base: CommitRef {
             sha: BASE_SHA.into(),
             subject: "fs: annotate inode timestamp accessors".into(),
         },

@@ -16,6 +16,8 @@ pub mod mbox;
 mod message_id;
 mod subject;
 
+/// A commit as a report names it (full id and subject), as the table does.
+pub use crate::table::CommitRef;
 pub use body::{commit_label, render_body};
 pub use impact::render_impact_table;
 pub use machine::describe_machine;
@@ -79,14 +81,6 @@ impl ReportConfig {
     }
 }
 
-/// A commit as a report names it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CommitInfo {
-    /// Full 40-hex id.
-    pub sha: String,
-    pub subject: String,
-}
-
 /// `[still regression on <tree>/<branch> <sha>]`: a later head that still shows the change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StillOn {
@@ -129,9 +123,9 @@ pub struct ReportData {
     /// URL of the repository, printed after the commit subject.
     pub repo_url: String,
     /// The commit blamed: the first bad commit once bisected, else the pair's head.
-    pub commit: CommitInfo,
+    pub commit: CommitRef,
     /// The base the commit was compared against.
-    pub base: CommitInfo,
+    pub base: CommitRef,
     /// The KPI that triggered the report, LKP-named.
     pub metric: String,
     /// Absolute size of the change in percent (18.5 for -18.5%).

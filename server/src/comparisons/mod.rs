@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use kbot_core::job::AtomicJob;
 use kbot_core::stats::{self, Comparison, StatsConfig};
-use kbot_core::table::{self, CommitRef, RowFilter, TableInput};
+use kbot_core::table::{self, RowFilter, TableInput};
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::error::Result;
@@ -58,19 +58,12 @@ impl PairComparison {
     pub fn table(&self) -> String {
         let input = TableInput::from_comparison(
             self.job.axes(),
-            commit_ref(&self.base),
-            commit_ref(&self.head),
+            self.base.commit_ref(),
+            self.head.commit_ref(),
             &self.comparison,
             RowFilter::All,
         );
         table::render(&input)
-    }
-}
-
-fn commit_ref(c: &StoredCommit) -> CommitRef {
-    CommitRef {
-        sha: c.sha.clone(),
-        subject: c.view.subject.clone(),
     }
 }
 

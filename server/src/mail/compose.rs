@@ -4,9 +4,9 @@
 
 use kbot_core::api::Hardware;
 use kbot_core::metrics::Impact;
-use kbot_core::report::{self, mbox, ChangeKind, CommitInfo, OtherImpact, ReportData, StillOn};
+use kbot_core::report::{self, mbox, ChangeKind, OtherImpact, ReportData, StillOn};
 use kbot_core::stats::{MetricComparison, Outcome};
-use kbot_core::table::{self, CommitRef, RowFilter, TableInput};
+use kbot_core::table::{self, RowFilter, TableInput};
 use sqlx::Row;
 
 use super::config::MailConfig;
@@ -209,8 +209,8 @@ fn report_data(pc: &PairComparison, kpi: &MetricComparison, ctx: &Context) -> Re
     }
     let table_input = TableInput::from_comparison(
         axes.clone(),
-        commit_ref(&pc.base),
-        commit_ref(&pc.head),
+        pc.base.commit_ref(),
+        pc.head.commit_ref(),
         &pc.comparison,
         RowFilter::Changed,
     );
@@ -219,8 +219,8 @@ fn report_data(pc: &PairComparison, kpi: &MetricComparison, ctx: &Context) -> Re
         tree: ctx.repo_name.clone(),
         branch: ctx.branch.clone(),
         repo_url: ctx.repo_url.clone(),
-        commit: commit_info(&pc.head),
-        base: commit_info(&pc.base),
+        commit: pc.head.commit_ref(),
+        base: pc.base.commit_ref(),
         metric: kpi.metric.clone(),
         change_percent: kpi.change,
         kind: if kpi.impact == Impact::Improvement {
@@ -274,20 +274,6 @@ fn other_impacts(
             compare_table: None,
         })
         .collect()
-}
-
-fn commit_ref(c: &StoredCommit) -> CommitRef {
-    CommitRef {
-        sha: c.sha.clone(),
-        subject: c.view.subject.clone(),
-    }
-}
-
-fn commit_info(c: &StoredCommit) -> CommitInfo {
-    CommitInfo {
-        sha: c.sha.clone(),
-        subject: c.view.subject.clone(),
-    }
 }
 
 /// To the commit's author; Cc the repo's lists and, if configured, the committer.

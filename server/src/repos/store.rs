@@ -49,6 +49,16 @@ pub struct StoredCommit {
     pub view: CommitView,
 }
 
+impl StoredCommit {
+    /// The commit as tables and reports name it.
+    pub fn commit_ref(&self) -> kbot_core::table::CommitRef {
+        kbot_core::table::CommitRef {
+            sha: self.sha.clone(),
+            subject: self.view.subject.clone(),
+        }
+    }
+}
+
 const REPO_COLUMNS: &str = "id, name, url, default_branch, created_at";
 const COMMIT_COLUMNS: &str = "id, repo_id, sha, parents, subject, author_name, author_email, \
      committer_name, committer_email, authored_at, committed_at";
