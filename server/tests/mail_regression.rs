@@ -7,11 +7,10 @@ mod common;
 mod gitrepo;
 mod smtp_sink;
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use common::agent::TestAgent;
 use common::{backends, Backend, TestServer, THREE_RUN_JOB};
-use kbot_core::api::{LeaseResponse, ResultUpload};
 use kbot_server::mail::{outbox, MailConfig};
 use serde_json::json;
 
@@ -30,60 +29,15 @@ fn mail_config(port: u16) -> MailConfig {
 }
 
 /// Plays an agent until nothing is left to lease: head runs are 20% slower.
-async fn run_agent(server: &TestServer, token: &str, head_sha: &str) {
+async fn run_agent(agent: &TestAgent<'_>, head_sha: &str) {
     let deadline = Instant::now() + Duration::from_secs(120);
-    let mut run = 0.0;
     let mut idle = 0;
     while idle < 3 {
         assert!(Instant::now() < deadline, "runs did not finish in time");
-        let lease: LeaseResponse = server
-            .http
-            .post(server.url("/api/v1/agents/lease"))
-            .bearer_auth(token)
-            .json(&json!({"wait_secs": 1}))
-            .send()
-            .await
-            .expect("lease")
-            .json()
-            .await
-            .expect("lease json");
-        let Some(job) = lease.job else {
-            idle += 1;
-            continue;
-        };
-        idle = 0;
-        run += 1.0;
-        let level = if job.commit == head_sha {
-            800.0
-        } else {
-            1000.0
-        };
-        let metrics = BTreeMap::from([
-            (KPI.to_owned(), level + (run % 5.0)),
-            (
-                "bw_pipe.time.elapsed_time".to_owned(),
-                10.0 + (run % 3.0) / 10.0,
-            ),
-        ]);
-        let upload = ResultUpload {
-            metrics,
-            raw_output: "64k pipe bandwidth".into(),
-            console: None,
-            kconfig: None,
-            kernel_release: "6.1.0-test".into(),
-            tuning: BTreeMap::new(),
-            started_at: 1,
-            finished_at: 2,
-        };
-        let resp = server
-            .http
-            .put(server.url(&format!("/api/v1/jobs/{}/result", job.job_id)))
-            .bearer_auth(token)
-            .json(&upload)
-            .send()
-            .await
-            .expect("upload");
-        assert_eq!(resp.status(), 200);
+        match agent.run_slower_head(head_sha).await {
+            Some(_) => idle = 0,
+            None => idle += 1,
+        }
     }
 }
 
@@ -113,7 +67,7 @@ async fn case(backend: Backend) {
         .await
         .expect("repo");
     assert_eq!(resp.status(), 201);
-    let agent = server.enroll("box1", "lkp-test").await;
+    let agent = TestAgent::enroll(&server, "box1", "lkp-test").await;
     let resp = server
         .http
         .post(server.url("/api/v1/submissions"))
@@ -124,7 +78,7 @@ async fn case(backend: Backend) {
         .expect("submit");
     assert_eq!(resp.status(), 201);
 
-    run_agent(&server, &agent.agent_token, &shas[1]).await;
+    run_agent(&agent, &shas[1]).await;
     let deadline = Instant::now() + Duration::from_secs(60);
     while sink.received().is_empty() {
         assert!(Instant::now() < deadline, "{backend:?}: no report arrived");

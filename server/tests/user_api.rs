@@ -6,12 +6,10 @@
 mod common;
 mod gitrepo;
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::agent::error_code;
+use common::agent::{error_code, TestAgent};
 use common::{backends, Backend, TestServer, THREE_RUN_JOB};
-use kbot_core::api::{LeaseResponse, ResultUpload, UploadResponse};
 use kbot_server::submissions::types::{
     CommitView, RepoView, SubmissionDetail, SubmissionResults, SubmissionView,
 };
@@ -101,74 +99,19 @@ impl Fixture {
 }
 
 /// Plays an agent until the submission settles: head runs are 20% slower.
-async fn run_agent(
-    f: &Fixture,
-    agent_token: &str,
-    head_sha: &str,
-    submission_id: i64,
-) -> SubmissionView {
+async fn run_agent(f: &Fixture, agent: &TestAgent<'_>, head_sha: &str, id: i64) -> SubmissionView {
     let deadline = Instant::now() + Duration::from_secs(120);
-    let mut run = 0.0;
     loop {
         assert!(
             Instant::now() < deadline,
             "submission did not settle in time"
         );
-        let lease: LeaseResponse = f
-            .server
-            .http
-            .post(f.server.url("/api/v1/agents/lease"))
-            .bearer_auth(agent_token)
-            .json(&json!({"wait_secs": 1}))
-            .send()
-            .await
-            .expect("lease")
-            .json()
-            .await
-            .expect("lease json");
-        let Some(job) = lease.job else {
-            let s: SubmissionDetail = f
-                .get_json(&format!("/api/v1/submissions/{submission_id}"))
-                .await;
+        if agent.run_slower_head(head_sha).await.is_none() {
+            let s: SubmissionDetail = f.get_json(&format!("/api/v1/submissions/{id}")).await;
             if s.submission.state != "running" && s.submission.state != "queued" {
                 return s.submission;
             }
-            continue;
-        };
-        run += 1.0;
-        let base = if job.commit == head_sha {
-            800.0
-        } else {
-            1000.0
-        };
-        let mut metrics = BTreeMap::new();
-        metrics.insert(KPI.to_owned(), base + (run % 5.0));
-        metrics.insert(
-            "bw_pipe.time.elapsed_time".to_owned(),
-            10.0 + (run % 3.0) / 10.0,
-        );
-        let upload = ResultUpload {
-            metrics,
-            raw_output: "64k pipe bandwidth".into(),
-            console: None,
-            kconfig: None,
-            kernel_release: "6.1.0-test".into(),
-            tuning: BTreeMap::new(),
-            started_at: 1,
-            finished_at: 2,
-        };
-        let resp = f
-            .server
-            .http
-            .put(f.server.url(&format!("/api/v1/jobs/{}/result", job.job_id)))
-            .bearer_auth(agent_token)
-            .json(&upload)
-            .send()
-            .await
-            .expect("upload");
-        assert_eq!(resp.status(), 200);
-        let stored: UploadResponse = resp.json().await.expect("upload json");
-        assert!(stored.stored);
+        }
     }
 }
 
@@ -176,7 +119,7 @@ async fn run_agent(
 async fn submission_runs_compares_and_settles() {
     for backend in backends() {
         let f = fixture(backend).await;
-        let agent = f.server.enroll("box1", "lkp-test").await;
+        let agent = TestAgent::enroll(&f.server, "box1", "lkp-test").await;
         // Single-commit submission: the parent becomes the base.
         let s = f
             .submit(json!({"repo": "linux", "job_file": THREE_RUN_JOB, "head": &f.shas[1][..8]}))
@@ -191,7 +134,7 @@ async fn submission_runs_compares_and_settles() {
             ("queued", 6, 10)
         );
 
-        let done = run_agent(&f, &agent.agent_token, &f.shas[1], s.id).await;
+        let done = run_agent(&f, &agent, &f.shas[1], s.id).await;
         assert_eq!(done.state, "done", "{backend:?}");
         // 3 runs per side, then up to the statistics' 6 minimum: 12 jobs.
         assert_eq!(
@@ -264,7 +207,7 @@ async fn dashboard_pages(f: &Fixture, id: i64, head: &str) {
 async fn run_cap_settles_an_undecided_pair() {
     for backend in backends() {
         let f = fixture(backend).await;
-        let agent = f.server.enroll("box1", "lkp-test").await;
+        let agent = TestAgent::enroll(&f.server, "box1", "lkp-test").await;
         let s = f
             .submit(json!({"repo": "linux", "job_file": THREE_RUN_JOB, "base": "v1", "head": "main", "max_runs": 3}))
             .await;
@@ -272,7 +215,7 @@ async fn run_cap_settles_an_undecided_pair() {
             (s.base.sha.as_str(), s.head.sha.as_str()),
             (f.shas[0].as_str(), f.shas[2].as_str())
         );
-        let done = run_agent(&f, &agent.agent_token, &f.shas[2], s.id).await;
+        let done = run_agent(&f, &agent, &f.shas[2], s.id).await;
         assert_eq!(done.state, "done");
         // 3 vs 3 runs can never reach p < 0.01: the verdict stays unknown,
         // and the cap of 3 stops the extra runs.
@@ -294,26 +237,14 @@ async fn run_cap_settles_an_undecided_pair() {
 async fn a_head_that_never_builds_settles_without_a_comparison() {
     for backend in backends() {
         let f = fixture(backend).await;
-        let agent = f.server.enroll("box1", "lkp-test").await;
+        let agent = TestAgent::enroll(&f.server, "box1", "lkp-test").await;
         let s = f
             .submit(json!({"repo": "linux", "job_file": THREE_RUN_JOB, "head": "main"}))
             .await;
         let deadline = Instant::now() + Duration::from_secs(60);
         let settled = loop {
             assert!(Instant::now() < deadline, "did not settle");
-            let lease: LeaseResponse = f
-                .server
-                .http
-                .post(f.server.url("/api/v1/agents/lease"))
-                .bearer_auth(&agent.agent_token)
-                .json(&json!({"wait_secs": 1}))
-                .send()
-                .await
-                .expect("lease")
-                .json()
-                .await
-                .expect("lease json");
-            let Some(job) = lease.job else {
+            let Some(job) = agent.lease_waiting(1).await else {
                 let d: SubmissionDetail =
                     f.get_json(&format!("/api/v1/submissions/{}", s.id)).await;
                 if d.submission.state != "running" {
@@ -321,26 +252,13 @@ async fn a_head_that_never_builds_settles_without_a_comparison() {
                 }
                 continue;
             };
-            let http = &f.server.http;
-            let resp = if job.commit == f.shas[2] {
-                let url = f.server.url(&format!("/api/v1/jobs/{}/events", job.job_id));
+            let response = if job.commit == f.shas[2] {
                 let body = json!({"state": "failed", "failure": "build_failed", "detail": "error: pipe.c"});
-                http.post(url)
-                    .bearer_auth(&agent.agent_token)
-                    .json(&body)
-                    .send()
-                    .await
+                agent.event(job.job_id, body).await
             } else {
-                let url = f.server.url(&format!("/api/v1/jobs/{}/result", job.job_id));
-                let upload = json!({"metrics": {KPI: 1000.0}, "raw_output": "", "console": null,
-                    "kconfig": null, "kernel_release": "6.1", "tuning": {}, "started_at": 1, "finished_at": 2});
-                http.put(url)
-                    .bearer_auth(&agent.agent_token)
-                    .json(&upload)
-                    .send()
-                    .await
+                agent.upload(job.job_id, 1000.0).await
             };
-            assert!(resp.expect("request").status().is_success());
+            assert!(response.status().is_success());
         };
         // No extra runs for a side that cannot produce any: 3 + 3 jobs only.
         assert_eq!(settled.state, "done", "{backend:?}");

@@ -2,7 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use kbot_core::api::{HeartbeatResponse, LeaseRequest, LeaseResponse, LeasedJob, ResultUpload};
+use kbot_core::api::{
+    HeartbeatResponse, LeaseRequest, LeaseResponse, LeasedJob, ResultUpload, UploadResponse,
+};
 
 use super::TestServer;
 
@@ -46,12 +48,17 @@ impl<'a> TestAgent<'a> {
     }
 
     pub async fn lease(&self) -> Option<LeasedJob> {
+        self.lease_waiting(0).await
+    }
+
+    /// Leases, letting the server hold the request up to `wait_secs`.
+    pub async fn lease_waiting(&self, wait_secs: u32) -> Option<LeasedJob> {
         let response = self
             .t
             .http
             .post(self.t.url("/api/v1/agents/lease"))
             .bearer_auth(&self.token)
-            .json(&LeaseRequest { wait_secs: 0 })
+            .json(&LeaseRequest { wait_secs })
             .send()
             .await
             .expect("lease");
@@ -108,14 +115,59 @@ impl<'a> TestAgent<'a> {
             started_at: 1,
             finished_at: 2,
         };
+        self.put_result(job_id, &upload).await
+    }
+
+    pub async fn put_result(&self, job_id: i64, upload: &ResultUpload) -> reqwest::Response {
         self.t
             .http
             .put(self.t.url(&format!("/api/v1/jobs/{job_id}/result")))
             .bearer_auth(&self.token)
-            .json(&upload)
+            .json(upload)
             .send()
             .await
             .expect("upload")
+    }
+
+    /// Leases (waiting up to a second) and runs one job of a pair whose head
+    /// `head_sha` is 20% slower: bandwidth about 800 against 1000 MB/s, and
+    /// an elapsed time of about 10 s on both sides. `None` when nothing was
+    /// leased.
+    pub async fn run_slower_head(&self, head_sha: &str) -> Option<LeasedJob> {
+        let job = self.lease_waiting(1).await?;
+        let level = if job.commit == head_sha {
+            800.0
+        } else {
+            1000.0
+        };
+        // A little spread that depends only on the job.
+        let spread = (job.job_id % 5) as f64;
+        let metrics = BTreeMap::from([
+            ("bw_pipe.bandwidth.MB/sec".to_owned(), level + spread),
+            (
+                "bw_pipe.time.elapsed_time".to_owned(),
+                10.0 + (job.job_id % 3) as f64 / 10.0,
+            ),
+        ]);
+        let upload = ResultUpload {
+            metrics,
+            raw_output: "64k pipe bandwidth".into(),
+            console: None,
+            kconfig: None,
+            kernel_release: "6.1.0-test".into(),
+            tuning: BTreeMap::new(),
+            started_at: 1,
+            finished_at: 2,
+        };
+        let response = self.put_result(job.job_id, &upload).await;
+        assert_eq!(response.status(), 200, "upload");
+        let stored: UploadResponse = response.json().await.expect("upload body");
+        assert!(
+            stored.stored,
+            "the first upload of job {} is stored",
+            job.job_id
+        );
+        Some(job)
     }
 
     /// Leases one job and uploads its result; returns the job.
