@@ -48,12 +48,7 @@ impl JobRunner {
         let dir = run_dir(&self.runs_dir, job);
         std::fs::create_dir_all(&dir)
             .map_err(|e| AgentError::io(format!("creating {}", dir.display()), e))?;
-        let governor = job
-            .job
-            .params
-            .get("cpufreq_governor")
-            .map(String::as_str)
-            .unwrap_or("performance");
+        let governor = governor(job);
         match &self.backend {
             Backend::Host => {
                 on_state(JobState::Running, "host backend: running kernel as is");
@@ -124,14 +119,7 @@ impl JobRunner {
                 let dir = run_dir(&self.runs_dir, &p.job);
                 std::fs::create_dir_all(&dir)
                     .map_err(|e| AgentError::io("creating the run directory", e))?;
-                let gov = p
-                    .job
-                    .job
-                    .params
-                    .get("cpufreq_governor")
-                    .cloned()
-                    .unwrap_or_else(|| "performance".into());
-                let out = host_backend::run(&self.host, &plan, &gov, &dir, cancel)?;
+                let out = host_backend::run(&self.host, &plan, governor(&p.job), &dir, cancel)?;
                 (p.job, out)
             }
         };
@@ -154,6 +142,15 @@ fn with_kconfig(out: Outcome, kernel: &BuiltKernel) -> Outcome {
         }
         other => other,
     }
+}
+
+/// The job's `cpufreq_governor`, or `performance` when it names none: what
+/// 0-day's machines run with, and the least noisy choice.
+fn governor(job: &LeasedJob) -> &str {
+    job.job
+        .params
+        .get("cpufreq_governor")
+        .map_or("performance", String::as_str)
 }
 
 fn short(commit: &str) -> &str {

@@ -20,6 +20,14 @@
 //! - [`bisect`]: from a regressed pair to its verified first bad commit;
 //!   [`watches`]: branches the robot follows; [`regressions`]: what the
 //!   robot found, and its triage.
+//! - [`mail`]: the robot's e-mails, written into an outbox in the transaction
+//!   that found them and sent from it; [`artifacts`]: raw outputs, consoles
+//!   and kernel configs on disk.
+//! - [`dashboard`]: the server-rendered pages and their SVG plots;
+//!   [`openapi`]: the OpenAPI document of the REST API.
+//! - [`state`]: what every handler shares; [`telemetry`]: logging set-up;
+//!   [`time`]: the clock, as Unix milliseconds.
+//! - [`loadgen`]: `kbot-load`, the load, soak and seeding tool.
 //! - [`client`]: the user CLI over the REST API.
 
 pub mod access;
