@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
 
-use crate::db::{Db, Tx};
+use crate::db::{Db, NullableF64, Tx};
 use crate::error::{Error, Result};
 use crate::jobs::results::parse_metrics;
 use crate::jobs::ACTIVE_STATES_SQL;
@@ -300,7 +300,7 @@ pub async fn finish_step(
          WHERE id = $5",
     )
     .bind(state)
-    .bind(change_pct.filter(|x| x.is_finite()))
+    .bind(NullableF64::from(change_pct))
     .bind(detail)
     .bind(now_ms())
     .bind(step_id)

@@ -7,7 +7,7 @@ use kbot_core::job::AtomicJob;
 use kbot_core::stats::{Comparison, MetricComparison};
 use sqlx::{AnyConnection, Row};
 
-use crate::db::{Backend, Db, Tx};
+use crate::db::{Backend, Db, NullableF64, Tx};
 use crate::error::{Error, Result};
 use crate::jobs::results::parse_metrics;
 use crate::jobs::ACTIVE_STATES_SQL;
@@ -155,10 +155,6 @@ pub async fn lock_atomic_job(tx: &mut Tx, db: &Db, atomic_job_id: i64) -> Result
     Ok(row.is_some())
 }
 
-fn finite(x: f64) -> Option<f64> {
-    x.is_finite().then_some(x)
-}
-
 pub async fn upsert_comparisons(
     tx: &mut Tx,
     submission_id: i64,
@@ -199,14 +195,14 @@ async fn upsert_metric(
     .bind(atomic_job_id)
     .bind(&m.metric)
     .bind(m.kbot.outcome.as_str())
-    .bind(finite(m.change))
+    .bind(NullableF64::finite(m.change))
     .bind(i64::try_from(m.base.n).unwrap_or(i64::MAX))
     .bind(i64::try_from(m.head.n).unwrap_or(i64::MAX))
-    .bind(finite(m.base.mean))
-    .bind(finite(m.head.mean))
-    .bind(finite(m.base.stddev))
-    .bind(finite(m.head.stddev))
-    .bind(finite(m.kbot.p_value))
+    .bind(NullableF64::finite(m.base.mean))
+    .bind(NullableF64::finite(m.head.mean))
+    .bind(NullableF64::finite(m.base.stddev))
+    .bind(NullableF64::finite(m.head.stddev))
+    .bind(NullableF64::finite(m.kbot.p_value))
     .bind(detail)
     .bind(now)
     .bind(now)

@@ -3,7 +3,9 @@
 //!
 //! SQL here and in the other modules is portable: `$1, $2, ...` placeholders
 //! used once each and in order, `RETURNING`, `ON CONFLICT`, 64-bit integers,
-//! Unix-millisecond times, no booleans. The dialect switches are
+//! Unix-millisecond times, no booleans, nullable floats bound as
+//! [`NullableF64`] (a plain `None::<f64>` breaks PostgreSQL statements; see
+//! there). The dialect switches are
 //! [`Db::skip_locked`] and [`join_writes`]; the claim's pick (scheduler) runs
 //! at a different place per backend.
 //!
@@ -26,8 +28,11 @@ use sqlx::{Any, AnyPool, Executor, Transaction};
 
 use crate::error::{Error, Result};
 
+mod float;
 pub mod sqlite;
 mod writer;
+
+pub use float::NullableF64;
 
 use writer::Writer;
 

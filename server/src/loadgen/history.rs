@@ -18,7 +18,7 @@ use sqlx::Row;
 
 use super::seed::{atomic_jobs, LOAD_JOB_FILE};
 use crate::comparisons::stats_config;
-use crate::db::{Db, Tx};
+use crate::db::{Db, NullableF64, Tx};
 use crate::error::Result;
 
 /// What to seed.
@@ -577,7 +577,7 @@ async fn insert(tx: &mut Tx, table_and_columns: &str, rows: Vec<Vec<V>>) -> Resu
                 V::T(v) => query.bind(v.clone()),
                 V::F(v) => query.bind(*v),
                 V::Null => query.bind(None::<String>),
-                V::NullF => query.bind(None::<f64>),
+                V::NullF => query.bind(NullableF64(None)),
             };
         }
         query.execute(&mut **tx).await?;

@@ -4,7 +4,7 @@ use sqlx::any::AnyRow;
 use sqlx::Row;
 
 use crate::auth::UserAuth;
-use crate::db::{Db, Tx};
+use crate::db::{Db, NullableF64, Tx};
 use crate::error::{Error, Result};
 use crate::time::now_ms;
 
@@ -35,7 +35,7 @@ pub async fn record(tx: &mut Tx, r: &NewRegression<'_>) -> Result<Option<i64>> {
     .bind(r.atomic_job_id)
     .bind(r.metric)
     .bind(r.tbox_group)
-    .bind(r.change_pct)
+    .bind(NullableF64::from(r.change_pct))
     .bind(r.bisection_id)
     .bind(r.report_id)
     .bind(now)
