@@ -1,6 +1,6 @@
 //! Bisections as the API, the CLI and the dashboard show them.
 
-use super::store::{self, BisectionRow};
+use super::store::{self, BisectionRow, CommitRuns};
 use super::types::{BisectionDetail, BisectionView, StepView};
 use super::{metric_values, Samples};
 use crate::error::Result;
@@ -70,11 +70,8 @@ async fn steps(state: &AppState, b: &BisectionRow, samples: &Samples) -> Result<
     Ok(rows
         .into_iter()
         .map(|s| {
-            let r = samples
-                .probes
-                .get(&s.commit_id)
-                .cloned()
-                .unwrap_or_default();
+            let none = CommitRuns::default();
+            let r = samples.probes.get(&s.commit_id).unwrap_or(&none);
             StepView {
                 index: u32::try_from(s.idx).unwrap_or(0),
                 sha: s.sha,
@@ -82,8 +79,8 @@ async fn steps(state: &AppState, b: &BisectionRow, samples: &Samples) -> Result<
                 state: s.state,
                 runs: u32::try_from(r.finished.len()).unwrap_or(u32::MAX),
                 failed_runs: r.failed,
-                samples: metric_values(&r, &b.metric),
-                failure: r.failure,
+                samples: metric_values(r, &b.metric),
+                failure: r.failure.clone(),
                 change_percent: s.change_pct,
                 detail: s.detail,
                 started_at: s.started_at,

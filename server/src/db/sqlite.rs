@@ -1,4 +1,5 @@
-//! SQLite specifics: the URL form and the per-connection settings.
+//! SQLite specifics: the URL form, the per-connection settings and the
+//! migration lock.
 
 use std::path::{Path, PathBuf};
 
