@@ -170,7 +170,7 @@ pub struct AgentArgs {
         global = true
     )]
     pub cache_size_mib: u64,
-    /// ccache's directory (default: <work dir>/ccache).
+    /// ccache's directory (default: WORK_DIR/ccache).
     #[arg(long, env = "KBOT_CCACHE_DIR", global = true)]
     pub ccache_dir: Option<PathBuf>,
     /// ccache size bound, as ccache's CCACHE_MAXSIZE.
@@ -184,7 +184,7 @@ pub struct AgentArgs {
     /// for aarch64).
     #[arg(long, env = "KBOT_BUSYBOX", global = true)]
     pub busybox: Option<PathBuf>,
-    /// The QEMU system emulator (default: qemu-system-<guest arch>).
+    /// The QEMU system emulator (default: qemu-system-GUEST_ARCH).
     #[arg(long, env = "KBOT_QEMU", global = true)]
     pub qemu: Option<PathBuf>,
     /// QEMU's `-cpu` under TCG (default: QEMU's qemu64 for x86_64,
@@ -237,7 +237,7 @@ pub struct AgentArgs {
 #[derive(Debug, Clone, Args)]
 pub struct GuestArgs {
     /// The guest's architecture: its kernel is built for it (cross-compiled
-    /// on another host) and booted in qemu-system-<arch>.
+    /// on another host) and booted in qemu-system-ARCH.
     #[arg(
         long,
         env = "KBOT_GUEST_ARCH",

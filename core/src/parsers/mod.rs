@@ -179,7 +179,7 @@ pub struct Parsed<'a> {
 /// `*.time.*` figures add up (the workload's total, as one `time` around it
 /// would show) except the peak RSS, which is the maximum; a will-it-scale
 /// run over several task counts or modes gives upstream's results for the
-/// sweep ([`will_it_scale::combine`]); any other metric seen several times
+/// sweep (`will_it_scale::combine`); any other metric seen several times
 /// (repeated runs) is averaged.
 pub fn merge_executions(parsed: &[Parsed<'_>]) -> Result<Metrics> {
     let mut seen: BTreeMap<&str, Vec<f64>> = BTreeMap::new();

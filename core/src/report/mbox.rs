@@ -24,7 +24,7 @@ impl Mailbox {
         }
     }
 
-    /// The header form: the name made header-safe ([`header_text`]), quoted
+    /// The header form: the name made header-safe (`header_text`), quoted
     /// when it holds RFC 5322 specials, encoded when it is not ASCII.
     pub fn header_form(&self) -> String {
         let name = self

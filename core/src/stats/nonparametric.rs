@@ -145,7 +145,7 @@ fn binomial(n: usize, k: usize) -> f64 {
 /// Two-sided two-sample Kolmogorov-Smirnov p-value, exact up to
 /// `n·m` = 5·10⁷ (e.g. 7000 runs a side): the probability that a random
 /// merge order of the two samples reaches |i·m − j·n| ≥ D·n·m, summed over
-/// the first step that does so ([`prob_outside`]), so small p-values keep
+/// the first step that does so (`prob_outside`), so small p-values keep
 /// their relative precision. Beyond that size, the Kolmogorov limit with
 /// Stephens' small-sample correction.
 pub fn kolmogorov_smirnov_p(a: &[f64], b: &[f64]) -> f64 {

@@ -288,7 +288,7 @@ fn same_magnitude(metric: &str, sb: &[f64], sh: &[f64], mb: f64, cfg: &StatsConf
 /// `magnitude` IQRs (normal noise) would exceed only 1% of the time with
 /// these sample sizes. Pinpoint tabulates it by simulation; here it comes
 /// from the normal approximation of U under the shift alternative
-/// (Lehmann 1975 §2.3: E[U] = nm·θ, θ = Φ(δ/√2)), using the null variance,
+/// (Lehmann 1975 §2.3: E\[U\] = nm·θ, θ = Φ(δ/√2)), using the null variance,
 /// which is larger than the alternative's, so the threshold is conservative
 /// (it says `same` later than an exact table would). Returns 1 when the
 /// samples are too small to ever rule the effect out.

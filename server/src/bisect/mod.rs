@@ -16,7 +16,7 @@
 //!   reported, once per patch-id.
 //!
 //! Everything is in the database: a restarted server resumes where it was,
-//! and replicas advance a bisection optimistically ([`store::take`]).
+//! and replicas advance a bisection optimistically (`store::take`).
 
 pub mod pages;
 pub mod routes;

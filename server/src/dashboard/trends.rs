@@ -6,7 +6,7 @@
 //!
 //! Everything is chosen in the URL: `repo`, `branch`, `group`, `job`,
 //! `metric`, and the zoom `from`/`to` (sha prefixes of the first and last
-//! commit shown; the newest [`DEFAULT_WINDOW`] by default).
+//! commit shown; the newest `DEFAULT_WINDOW` by default).
 
 use std::collections::HashMap;
 

@@ -15,7 +15,7 @@
 //! reads through a separate pool. On PostgreSQL both are the same pool.
 //! So: **write inside [`Db::begin`] or on [`Db::write`], read on
 //! [`Db::read`]**, and never open a second write transaction while holding one.
-//! The writer connection lives on a pinned thread of its own ([`writer`]);
+//! The writer connection lives on a pinned thread of its own (`writer`);
 //! hot paths run their whole transaction there with [`Db::on_writer`].
 
 use std::path::Path;
@@ -172,7 +172,7 @@ impl Db {
     }
 
     /// Runs `work`, which writes, where writing is cheapest: on SQLite on
-    /// the writer thread (see [`writer`]), on PostgreSQL right here. Hot
+    /// the writer thread (see `writer`), on PostgreSQL right here. Hot
     /// paths (claims, heartbeats, events, results) put their whole
     /// transaction in `work`.
     pub async fn on_writer<T, Fut>(&self, work: Fut) -> Result<T>

@@ -14,7 +14,7 @@
 //! the first lease pins the whole pair to the agent's group.
 //!
 //! Ranking the whole queue on every claim would cost O(queue); a claim ranks
-//! a window instead (see [`candidates_sql`]), so fair share and preference
+//! a window instead (see `candidates_sql`), so fair share and preference
 //! act among the 64 first jobs by priority and run order plus the agent's
 //! own pairs.
 //!
@@ -210,7 +210,7 @@ fn own_pairs_sql(backend: Backend) -> String {
     }
 }
 
-/// Size of the ranked window; see [`candidates_sql`].
+/// Size of the ranked window; see `candidates_sql`.
 pub const WINDOW: usize = 64;
 
 /// What a claim did.
