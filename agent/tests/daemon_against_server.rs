@@ -177,38 +177,13 @@ async fn the_daemon_runs_both_sides_and_the_server_holds_the_results() {
             base,
             head,
         } = setup(backend).await;
-        let post = |path: &str, body: Value| {
-            server
-                .http
-                .post(server.url(path))
-                .bearer_auth(&user)
-                .json(&body)
-                .send()
-        };
         // A sub-second workload and one run per side: the test is about the
         // protocol, spool and monitors, not about the numbers.
         let job =
             "testcase: perf-bench-sched-pipe\nruns: 1\nperf-bench-sched-pipe:\n  loops: 20000\n";
-        let r = post(
-            "/api/v1/submissions",
-            json!({"repo": "linux", "job_file": job, "base": base, "head": head, "max_runs": 1}),
-        )
-        .await
-        .expect("submit");
-        assert!(
-            r.status().is_success(),
-            "submit: {}",
-            r.text().await.unwrap_or_default()
-        );
-        let sub: Value = r.json().await.expect("submission json");
-        let id = sub["id"].as_i64().expect("submission id");
+        let id = submit(&server, &user, job, &base, &head).await;
 
-        let work = tmp.path().join("agent");
-        let server_url = server.url("").trim_end_matches('/').to_string();
-        let token = server.enrollment_token().await;
-        let identity = enrol(&host_enrolment(&work, &server_url, Some(token)))
-            .await
-            .expect("enrol");
+        let (work, server_url, identity) = enrol_host_agent(&server, &tmp).await;
         let again = enrol(&host_enrolment(&work, &server_url, None))
             .await
             .expect("the persisted identity is reused without a token");
@@ -271,9 +246,26 @@ async fn submit(server: &common::TestServer, user: &str, job: &str, base: &str, 
         .send()
         .await
         .expect("submit");
-    assert!(r.status().is_success(), "submit: {}", r.status());
-    let sub: Value = r.json().await.expect("submission json");
+    let status = r.status();
+    let body = r.text().await.expect("submission body");
+    assert!(status.is_success(), "submit: {status} {body}");
+    let sub: Value = serde_json::from_str(&body).expect("submission json");
     sub["id"].as_i64().expect("submission id")
+}
+
+/// Enrols the host test agent with a new enrolment token, its work dir in
+/// `tmp/agent`: the work dir, the server's URL and the agent's identity.
+async fn enrol_host_agent(
+    server: &common::TestServer,
+    tmp: &tempfile::TempDir,
+) -> (PathBuf, String, kbot_agent::daemon::Identity) {
+    let work = tmp.path().join("agent");
+    let server_url = server.url("").trim_end_matches('/').to_string();
+    let token = server.enrollment_token().await;
+    let identity = enrol(&host_enrolment(&work, &server_url, Some(token)))
+        .await
+        .expect("enrol");
+    (work, server_url, identity)
 }
 
 /// `(state, failure, failure_detail, finished_at)` of a submission's jobs.
@@ -319,12 +311,7 @@ async fn a_hung_workload_times_out_and_the_daemon_takes_the_next_job() {
         let hung = submit(&server, &user, &job(LOOPS), &base, &head).await;
         let quick = submit(&server, &user, &job("20000"), &base, &head).await;
 
-        let work = tmp.path().join("agent");
-        let server_url = server.url("").trim_end_matches('/').to_string();
-        let token = server.enrollment_token().await;
-        let identity = enrol(&host_enrolment(&work, &server_url, Some(token)))
-            .await
-            .expect("enrol");
+        let (work, server_url, identity) = enrol_host_agent(&server, &tmp).await;
         let daemon = host_daemon(&server_url, &identity.agent_token, &work, &bench, 2);
         let started = std::time::Instant::now();
         daemon.run(Some(4)).await.expect("four jobs run");
