@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use common::{backends, Backend, TestServer};
 use kbot_server::db::Db;
-use kbot_server::mail::outbox::{self, NewReport};
+use kbot_server::mail::outbox;
 use kbot_server::mail::{MailConfig, Sender};
 use serde_json::Value;
 
@@ -30,23 +30,7 @@ fn config(port: u16) -> MailConfig {
 }
 
 async fn queue(db: &Db) -> i64 {
-    let now = kbot_server::time::now_ms();
-    let report = NewReport {
-        message_id: MESSAGE_ID.into(),
-        submission_id: None,
-        atomic_job_id: None,
-        bisection_id: None,
-        kind: "regression",
-        state: "pending",
-        subject: "[linux:master] [fs/pipe] f7f4665dc5: pipen.bandwidth 9.1% regression".into(),
-        envelope_from: "kbot@kbot.test".into(),
-        recipients: vec!["dev@example.org".into()],
-        message: format!(
-            "From: kbot <kbot@kbot.test>\nTo: dev@example.org\nSubject: regression\n\
-             Message-ID: <{MESSAGE_ID}>\n\nHello,\n"
-        ),
-        created_at: now,
-    };
+    let report = common::outbox_report(MESSAGE_ID, "pending");
     let mut tx = db.begin().await.expect("begin");
     let id = outbox::insert(&mut tx, &report)
         .await

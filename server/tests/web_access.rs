@@ -6,7 +6,7 @@ mod common;
 mod smtp_sink;
 
 use common::{backends, TestServer};
-use kbot_server::mail::outbox::{self, NewReport};
+use kbot_server::mail::outbox;
 use reqwest::header::{COOKIE, LOCATION, SET_COOKIE};
 use reqwest::redirect::Policy;
 
@@ -377,22 +377,7 @@ async fn an_uncertain_report_is_resent_from_its_page() {
 
 /// A report whose sender stopped mid-handoff, as the outbox records one.
 async fn queue_uncertain(db: &kbot_server::db::Db, message_id: &str) {
-    let report = NewReport {
-        message_id: message_id.into(),
-        submission_id: None,
-        atomic_job_id: None,
-        bisection_id: None,
-        kind: "regression",
-        state: "uncertain",
-        subject: "[linux:master] pipen.bandwidth 9.1% regression".into(),
-        envelope_from: "kbot@kbot.test".into(),
-        recipients: vec!["dev@example.org".into()],
-        message: format!(
-            "From: kbot <kbot@kbot.test>\nTo: dev@example.org\nSubject: regression\n\
-             Message-ID: <{message_id}>\n\nHello,\n"
-        ),
-        created_at: kbot_server::time::now_ms(),
-    };
+    let report = common::outbox_report(message_id, "uncertain");
     let mut tx = db.begin().await.expect("begin");
     outbox::insert(&mut tx, &report).await.expect("insert");
     tx.commit().await.expect("commit");

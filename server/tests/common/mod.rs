@@ -18,6 +18,7 @@ use kbot_core::api::{BootBackend, EnrollRequest, EnrollResponse, Hardware};
 use kbot_server::config::Config;
 use kbot_server::db::Db;
 use kbot_server::loadgen::seed;
+use kbot_server::mail::outbox::NewReport;
 use kbot_server::mail::{MailConfig, SmtpSettings};
 use kbot_server::server::{RunningServer, Server};
 use rand::RngCore;
@@ -319,6 +320,27 @@ pub fn loopback_smtp(port: u16) -> SmtpSettings {
         starttls: false,
         credentials: None,
         timeout: Duration::from_secs(10),
+    }
+}
+
+/// A regression report to dev@example.org as the outbox stores it, in
+/// `state`; insert it with `mail::outbox::insert`.
+pub fn outbox_report(message_id: &str, state: &'static str) -> NewReport {
+    NewReport {
+        message_id: message_id.into(),
+        submission_id: None,
+        atomic_job_id: None,
+        bisection_id: None,
+        kind: "regression",
+        state,
+        subject: "[linux:master] [fs/pipe] f7f4665dc5: pipen.bandwidth 9.1% regression".into(),
+        envelope_from: "kbot@kbot.test".into(),
+        recipients: vec!["dev@example.org".into()],
+        message: format!(
+            "From: kbot <kbot@kbot.test>\nTo: dev@example.org\nSubject: regression\n\
+             Message-ID: <{message_id}>\n\nHello,\n"
+        ),
+        created_at: kbot_server::time::now_ms(),
     }
 }
 
