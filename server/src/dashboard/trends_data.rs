@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use kbot_core::stats::describe::sorted;
 use sqlx::Row;
 
-use crate::db::Db;
+use crate::db::{self, Db};
 use crate::error::{Error, Result};
 use crate::jobs::summaries;
 
@@ -104,10 +104,7 @@ pub async fn commits(db: &Db, repo: &str, branch: &str, group: &str) -> Result<V
 /// branch's jobs have none): `$1`-`$4` are repo, branch, group and, for
 /// [`metrics`] and [`values`], the job; the window's commit ids follow.
 fn window_sql(select: &str, filter: &str, first: usize, commits: &[TrendCommit]) -> String {
-    let list = (0..commits.len())
-        .map(|i| format!("${}", first + i))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let list = db::placeholders(first, commits.len());
     format!(
         "SELECT {select} FROM metric_summaries m JOIN repos r ON r.id = m.repo_id \
          WHERE r.name = $1 AND m.branch = $2 AND m.tbox_group = $3 {filter} \

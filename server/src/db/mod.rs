@@ -296,6 +296,23 @@ fn join_for(backend: Backend, statements: &[&str]) -> String {
 }
 
 /// `sql` with every `$N` replaced by `$(N + offset)`, and the highest `N`.
+/// `$first, $first+1, ...`: `count` placeholders, for an `IN` list or a row.
+pub fn placeholders(first: usize, count: usize) -> String {
+    (first..first + count)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `($1, ..., $width), ($width+1, ...), ...`: the `VALUES` of an `INSERT`
+/// of `rows` rows of `width` values each.
+pub fn value_rows(rows: usize, width: usize) -> String {
+    (0..rows)
+        .map(|r| format!("({})", placeholders(r * width + 1, width)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn shift_placeholders(sql: &str, offset: usize) -> (String, usize) {
     let mut out = String::with_capacity(sql.len() + 8);
     let mut highest = 0;
@@ -367,7 +384,14 @@ pub(crate) fn ensure_parent_dir(path: &Path) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{join_for, shift_placeholders, Backend};
+    use super::{join_for, placeholders, shift_placeholders, value_rows, Backend};
+
+    #[test]
+    fn value_rows_number_their_placeholders_in_order() {
+        assert_eq!(placeholders(4, 3), "$4, $5, $6");
+        assert_eq!(value_rows(2, 3), "($1, $2, $3), ($4, $5, $6)");
+        assert_eq!(value_rows(0, 3), "");
+    }
 
     #[test]
     fn joined_writes_number_their_placeholders_on() {

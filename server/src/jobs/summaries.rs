@@ -14,7 +14,7 @@ use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
 
 use crate::dashboard::views::job_label;
-use crate::db::{Db, Tx};
+use crate::db::{self, Db, Tx};
 use crate::error::Result;
 use crate::jobs::parse_spec;
 use crate::jobs::results::parse_metrics;
@@ -151,13 +151,7 @@ async fn upsert(tx: &mut Tx, rows: &[(&Key, &str, Vec<f64>)]) -> Result<()> {
     if rows.is_empty() {
         return Ok(());
     }
-    let placeholders = (0..rows.len())
-        .map(|r| {
-            let row: Vec<String> = (1..=10).map(|c| format!("${}", r * 10 + c)).collect();
-            format!("({})", row.join(", "))
-        })
-        .collect::<Vec<_>>()
-        .join(", ");
+    let placeholders = db::value_rows(rows.len(), 10);
     let sql = format!(
         "INSERT INTO metric_summaries AS m (repo_id, branch, tbox_group, job, metric, \
              commit_id, runs, low, high, run_values) VALUES {placeholders} \

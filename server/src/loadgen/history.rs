@@ -18,7 +18,7 @@ use sqlx::Row;
 
 use super::seed::{atomic_jobs, LOAD_JOB_FILE};
 use crate::comparisons::stats_config;
-use crate::db::{Db, NullableF64, Tx};
+use crate::db::{self, Db, NullableF64, Tx};
 use crate::error::Result;
 
 /// What to seed.
@@ -558,18 +558,10 @@ async fn report(tx: &mut Tx, submission_id: i64, head: i64, now: i64) -> Result<
 async fn insert(tx: &mut Tx, table_and_columns: &str, rows: Vec<Vec<V>>) -> Result<()> {
     for chunk in rows.chunks(BATCH) {
         let width = chunk.first().map_or(0, Vec::len);
-        let mut sql = format!("INSERT INTO {table_and_columns} VALUES ");
-        for (r, _) in chunk.iter().enumerate() {
-            let params: Vec<String> = (0..width)
-                .map(|c| format!("${}", r * width + c + 1))
-                .collect();
-            let _ = write!(
-                sql,
-                "{}({})",
-                if r > 0 { ", " } else { "" },
-                params.join(", ")
-            );
-        }
+        let sql = format!(
+            "INSERT INTO {table_and_columns} VALUES {}",
+            db::value_rows(chunk.len(), width)
+        );
         let mut query = sqlx::query(&sql);
         for value in chunk.iter().flatten() {
             query = match value {
