@@ -88,9 +88,9 @@ pub async fn page(State(state): State<AppState>, Query(q): Query<TrendQuery>) ->
     let commits = data::commits(db, &repo, &branch, &group).await?;
     let (lo, hi) = window(&commits, filter(&q.from), filter(&q.to));
     let shown = commits.get(lo..hi).unwrap_or_default();
-    let jobs = data::jobs(db, &repo, &branch, &group, shown).await?;
-    let job = pick(filter(&q.job), jobs.first().map(String::as_str));
     let line = (repo.as_str(), branch.as_str(), group.as_str());
+    let jobs = data::jobs(db, line, shown).await?;
+    let job = pick(filter(&q.job), jobs.first().map(String::as_str));
     let metrics = data::metrics(db, line, &job, shown).await?;
     let metric = pick(filter(&q.metric), metrics.first().map(String::as_str));
     let values = data::values(db, line, (&job, &metric), shown).await?;

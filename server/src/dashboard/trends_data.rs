@@ -6,6 +6,7 @@
 use std::collections::{HashMap, HashSet};
 
 use kbot_core::stats::describe::sorted;
+use sqlx::any::AnyRow;
 use sqlx::Row;
 
 use crate::db::{self, Db};
@@ -100,64 +101,68 @@ pub async fn commits(db: &Db, repo: &str, branch: &str, group: &str) -> Result<V
     Ok(out)
 }
 
-/// The window's summaries (migration 0014) on `group` ('' when the
-/// branch's jobs have none): `$1`-`$4` are repo, branch, group and, for
-/// [`metrics`] and [`values`], the job; the window's commit ids follow.
-fn window_sql(select: &str, filter: &str, first: usize, commits: &[TrendCommit]) -> String {
-    let list = db::placeholders(first, commits.len());
-    format!(
-        "SELECT {select} FROM metric_summaries m JOIN repos r ON r.id = m.repo_id \
-         WHERE r.name = $1 AND m.branch = $2 AND m.tbox_group = $3 {filter} \
-           AND m.commit_id IN ({list}) ORDER BY 1"
-    )
-}
+/// A watched line: repo, branch and tbox group ('' when the branch's jobs
+/// have none).
+pub type Line<'a> = (&'a str, &'a str, &'a str);
 
-/// The job labels with a finished run on a commit of the window.
-pub async fn jobs(
+/// The columns [`window_rows`] narrows to, in order: the job, the metric.
+const NARROWED: [&str; 2] = ["m.job", "m.metric"];
+
+/// `select` over the summaries (migration 0014) of `line` on the window's
+/// commits, narrowed to the values in `narrow` (the job, then the metric).
+async fn window_rows(
     db: &Db,
-    repo: &str,
-    branch: &str,
-    group: &str,
+    select: &str,
+    (repo, branch, group): Line<'_>,
+    narrow: &[&str],
     commits: &[TrendCommit],
-) -> Result<Vec<String>> {
+) -> Result<Vec<AnyRow>> {
     if commits.is_empty() {
         return Ok(Vec::new());
     }
-    let sql = window_sql("DISTINCT m.job", "", 4, commits);
+    let filter: String = NARROWED
+        .iter()
+        .take(narrow.len())
+        .enumerate()
+        .map(|(i, column)| format!(" AND {column} = ${}", i + 4))
+        .collect();
+    let list = db::placeholders(4 + narrow.len(), commits.len());
+    let sql = format!(
+        "SELECT {select} FROM metric_summaries m JOIN repos r ON r.id = m.repo_id \
+         WHERE r.name = $1 AND m.branch = $2 AND m.tbox_group = $3{filter} \
+           AND m.commit_id IN ({list}) ORDER BY 1"
+    );
     let mut query = sqlx::query(&sql).bind(repo).bind(branch).bind(group);
+    for value in narrow {
+        query = query.bind(*value);
+    }
     for c in commits {
         query = query.bind(c.id);
     }
-    let rows = query.fetch_all(db.read()).await?;
+    Ok(query.fetch_all(db.read()).await?)
+}
+
+/// The first column of `rows`, as text.
+fn first_column(rows: &[AnyRow]) -> Result<Vec<String>> {
     rows.iter()
         .map(|row| row.try_get::<String, _>(0).map_err(Error::from))
         .collect()
 }
 
+/// The job labels with a finished run on a commit of the window.
+pub async fn jobs(db: &Db, line: Line<'_>, commits: &[TrendCommit]) -> Result<Vec<String>> {
+    first_column(&window_rows(db, "DISTINCT m.job", line, &[], commits).await?)
+}
+
 /// The metrics `job`'s runs on the window's commits have, KPIs first.
 pub async fn metrics(
     db: &Db,
-    (repo, branch, group): (&str, &str, &str),
+    line: Line<'_>,
     job: &str,
     commits: &[TrendCommit],
 ) -> Result<Vec<String>> {
-    if commits.is_empty() {
-        return Ok(Vec::new());
-    }
-    let sql = window_sql("DISTINCT m.metric", "AND m.job = $4", 5, commits);
-    let mut query = sqlx::query(&sql)
-        .bind(repo)
-        .bind(branch)
-        .bind(group)
-        .bind(job);
-    for c in commits {
-        query = query.bind(c.id);
-    }
-    let rows = query.fetch_all(db.read()).await?;
-    let mut names = rows
-        .iter()
-        .map(|row| row.try_get::<String, _>(0).map_err(Error::from))
-        .collect::<Result<Vec<String>>>()?;
+    let rows = window_rows(db, "DISTINCT m.metric", line, &[job], commits).await?;
+    let mut names = first_column(&rows)?;
     names.sort_by_key(|m| (kbot_core::metrics::report_rank(m), m.clone()));
     Ok(names)
 }
@@ -165,29 +170,12 @@ pub async fn metrics(
 /// Per commit id of the window, its runs' values of `metric`, ascending.
 pub async fn values(
     db: &Db,
-    (repo, branch, group): (&str, &str, &str),
+    line: Line<'_>,
     (job, metric): (&str, &str),
     commits: &[TrendCommit],
 ) -> Result<HashMap<i64, Vec<f64>>> {
-    if commits.is_empty() {
-        return Ok(HashMap::new());
-    }
-    let sql = window_sql(
-        "m.commit_id, m.run_values",
-        "AND m.job = $4 AND m.metric = $5",
-        6,
-        commits,
-    );
-    let mut query = sqlx::query(&sql)
-        .bind(repo)
-        .bind(branch)
-        .bind(group)
-        .bind(job)
-        .bind(metric);
-    for c in commits {
-        query = query.bind(c.id);
-    }
-    let rows = query.fetch_all(db.read()).await?;
+    let select = "m.commit_id, m.run_values";
+    let rows = window_rows(db, select, line, &[job, metric], commits).await?;
     let mut out = HashMap::new();
     for row in &rows {
         let values = summaries::parse_values(&row.try_get::<String, _>("run_values")?)?;
