@@ -154,6 +154,6 @@ fn prompt_hidden(prompt: &str) -> Result<String> {
 /// Connects and migrates, so admin commands work on a fresh database.
 async fn open(args: &DbArgs) -> Result<Db> {
     let db = Db::connect(&args.resolve()).await?;
-    db.migrate().await?;
+    crate::server::migrate(&db).await?;
     Ok(db)
 }

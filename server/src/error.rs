@@ -2,16 +2,26 @@
 //!
 //! API routes return [`Error`] directly: the response is a
 //! [`kbot_core::api::ErrorBody`] with a stable `code`. Dashboard routes wrap it
-//! in [`HtmlError`] to get the same status as an HTML page. Server-side faults
-//! (database, I/O) are logged in full and reach the client only as `internal`.
+//! in [`HtmlError`] to get the same status as an HTML page ([`error_page`]).
+//! Server-side faults (database, I/O) are logged in full and reach the client
+//! only as `internal`.
+//!
+//! Also here, so that the handlers and the OpenAPI document take them from a
+//! module under both: the git errors ([`GitError`]) the enum carries, and the
+//! named sets of error responses a handler's `#[utoipa::path]` lists
+//! ([`LookupErrors`], ...). This module names no other module of the crate.
 
+use std::collections::BTreeMap;
+
+use askama::Template;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{FromRequest, Request};
 use axum::http::{header, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::{Html, IntoResponse, Response};
 use axum::Json;
 use kbot_core::api::{ErrorBody, ErrorDetail};
 use serde::de::DeserializeOwned;
+use utoipa::openapi::RefOr;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -75,13 +85,10 @@ pub enum Error {
     UnknownRepo(String),
     /// Registering a repo whose URL git cannot clone.
     #[error("cannot mirror {url}: {source}")]
-    RepoUnreachable {
-        url: String,
-        source: crate::repos::git::GitError,
-    },
+    RepoUnreachable { url: String, source: GitError },
     /// Resolving a commit name or reading the commit graph.
     #[error(transparent)]
-    Git(#[from] crate::repos::git::GitError),
+    Git(#[from] GitError),
     /// Bad job files (named key, option or line) and other kbot-core errors.
     #[error(transparent)]
     Core(#[from] kbot_core::Error),
@@ -190,6 +197,51 @@ impl Error {
     }
 }
 
+/// What a git call ([`crate::repos::git`]) can fail with: carried by
+/// [`Error::Git`] and [`Error::RepoUnreachable`], so it lives beside them
+/// and the error type names no feature.
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    /// The revision the user gave does not name a commit in the mirror.
+    #[error("unknown revision {rev:?}")]
+    UnknownRevision { rev: String },
+    /// The revision contains characters git would read as options or ranges.
+    #[error("invalid revision {rev:?}: {reason}")]
+    InvalidRevision { rev: String, reason: &'static str },
+    /// git exited non-zero for another reason (unreachable URL, corrupt mirror...).
+    #[error("git {command} failed: {stderr}")]
+    Failed { command: String, stderr: String },
+    #[error("git {command} timed out after {secs}s")]
+    Timeout { command: String, secs: u64 },
+    /// git could not be started at all (not installed?).
+    #[error("could not run git: {0}")]
+    Spawn(#[from] std::io::Error),
+    #[error("unexpected output from git {command}: {detail}")]
+    Parse {
+        command: String,
+        detail: &'static str,
+    },
+}
+
+impl GitError {
+    /// The stable API code (see [`Error::code`]).
+    pub fn code(&self) -> &'static str {
+        match self {
+            GitError::UnknownRevision { .. } => "unknown_commit",
+            GitError::InvalidRevision { .. } => "invalid_revision",
+            _ => "git_failed",
+        }
+    }
+
+    pub fn status(&self) -> StatusCode {
+        match self {
+            GitError::UnknownRevision { .. } => StatusCode::NOT_FOUND,
+            GitError::InvalidRevision { .. } => StatusCode::BAD_REQUEST,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
 /// Whether a database error means the database cannot be reached now (down,
 /// restarting, refusing connections) rather than that the request is wrong:
 /// such a request can succeed unchanged later, so it is a 503 that agents
@@ -290,9 +342,31 @@ impl From<Error> for HtmlError {
 impl IntoResponse for HtmlError {
     fn into_response(self) -> Response {
         self.0.log();
-        // The dashboard's error template (it extends base.html, so the page
-        // keeps the navigation).
-        crate::dashboard::error_page(self.0.status(), &self.0.public_message())
+        error_page(self.0.status(), &self.0.public_message())
+    }
+}
+
+#[derive(Template)]
+#[template(path = "error.html")]
+struct ErrorPage<'a> {
+    status: u16,
+    title: &'a str,
+    message: &'a str,
+}
+
+/// The error page every dashboard error renders as. The template extends
+/// `base.html`, so the page keeps the navigation.
+pub fn error_page(status: StatusCode, message: &str) -> Response {
+    let page = ErrorPage {
+        status: status.as_u16(),
+        title: status.canonical_reason().unwrap_or("Error"),
+        message,
+    };
+    match page.render() {
+        Ok(html) => (status, Html(html)).into_response(),
+        // The template is compiled in; failing to render it is a bug worth a
+        // plain-text answer rather than a second error page.
+        Err(e) => (status, format!("{status}: {message} ({e})")).into_response(),
     }
 }
 
@@ -312,4 +386,108 @@ where
         let Json(value) = Json::<T>::from_request(req, state).await?;
         Ok(ApiJson(value))
     }
+}
+
+// The error responses of the handlers: each set below names the statuses a
+// group of handlers can answer with, every one with the ErrorBody all API
+// errors have. The `code` values come from [`Error::code`].
+
+/// What each error status means, with the codes it carries.
+fn error_description(status: u16) -> &'static str {
+    match status {
+        400 => {
+            "Input that does not parse or makes no sense: `bad_request`, `invalid_json`, \
+             `invalid_yaml`, `invalid_job_file`, `unknown_program`, `unknown_option`, \
+             `invalid_value`, `nothing_runnable` (no job of the file can run here; each skipped \
+             job is named with its reason), `invalid_revision`, `non_finite_metric`"
+        }
+        401 => "`unauthorized`: the bearer token is missing, malformed, unknown or revoked",
+        403 => {
+            "`wrong_token_kind` (an agent token on a user endpoint or the reverse) or \
+             `forbidden` (the job is leased to another agent, ...)"
+        }
+        404 => "`not_found`, `unknown_repo` or `unknown_commit`",
+        409 => {
+            "`conflict` (the state does not allow it) or `lease_lost` (the job's lease \
+             expired, or it was cancelled or re-queued meanwhile)"
+        }
+        408 => {
+            "`request_timeout`: the request took longer than the server's request timeout \
+             (`max_lease_wait_secs` + 60 s). The handler was stopped where it was: a write \
+             may or may not have taken effect, so look before retrying one"
+        }
+        413 => "`payload_too_large`: the body is larger than the server accepts",
+        429 => {
+            "`too_many_attempts`: too many failed attempts from this address (wrong \
+             enrolment tokens); retry after the `Retry-After` seconds"
+        }
+        507 => {
+            "`insufficient_storage`: the server's artifact disk is full; nothing was stored. \
+             Retry after the `Retry-After` seconds; an agent's upload sent again is stored once"
+        }
+        503 => {
+            "`database_unavailable`: the database cannot be reached now (down or restarting). \
+             Retry after the `Retry-After` seconds; an agent's upload sent again is stored once"
+        }
+        422 => "`repo_unreachable`: git cannot clone or fetch the repository's URL",
+        _ => "`internal`: a server-side fault (database, I/O); the detail is in the server's log",
+    }
+}
+
+/// The responses of `statuses`, each an [`ErrorBody`] with its description.
+pub fn error_responses(statuses: &[u16]) -> BTreeMap<String, RefOr<utoipa::openapi::Response>> {
+    let body = utoipa::openapi::ContentBuilder::new()
+        .schema(Some(utoipa::openapi::Ref::from_schema_name("ErrorBody")))
+        .build();
+    statuses
+        .iter()
+        .map(|&status| {
+            let response = utoipa::openapi::ResponseBuilder::new()
+                .description(error_description(status))
+                .content("application/json", body.clone())
+                .build();
+            (status.to_string(), RefOr::T(response))
+        })
+        .collect()
+}
+
+/// A named set of error statuses, for a handler's `responses(...)`.
+macro_rules! error_set {
+    ($($(#[$doc:meta])* $name:ident: [$($status:literal),+];)+) => {$(
+        $(#[$doc])*
+        pub struct $name;
+
+        impl utoipa::IntoResponses for $name {
+            fn responses() -> BTreeMap<String, RefOr<utoipa::openapi::Response>> {
+                error_responses(&[$($status),+])
+            }
+        }
+    )+};
+}
+
+error_set! {
+    /// Whole lists: only a server fault.
+    ListErrors: [500];
+    /// Lists with paging query parameters.
+    PagedListErrors: [400, 500];
+    /// One thing by its id or name.
+    LookupErrors: [404, 500];
+    /// One thing by name plus a revision or query.
+    QueryErrors: [400, 404, 500];
+    /// Agent enrolment (the enrolment token is in the body).
+    EnrollErrors: [400, 401, 413, 429, 500];
+    /// Agent lease.
+    LeaseErrors: [400, 401, 403, 413, 500];
+    /// Authenticated actions on one thing, without a body.
+    CancelErrors: [401, 403, 404, 500];
+    /// Authenticated actions on one thing that its state may refuse.
+    ActionErrors: [401, 403, 404, 409, 500];
+    /// Submissions.
+    SubmitErrors: [400, 401, 403, 404, 413, 500];
+    /// Authenticated writes with a body that the state may refuse.
+    UpdateErrors: [400, 401, 403, 404, 409, 413, 500];
+    /// Result uploads, whose artifacts need disk space.
+    UploadErrors: [400, 401, 403, 404, 409, 413, 500, 507];
+    /// Repo registration, which clones the repo.
+    RepoCreateErrors: [400, 401, 403, 409, 413, 422, 500];
 }

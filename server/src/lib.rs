@@ -4,31 +4,72 @@
 //! `main.rs` only parses the command line and calls [`cli::run`]; everything
 //! else lives here so tests and the load tool (`kbot-load`) reuse it.
 //!
-//! Module map (one concern each):
-//! - [`config`]: typed settings, loaded once from flags and `KBOT_*` variables.
-//! - [`error`]: the one error enum and its JSON/HTML responses.
+//! # Layers
+//!
+//! Each module belongs to one layer and names only modules of the layers
+//! under it, or of its own layer as the list allows; `tests/layering.rs`
+//! reads this list and the sources' `crate::` paths and fails on a path that
+//! points up, or on any import circle between top-level modules.
+//!
+//! 1. base: `error`, `db`, `config`, `time`, `telemetry`, `artifacts`,
+//!    `auth`, `state`, `worker`
+//! 2. wire types: every feature's `types` module (the JSON of the API)
+//! 3. web: `web`
+//! 4. features: `access`, `agents`, `repos`, `jobs`, `scheduler`,
+//!    `comparisons`, `submissions`, `mail`, `regressions`, `bisect`,
+//!    `watches`, `dashboard`
+//! 5. assembly: `lib`, `server`, `routes`, `openapi`
+//! 6. tools: `main`, `bin`, `cli`, `client`, `loadgen`
+//!
+//! Base modules name only base modules; wire types name base modules and
+//! other wire types; `web` names base modules; a feature names base
+//! modules, wire types, `web`, and the features before it in the order
+//! above; the assembly names anything. The tools are on their way out of
+//! the library (into `kbot-cli` and `kbot-load`) and nothing names them.
+//!
+//! The order is the code's: a job is enqueued (`jobs`) before it is leased
+//! (`scheduler`); a settled pair (`comparisons`) decides what follows
+//! through a function the server passes in ([`comparisons::OnSettled`],
+//! [`bisect::settled`]), so comparisons come before what they start;
+//! submissions show their comparisons, reports (`mail`) quote them,
+//! regressions link reports, bisections record regressions and send
+//! reports, and watches start bisections. `dashboard` holds only the pages
+//! that span features.
+//!
+//! # Modules
+//!
+//! - [`error`]: the one error enum, its JSON and HTML responses, and the
+//!   OpenAPI error-response sets of the handlers.
 //! - [`db`]: pools for both backends and the embedded migrations.
-//! - [`auth`]: tokens (stored hashed) and the agent/user extractors;
-//!   [`access`]: web sign-in, sessions, CSRF tokens.
-//! - [`agents`]: enrolment of test machines.
-//! - [`jobs`]: enqueueing, job state changes, result upload, the lease reaper.
-//! - [`scheduler`]: which queued job an agent gets, and the bounded long-poll.
-//! - [`routes`]: the single route table; [`server`]: bind, serve, shut down.
+//! - [`config`]: typed settings (with those of mail and web access), loaded
+//!   once from flags and `KBOT_*` variables.
+//! - [`time`]: the clock, as Unix milliseconds, and how it is printed.
+//! - [`telemetry`]: logging set-up; [`artifacts`]: raw outputs, consoles and
+//!   kernel configs on disk.
+//! - [`auth`]: tokens (stored hashed), the agent and user extractors, the
+//!   agent record, the limiter of failed attempts.
+//! - [`state`]: what every handler shares; [`worker`]: the shape of the
+//!   background loops.
+//! - [`web`]: template rendering, paging, SVG plots, short commit ids.
+//! - [`access`]: web sign-in, sessions, CSRF tokens.
+//! - [`agents`]: enrolment of test machines, the agents page.
 //! - [`repos`]: registered repos, their git mirrors, resolved commits.
-//! - [`submissions`]: user submissions, their jobs, results; [`comparisons`]:
-//!   verdicts per pair and the extra runs `unknown` asks for.
+//! - [`jobs`]: enqueueing, job state changes, result upload, the lease
+//!   reaper, per-commit summaries.
+//! - [`scheduler`]: which queued job an agent gets, the bounded long-poll,
+//!   the lease endpoint and reply.
+//! - [`comparisons`]: verdicts per pair and the extra runs `unknown` asks
+//!   for; [`submissions`]: user submissions, their jobs, results and pages.
+//! - [`mail`]: the robot's e-mails, written into an outbox in the
+//!   transaction that found them and sent from it.
+//! - [`regressions`]: what the robot found, and its triage.
 //! - [`bisect`]: from a regressed pair to its verified first bad commit;
-//!   [`watches`]: branches the robot follows; [`regressions`]: what the
-//!   robot found, and its triage.
-//! - [`mail`]: the robot's e-mails, written into an outbox in the transaction
-//!   that found them and sent from it; [`artifacts`]: raw outputs, consoles
-//!   and kernel configs on disk.
-//! - [`dashboard`]: the server-rendered pages and their SVG plots;
-//!   [`openapi`]: the OpenAPI document of the REST API.
-//! - [`state`]: what every handler shares; [`telemetry`]: logging set-up;
-//!   [`time`]: the clock, as Unix milliseconds.
-//! - [`loadgen`]: `kbot-load`, the load, soak and seeding tool.
-//! - [`client`]: the user CLI over the REST API.
+//!   [`watches`]: branches the robot follows.
+//! - [`dashboard`]: the overview, machines and trends pages.
+//! - [`routes`]: the single route table; [`openapi`]: the OpenAPI document
+//!   of the REST API; [`server`]: migrate, bind, serve, shut down.
+//! - [`loadgen`]: `kbot-load`, the load, soak and seeding tool;
+//!   [`client`]: the user CLI over the REST API; [`cli`]: the command line.
 
 pub mod access;
 pub mod agents;
@@ -56,6 +97,8 @@ pub mod submissions;
 pub mod telemetry;
 pub mod time;
 pub mod watches;
+pub mod web;
+pub mod worker;
 
 pub use config::Config;
 pub use error::{Error, Result};

@@ -10,14 +10,11 @@
 
 use std::sync::LazyLock;
 
-use std::collections::BTreeMap;
-
 use axum::Json;
 use kbot_core::api::ErrorBody;
-use utoipa::openapi::response::{Response, ResponseBuilder};
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
-use utoipa::openapi::{ContentBuilder, OpenApi as Document, Ref, RefOr};
-use utoipa::{IntoResponses, Modify, OpenApi};
+use utoipa::openapi::OpenApi as Document;
+use utoipa::{Modify, OpenApi};
 
 /// Security scheme of the agent endpoints: `Authorization: Bearer kbot_agt_…`.
 pub const AGENT_TOKEN: &str = "agent_token";
@@ -34,7 +31,7 @@ pub const USER_TOKEN: &str = "user_token";
     ),
     paths(
         crate::agents::enroll,
-        crate::jobs::handlers::lease,
+        crate::scheduler::routes::lease,
         crate::jobs::handlers::heartbeat,
         crate::jobs::handlers::event,
         crate::jobs::results::upload,
@@ -109,7 +106,7 @@ struct RequestTimeouts;
 
 impl Modify for RequestTimeouts {
     fn modify(&self, openapi: &mut Document) {
-        let timeout = error_responses(&[408, 503]);
+        let timeout = crate::error::error_responses(&[408, 503]);
         for item in openapi.paths.paths.values_mut() {
             let operations = [
                 &mut item.get,
@@ -141,107 +138,4 @@ static DOCUMENT: LazyLock<Document> = LazyLock::new(ApiDoc::openapi);
 )]
 pub async fn document() -> Json<&'static Document> {
     Json(&DOCUMENT)
-}
-
-// The error responses of the handlers: each set below names the statuses a
-// group of handlers can answer with, every one with the ErrorBody all API
-// errors have. The `code` values come from `Error::code` in crate::error.
-
-/// What each error status means, with the codes it carries.
-fn error_description(status: u16) -> &'static str {
-    match status {
-        400 => {
-            "Input that does not parse or makes no sense: `bad_request`, `invalid_json`, \
-             `invalid_yaml`, `invalid_job_file`, `unknown_program`, `unknown_option`, \
-             `invalid_value`, `nothing_runnable` (no job of the file can run here; each skipped \
-             job is named with its reason), `invalid_revision`, `non_finite_metric`"
-        }
-        401 => "`unauthorized`: the bearer token is missing, malformed, unknown or revoked",
-        403 => {
-            "`wrong_token_kind` (an agent token on a user endpoint or the reverse) or \
-             `forbidden` (the job is leased to another agent, ...)"
-        }
-        404 => "`not_found`, `unknown_repo` or `unknown_commit`",
-        409 => {
-            "`conflict` (the state does not allow it) or `lease_lost` (the job's lease \
-             expired, or it was cancelled or re-queued meanwhile)"
-        }
-        408 => {
-            "`request_timeout`: the request took longer than the server's request timeout \
-             (`max_lease_wait_secs` + 60 s). The handler was stopped where it was: a write \
-             may or may not have taken effect, so look before retrying one"
-        }
-        413 => "`payload_too_large`: the body is larger than the server accepts",
-        429 => {
-            "`too_many_attempts`: too many failed attempts from this address (wrong \
-             enrolment tokens); retry after the `Retry-After` seconds"
-        }
-        507 => {
-            "`insufficient_storage`: the server's artifact disk is full; nothing was stored. \
-             Retry after the `Retry-After` seconds; an agent's upload sent again is stored once"
-        }
-        503 => {
-            "`database_unavailable`: the database cannot be reached now (down or restarting). \
-             Retry after the `Retry-After` seconds; an agent's upload sent again is stored once"
-        }
-        422 => "`repo_unreachable`: git cannot clone or fetch the repository's URL",
-        _ => "`internal`: a server-side fault (database, I/O); the detail is in the server's log",
-    }
-}
-
-fn error_responses(statuses: &[u16]) -> BTreeMap<String, RefOr<Response>> {
-    let body = ContentBuilder::new()
-        .schema(Some(Ref::from_schema_name("ErrorBody")))
-        .build();
-    statuses
-        .iter()
-        .map(|&status| {
-            let response = ResponseBuilder::new()
-                .description(error_description(status))
-                .content("application/json", body.clone())
-                .build();
-            (status.to_string(), RefOr::T(response))
-        })
-        .collect()
-}
-
-/// A named set of error statuses, for a handler's `responses(...)`.
-macro_rules! error_set {
-    ($($(#[$doc:meta])* $name:ident: [$($status:literal),+];)+) => {$(
-        $(#[$doc])*
-        pub struct $name;
-
-        impl IntoResponses for $name {
-            fn responses() -> BTreeMap<String, RefOr<Response>> {
-                error_responses(&[$($status),+])
-            }
-        }
-    )+};
-}
-
-error_set! {
-    /// Whole lists: only a server fault.
-    ListErrors: [500];
-    /// Lists with paging query parameters.
-    PagedListErrors: [400, 500];
-    /// One thing by its id or name.
-    LookupErrors: [404, 500];
-    /// One thing by name plus a revision or query.
-    QueryErrors: [400, 404, 500];
-    /// Agent enrolment (the enrolment token is in the body).
-    EnrollErrors: [400, 401, 413, 429, 500];
-    /// Agent lease.
-    LeaseErrors: [400, 401, 403, 413, 500];
-    /// Authenticated actions on one thing, without a body.
-    CancelErrors: [401, 403, 404, 500];
-    /// Authenticated actions on one thing that its state may refuse.
-    ActionErrors: [401, 403, 404, 409, 500];
-    /// Submissions.
-    SubmitErrors: [400, 401, 403, 404, 413, 500];
-    /// Authenticated writes with a body that the state may refuse.
-    UpdateErrors: [400, 401, 403, 404, 409, 413, 500];
-    /// Result uploads, whose artifacts need disk space.
-    UploadErrors: [400, 401, 403, 404, 409, 413, 500, 507];
-    /// Repo registration, which clones the repo.
-    RepoCreateErrors: [400, 401, 403, 409, 413, 422, 500];
 }

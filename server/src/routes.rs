@@ -20,7 +20,8 @@ use tower_http::trace::TraceLayer;
 use crate::error::{Error, HtmlError};
 use crate::state::AppState;
 use crate::{
-    access, agents, bisect, dashboard, jobs, openapi, regressions, repos, submissions, watches,
+    access, agents, bisect, dashboard, jobs, openapi, regressions, repos, scheduler, submissions,
+    watches, web,
 };
 
 /// The whole HTTP surface of the server.
@@ -35,7 +36,7 @@ pub fn router(state: AppState) -> Router {
         .merge(dashboard_routes())
         .merge(report_routes())
         .merge(access_routes())
-        .fallback(dashboard::not_found)
+        .fallback(web::not_found)
         // Every request learns its session (and meets the sign-in wall
         // for reading, when that is on).
         .layer(middleware::from_fn_with_state(
@@ -72,7 +73,7 @@ fn with_layers(routes: Router, limit: usize, request_timeout: Duration) -> Route
 fn agent_routes() -> Router<AppState> {
     Router::new()
         .route(&api("/agents/enroll"), post(agents::enroll))
-        .route(&api("/agents/lease"), post(jobs::handlers::lease))
+        .route(&api("/agents/lease"), post(scheduler::routes::lease))
         .route(
             &api("/jobs/{id}/heartbeat"),
             post(jobs::handlers::heartbeat),
@@ -112,23 +113,26 @@ fn user_routes() -> Router<AppState> {
 fn dashboard_routes() -> Router<AppState> {
     Router::new()
         .route("/", get(dashboard::overview::page))
-        .route("/submissions", get(dashboard::index))
+        .route("/submissions", get(submissions::pages::index))
         .route("/machines", get(dashboard::machines::page))
         .route("/jobs/{id}/log", get(dashboard::machines::job_log))
         .route("/trends", get(dashboard::trends::page))
-        .route("/submissions/{id}", get(dashboard::submission))
-        .route("/submissions/{id}/compare", get(dashboard::compare::page))
-        .route("/agents", get(dashboard::agents))
+        .route("/submissions/{id}", get(submissions::pages::submission))
+        .route(
+            "/submissions/{id}/compare",
+            get(submissions::pages::compare::page),
+        )
+        .route("/agents", get(agents::pages::agents))
         .route("/bisections", get(bisect::pages::list))
         .route("/bisections/{id}", get(bisect::pages::show))
-        .route("/watches", get(bisect::pages::watches))
+        .route("/watches", get(watches::pages::watches))
 }
 
 /// Dashboard sign-in and sign-out, and the forms that change things (a
 /// signed-in user with the session's CSRF token).
 fn access_routes() -> Router<AppState> {
     use access::pages as a;
-    use submissions::pages as s;
+    use submissions::pages::forms as s;
     Router::new()
         .route("/signin", get(a::form).post(a::sign_in))
         .route("/signout", post(a::sign_out))

@@ -11,9 +11,18 @@ use tokio::task::JoinHandle;
 use crate::config::Config;
 use crate::db::Db;
 use crate::error::Result;
-use crate::jobs::reaper;
+use crate::jobs::{reaper, summaries};
 use crate::routes;
 use crate::state::AppState;
+
+/// Brings a store to the current schema and runs the data migrations the
+/// schema migrations asked for (the per-commit summaries' backfill), under
+/// the migration lock: what every process that opens a store for work does
+/// (the server at start-up, the admin commands, the load tool).
+pub async fn migrate(db: &Db) -> Result<()> {
+    db.migrate_then(|db| async move { summaries::backfill_pending(&db).await })
+        .await
+}
 
 /// A bound, migrated server, not yet serving. Binding first lets tests use
 /// port 0 and learn the real port before any request.
@@ -28,7 +37,7 @@ impl Server {
     /// directory and binds `config.bind`.
     pub async fn build(config: Config) -> Result<Server> {
         let db = Db::connect(&config.database_url).await?;
-        db.migrate().await?;
+        migrate(&db).await?;
         tokio::fs::create_dir_all(&config.artifact_dir).await?;
         let listener = TcpListener::bind(config.bind).await?;
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
@@ -58,7 +67,7 @@ impl Server {
         } = self;
         let grace = Duration::from_secs(u64::from(state.config.shutdown_timeout_secs));
         let reaper = tokio::spawn(reaper::run(state.clone()));
-        let comparer = crate::comparisons::spawn_worker(state.clone());
+        let comparer = crate::comparisons::spawn_worker(state.clone(), crate::bisect::settled);
         let bisector = crate::bisect::spawn_worker(state.clone());
         let watcher = crate::watches::spawn_worker(state.clone());
         let mailer = crate::mail::sender::spawn_for(&state);

@@ -5,8 +5,7 @@ use std::time::Duration;
 
 use tokio::sync::{broadcast, watch, Notify};
 
-use crate::access::SignInLimiter;
-use crate::auth::AgentTokenCache;
+use crate::auth::{AgentTokenCache, AuthState, SignInLimiter};
 use crate::config::Config;
 use crate::db::Db;
 
@@ -62,5 +61,15 @@ impl AppState {
     /// Call after committing a transaction that queued jobs.
     pub fn wake_lessees(&self) {
         self.queue_changed.notify_waiters();
+    }
+}
+
+impl AuthState for AppState {
+    fn db(&self) -> &Db {
+        &self.db
+    }
+
+    fn agent_tokens(&self) -> &AgentTokenCache {
+        &self.agent_tokens
     }
 }

@@ -271,8 +271,12 @@ async fn metric_summaries_are_backfilled_from_stored_watch_results() {
         )
         .await;
 
-        db.migrate().await.expect("migrate to the current schema");
-        db.migrate().await.expect("and again, as a restart does");
+        kbot_server::server::migrate(&db)
+            .await
+            .expect("migrate to the current schema");
+        kbot_server::server::migrate(&db)
+            .await
+            .expect("and again, as a restart does");
 
         let rows: Vec<Summary> = sqlx::query_as(
             "SELECT commit_id, job, metric, runs, low, high, run_values FROM metric_summaries \
@@ -341,7 +345,10 @@ async fn two_processes_migrating_one_new_store_both_succeed() {
             let url = &store.database_url;
             let (a, b) = tokio::join!(Db::connect(url), Db::connect(url));
             let (a, b) = (a.expect("connect a"), b.expect("connect b"));
-            let (ra, rb) = tokio::join!(a.migrate(), b.migrate());
+            let (ra, rb) = tokio::join!(
+                kbot_server::server::migrate(&a),
+                kbot_server::server::migrate(&b)
+            );
             assert!(
                 ra.is_ok() && rb.is_ok(),
                 "{backend:?} round {round}: {ra:?} {rb:?}"

@@ -17,12 +17,13 @@ use axum::Form;
 use serde::Deserialize;
 
 use super::csrf::{same, CsrfForm, NoFields};
+use super::password;
 use super::session::{self, cookie, set_cookie};
-use super::{limit, password};
+use crate::auth::limit;
 use crate::auth::random_hex;
-use crate::dashboard::{error_page, render};
-use crate::error::{Error, HtmlError};
+use crate::error::{error_page, Error, HtmlError};
 use crate::state::AppState;
+use crate::web::render;
 
 /// The sign-in form's double-submit cookie.
 const SIGN_IN_COOKIE: &str = "kbot_signin";

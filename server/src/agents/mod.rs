@@ -1,17 +1,19 @@
 //! Agents: enrolment, and the stored hardware fingerprint jobs are matched
-//! and resolved against.
+//! and resolved against (the record itself, [`AgentRecord`], is in
+//! [`crate::auth`], which authenticates agents as it); [`pages`]: the
+//! agents' dashboard page.
+
+pub mod pages;
 
 use std::time::Instant;
 
 use axum::extract::State;
 use axum::Json;
-use kbot_core::api::{BootBackend, EnrollRequest, EnrollResponse, Hardware};
-use sqlx::any::AnyRow;
+use kbot_core::api::{EnrollRequest, EnrollResponse};
 use sqlx::Row;
 
-use crate::access::limit;
 use crate::access::pages::ClientAddr;
-use crate::auth;
+use crate::auth::{self, backend_str, limit, AgentRecord, AGENT_COLUMNS};
 use crate::db::Tx;
 use crate::error::{ApiJson, Error, Result};
 use crate::state::AppState;
@@ -29,7 +31,7 @@ use crate::time::now_ms;
     request_body = EnrollRequest,
     responses(
         (status = 200, description = "The agent's id and its token", body = EnrollResponse),
-        crate::openapi::EnrollErrors,
+        crate::error::EnrollErrors,
     ),
 )]
 pub async fn enroll(
@@ -89,23 +91,6 @@ fn validate(req: &EnrollRequest) -> Result<()> {
     Ok(())
 }
 
-pub fn backend_str(backend: BootBackend) -> &'static str {
-    match backend {
-        BootBackend::Qemu => "qemu",
-        BootBackend::Kexec => "kexec",
-        BootBackend::Host => "host",
-    }
-}
-
-fn parse_backend(s: &str) -> Result<BootBackend> {
-    match s {
-        "qemu" => Ok(BootBackend::Qemu),
-        "kexec" => Ok(BootBackend::Kexec),
-        "host" => Ok(BootBackend::Host),
-        other => Err(anyhow::anyhow!("unknown backend {other:?} in the agents table").into()),
-    }
-}
-
 fn to_i64(value: u64, what: &str) -> Result<i64> {
     i64::try_from(value).map_err(|_| Error::BadRequest(format!("{what} {value} is out of range")))
 }
@@ -150,67 +135,6 @@ async fn upsert_agent(tx: &mut Tx, req: &EnrollRequest) -> Result<i64> {
     .fetch_one(&mut **tx)
     .await?;
     Ok(row.try_get("id")?)
-}
-
-/// An enrolled agent as stored.
-#[derive(Debug, Clone)]
-pub struct AgentRecord {
-    pub id: i64,
-    pub name: String,
-    pub tbox_group: String,
-    pub backend: BootBackend,
-    /// The machine under test: jobs are matched against it.
-    pub hardware: Hardware,
-    /// The machine the agent runs on, when that is not the machine under
-    /// test (qemu agents).
-    pub host: Option<Hardware>,
-    pub state: String,
-    pub last_seen_at: i64,
-}
-
-/// Columns [`AgentRecord::from_row`] reads, for `SELECT {AGENT_COLUMNS} FROM agents`.
-pub const AGENT_COLUMNS: &str = "id, name, tbox_group, backend, arch, cpu_model, sockets, cores, \
-     threads, numa_nodes, memory_bytes, page_size, microcode, kernel, host_hardware, state, \
-     last_seen_at";
-
-impl AgentRecord {
-    pub fn from_row(row: &AnyRow) -> Result<AgentRecord> {
-        let u32_col = |name: &str| -> Result<u32> {
-            let v: i64 = row.try_get(name)?;
-            Ok(u32::try_from(v).unwrap_or(u32::MAX))
-        };
-        let u64_col = |name: &str| -> Result<u64> {
-            let v: i64 = row.try_get(name)?;
-            Ok(u64::try_from(v).unwrap_or(0))
-        };
-        let backend: String = row.try_get("backend")?;
-        Ok(AgentRecord {
-            id: row.try_get("id")?,
-            name: row.try_get("name")?,
-            tbox_group: row.try_get("tbox_group")?,
-            backend: parse_backend(&backend)?,
-            hardware: Hardware {
-                arch: row.try_get("arch")?,
-                cpu_model: row.try_get("cpu_model")?,
-                sockets: u32_col("sockets")?,
-                cores: u32_col("cores")?,
-                threads: u32_col("threads")?,
-                numa_nodes: u32_col("numa_nodes")?,
-                memory_bytes: u64_col("memory_bytes")?,
-                page_size: u64_col("page_size")?,
-                microcode: row.try_get("microcode")?,
-                kernel: row.try_get("kernel")?,
-            },
-            host: match row.try_get::<Option<String>, _>("host_hardware")? {
-                Some(json) => Some(serde_json::from_str(&json).map_err(|e| {
-                    anyhow::anyhow!("stored host fingerprint is not valid JSON: {e}")
-                })?),
-                None => None,
-            },
-            state: row.try_get("state")?,
-            last_seen_at: row.try_get("last_seen_at")?,
-        })
-    }
 }
 
 /// Loads one agent.

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::agents::AgentRecord;
+use super::AgentRecord;
 
 /// Past this many entries an insert first drops the expired ones.
 const PRUNE_AT: usize = 4096;

@@ -1,5 +1,7 @@
 //! Bearer tokens: creation (admin subcommands), hashing, and the extractors
-//! that guard agent and user endpoints.
+//! that guard agent and user endpoints; the agent record a token
+//! authenticates as ([`AgentRecord`]), and the limiter of failed attempts
+//! (sign-ins, enrolments: [`limit`]).
 //!
 //! Tokens are 32 random bytes, hex, behind a kind prefix (`kbot_enr_`,
 //! `kbot_agt_`, `kbot_usr_`) so a leaked one is recognisable. Only the
@@ -7,9 +9,13 @@
 
 use std::sync::LazyLock;
 
+mod agent;
 mod cache;
+pub mod limit;
 
+pub use agent::{backend_str, AgentRecord, AGENT_COLUMNS};
 pub use cache::AgentTokenCache;
+pub use limit::SignInLimiter;
 
 use axum::extract::FromRequestParts;
 use axum::http::header::AUTHORIZATION;
@@ -18,10 +24,8 @@ use rand::RngCore;
 use sha2::{Digest, Sha256};
 use sqlx::Row;
 
-use crate::agents::{AgentRecord, AGENT_COLUMNS};
 use crate::db::{Db, Tx};
 use crate::error::{Error, Result};
-use crate::state::AppState;
 use crate::time::now_ms;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -211,10 +215,18 @@ async fn lookup_user_token(db: &Db, token: &str) -> Result<TokenRow> {
     })
 }
 
-impl FromRequestParts<AppState> for AgentAuth {
+/// What the extractors need of the server's state; the state
+/// ([`crate::state::AppState`]) holds the cache, so this module does not
+/// name it.
+pub trait AuthState: Send + Sync {
+    fn db(&self) -> &Db;
+    fn agent_tokens(&self) -> &AgentTokenCache;
+}
+
+impl<S: AuthState> FromRequestParts<S> for AgentAuth {
     type Rejection = Error;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self> {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self> {
         static SQL: LazyLock<String> = LazyLock::new(|| {
             let columns: Vec<String> = AGENT_COLUMNS
                 .split(", ")
@@ -227,12 +239,12 @@ impl FromRequestParts<AppState> for AgentAuth {
             )
         });
         let token_hash = hash_token(bearer(parts)?);
-        if let Some(record) = state.agent_tokens.get(&token_hash) {
+        if let Some(record) = state.agent_tokens().get(&token_hash) {
             return Ok(AgentAuth { record });
         }
         let row = sqlx::query(&SQL)
             .bind(&token_hash)
-            .fetch_optional(state.db.read())
+            .fetch_optional(state.db().read())
             .await?
             .ok_or(Error::Unauthorized)?;
         let kind: String = row.try_get("kind")?;
@@ -241,16 +253,16 @@ impl FromRequestParts<AppState> for AgentAuth {
             return Err(Error::WrongTokenKind { needed: "an agent" });
         }
         let record = AgentRecord::from_row(&row)?;
-        state.agent_tokens.insert(token_hash, record.clone());
+        state.agent_tokens().insert(token_hash, record.clone());
         Ok(AgentAuth { record })
     }
 }
 
-impl FromRequestParts<AppState> for UserAuth {
+impl<S: AuthState> FromRequestParts<S> for UserAuth {
     type Rejection = Error;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self> {
-        let row = lookup_user_token(&state.db, bearer(parts)?).await?;
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self> {
+        let row = lookup_user_token(state.db(), bearer(parts)?).await?;
         match (row.kind.as_str(), row.user_id) {
             ("user", Some(user_id)) => Ok(UserAuth {
                 user_id,

@@ -1,21 +1,17 @@
-//! Dashboard pages of the robot: bisections (the path through the range)
-//! and watches.
+//! The bisections' dashboard pages: the list, and one bisection with the
+//! path through its range.
 
 use askama::Template;
 use axum::extract::{Path, State};
-use axum::response::Html;
 
 use super::types::{BisectionDetail, BisectionView, StepView};
-use crate::dashboard::format_time;
-use crate::dashboard::plots::{
+use crate::state::AppState;
+use crate::time::format_time;
+use crate::web::plots::{
     self,
     bisection::{BisectionPlot, PathRow},
 };
-use crate::error::{Error, HtmlError};
-use crate::state::AppState;
-use crate::watches::types::WatchView;
-
-type PageResult = Result<Html<String>, HtmlError>;
+use crate::web::{render, short_sha, PageResult, MEDIUM_SHA};
 
 #[derive(Template)]
 #[template(path = "bisections.html")]
@@ -32,12 +28,6 @@ struct ShowPage {
     steps: Vec<StepRow>,
     /// The inline SVG of the samples at the ends and at each step.
     plot: String,
-}
-
-#[derive(Template)]
-#[template(path = "watches.html")]
-struct WatchesPage {
-    watches: Vec<WatchRow>,
 }
 
 /// A bisection as a row of text.
@@ -134,52 +124,8 @@ impl From<&StepView> for StepRow {
     }
 }
 
-struct WatchRow {
-    id: i64,
-    repo: String,
-    branch: String,
-    job: String,
-    state: String,
-    interval: u32,
-    last_seen: String,
-    last_tested: String,
-    last_good: String,
-    current: String,
-    checked: String,
-    last_error: String,
-}
-
-impl From<&WatchView> for WatchRow {
-    fn from(w: &WatchView) -> WatchRow {
-        let sha = |s: &Option<String>| s.as_deref().map(short).unwrap_or_default();
-        WatchRow {
-            id: w.id,
-            repo: w.repo.clone(),
-            branch: w.branch.clone(),
-            job: w.job_name.clone(),
-            state: w.state.clone(),
-            interval: w.interval_secs,
-            last_seen: sha(&w.last_seen),
-            last_tested: sha(&w.last_tested),
-            last_good: sha(&w.last_good),
-            current: w
-                .current_submission
-                .map(|s| s.to_string())
-                .unwrap_or_default(),
-            checked: w.checked_at.map(format_time).unwrap_or_default(),
-            last_error: w.last_error.clone().unwrap_or_default(),
-        }
-    }
-}
-
 fn short(sha: &str) -> String {
-    sha.chars().take(12).collect()
-}
-
-fn render(page: &impl Template) -> PageResult {
-    page.render()
-        .map(Html)
-        .map_err(|e| HtmlError(Error::Other(anyhow::anyhow!("template failed: {e}"))))
+    short_sha(sha, MEDIUM_SHA)
 }
 
 /// `GET /bisections`.
@@ -228,13 +174,5 @@ fn path_plot(d: &BisectionDetail) -> String {
         metric: &b.metric,
         unit: kbot_core::metrics::unit(&b.metric),
         rows: &rows,
-    })
-}
-
-/// `GET /watches`.
-pub async fn watches(State(state): State<AppState>) -> PageResult {
-    let list = crate::watches::list(&state).await?;
-    render(&WatchesPage {
-        watches: list.iter().map(WatchRow::from).collect(),
     })
 }

@@ -27,7 +27,7 @@ pub struct ListQuery {
     params(ListQuery),
     responses(
         (status = 200, description = "Bisections, newest first", body = Vec<BisectionView>),
-        crate::openapi::PagedListErrors,
+        crate::error::PagedListErrors,
     ),
 )]
 pub async fn list(
@@ -48,7 +48,7 @@ pub async fn list(
     params(("id" = i64, Path, description = "The bisection id")),
     responses(
         (status = 200, description = "The bisection and the commits it tested", body = BisectionDetail),
-        crate::openapi::LookupErrors,
+        crate::error::LookupErrors,
     ),
 )]
 pub async fn show(
@@ -67,7 +67,7 @@ pub async fn show(
     params(("id" = i64, Path, description = "The bisection id")),
     responses(
         (status = 200, description = "The bisection, cancelled with its queued runs", body = BisectionView),
-        crate::openapi::ActionErrors,
+        crate::error::ActionErrors,
     ),
     security(("user_token" = [])),
 )]

@@ -1,8 +1,8 @@
 //! Bisections as the API, the CLI and the dashboard show them.
 
+use super::samples::{metric_values, Samples};
 use super::store::{self, BisectionRow, CommitRuns};
 use super::types::{BisectionDetail, BisectionView, StepView};
-use super::{metric_values, Samples};
 use crate::error::Result;
 use crate::repos::commit_by_id;
 use crate::state::AppState;

@@ -390,7 +390,7 @@ async fn follow(api: &ApiClient, id: i64, interval: Duration) -> Result<(), Clie
         for e in &events {
             println!(
                 "{}\tjob {}\t{}\t{}",
-                crate::dashboard::format_time(e.at),
+                crate::time::format_time(e.at),
                 e.job_id,
                 e.state,
                 e.detail

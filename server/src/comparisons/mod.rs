@@ -16,15 +16,18 @@ pub use store::{finished_runs, SideRuns};
 
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use kbot_core::job::AtomicJob;
 use kbot_core::stats::{self, Comparison, StatsConfig};
 use kbot_core::table::{self, RowFilter, TableInput};
-use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::broadcast::{self, error::RecvError};
 
+use crate::db::Tx;
 use crate::error::Result;
 use crate::jobs;
 use crate::repos::{commit_by_id, StoredCommit};
-use crate::state::AppState;
+use crate::state::{AppState, JobDone};
+use crate::worker::{self, Pace, Woken, Worker};
 
 /// How often the worker re-scans active submissions for settled pairs.
 const RESCAN_INTERVAL: Duration = Duration::from_secs(10);
@@ -104,7 +107,11 @@ pub async fn compare_pair(state: &AppState, atomic_job_id: i64) -> Result<Option
 
 /// Compares an atomic job's pair if all its runs are in, stores the result,
 /// and queues more runs or settles it.
-pub async fn evaluate(state: &AppState, atomic_job_id: i64) -> Result<Evaluation> {
+pub async fn evaluate(
+    state: &AppState,
+    atomic_job_id: i64,
+    on_settled: OnSettled,
+) -> Result<Evaluation> {
     let before = store::run_counts(&state.db, atomic_job_id).await?;
     if !before.submission_active {
         return Ok(Evaluation::Inactive);
@@ -151,7 +158,7 @@ pub async fn evaluate(state: &AppState, atomic_job_id: i64) -> Result<Evaluation
         if let (Some(pc), Some(booted)) = (&compared, &booted) {
             // Same transaction: the report or bisection exists if and only
             // if the verdict is recorded.
-            crate::bisect::on_pair_settled(&mut tx, state, info.submission_id, pc, booted).await?;
+            on_settled(&mut tx, state, info.submission_id, pc, booted).await?;
         }
     }
     tx.commit().await?;
@@ -184,32 +191,66 @@ fn extra_runs(
     wanted.min(runs_cap.saturating_sub(queued))
 }
 
+/// What a settled pair leads to, decided by a feature after this one (a
+/// bisection, or a report), in the transaction that records its verdict:
+/// the bisection or report exists if and only if the verdict is recorded.
+/// The server passes `bisect::on_pair_settled` (see `server.rs`).
+pub type OnSettled = for<'a> fn(
+    &'a mut Tx,
+    &'a AppState,
+    i64,
+    &'a PairComparison,
+    &'a BootedCommits,
+) -> BoxFuture<'a, Result<()>>;
+
 /// Starts the comparison worker; it runs until the server shuts down.
-pub fn spawn_worker(state: AppState) -> tokio::task::JoinHandle<()> {
+pub fn spawn_worker(state: AppState, on_settled: OnSettled) -> tokio::task::JoinHandle<()> {
     // Subscribe before returning, so no upload after start-up is missed.
     let done = state.job_done.subscribe();
-    tokio::spawn(async move { worker(state, done).await })
+    let shutdown = state.shutdown.clone();
+    let worker = Comparer {
+        state,
+        done,
+        on_settled,
+    };
+    tokio::spawn(worker::run(worker, shutdown, Pace::Every(RESCAN_INTERVAL)))
 }
 
-async fn worker(
+/// The comparison worker: an upload evaluates its pair (and the others
+/// already waiting), a tick or a lagging receiver re-scans.
+struct Comparer {
     state: AppState,
-    mut done: tokio::sync::broadcast::Receiver<crate::state::JobDone>,
-) {
-    let mut shutdown = state.shutdown.clone();
-    let mut tick = tokio::time::interval(RESCAN_INTERVAL);
-    loop {
-        tokio::select! {
-            _ = shutdown.changed() => return,
-            msg = done.recv() => match msg {
-                Ok(job) => evaluate_batch(&state, &mut done, job.atomic_job_id).await,
-                // Missed some uploads: the re-scan covers them.
-                Err(RecvError::Lagged(_)) => rescan(&state).await,
-                Err(RecvError::Closed) => return,
-            },
-            _ = tick.tick() => rescan(&state).await,
+    done: broadcast::Receiver<JobDone>,
+    on_settled: OnSettled,
+}
+
+/// What woke the comparison worker.
+enum Upload {
+    /// The atomic job of a stored result.
+    Stored(i64),
+    /// Missed some uploads: the re-scan covers them.
+    Lagged,
+}
+
+impl Worker for Comparer {
+    type Event = Upload;
+
+    async fn event(&mut self) -> Option<Upload> {
+        match self.done.recv().await {
+            Ok(job) => Some(Upload::Stored(job.atomic_job_id)),
+            Err(RecvError::Lagged(_)) => Some(Upload::Lagged),
+            Err(RecvError::Closed) => None,
         }
-        if *shutdown.borrow() {
-            return;
+    }
+
+    async fn pass(&mut self, woken: Woken<Upload>) {
+        match woken {
+            Woken::Event(Upload::Stored(id)) => {
+                evaluate_batch(&self.state, &mut self.done, id, self.on_settled).await;
+            }
+            Woken::Event(Upload::Lagged) | Woken::Tick => {
+                rescan(&self.state, self.on_settled).await;
+            }
         }
     }
 }
@@ -219,8 +260,9 @@ async fn worker(
 /// finish together, and one look after the last of them is enough.
 async fn evaluate_batch(
     state: &AppState,
-    done: &mut tokio::sync::broadcast::Receiver<crate::state::JobDone>,
+    done: &mut broadcast::Receiver<JobDone>,
     first: i64,
+    on_settled: OnSettled,
 ) {
     let mut ids = std::collections::BTreeSet::from([first]);
     let mut lagged = false;
@@ -234,16 +276,16 @@ async fn evaluate_batch(
         }
     }
     for id in ids {
-        log_failure(evaluate(state, id).await, id);
+        log_failure(evaluate(state, id, on_settled).await, id);
     }
     if lagged {
-        rescan(state).await;
+        rescan(state, on_settled).await;
     }
 }
 
 /// Evaluates every atomic job of an active submission that has nothing
 /// queued or running.
-pub async fn rescan(state: &AppState) {
+pub async fn rescan(state: &AppState, on_settled: OnSettled) {
     let candidates = match store::settled_candidates(&state.db).await {
         Ok(ids) => ids,
         Err(e) => {
@@ -252,7 +294,7 @@ pub async fn rescan(state: &AppState) {
         }
     };
     for id in candidates {
-        log_failure(evaluate(state, id).await, id);
+        log_failure(evaluate(state, id, on_settled).await, id);
     }
 }
 

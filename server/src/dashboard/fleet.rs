@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use sqlx::Row;
 
-use crate::agents::{AgentRecord, AGENT_COLUMNS};
+use crate::auth::{AgentRecord, AGENT_COLUMNS};
 use crate::config::Config;
 use crate::db::Db;
 use crate::error::Result;

@@ -15,14 +15,14 @@ use serde::Deserialize;
 use sqlx::Row;
 
 use super::fleet::{self, RunningJob};
-use super::paging::{filter, Pager, Paging};
-use super::{format_time, render, PageResult};
-use crate::agents::AgentRecord;
 use crate::artifacts::ArtifactStore;
+use crate::auth::AgentRecord;
 use crate::db::Db;
 use crate::error::{Error, Result};
 use crate::state::AppState;
-use crate::time::now_ms;
+use crate::time::{format_time, now_ms};
+use crate::web::paging::{filter, Pager, Paging};
+use crate::web::{render, short_sha, PageResult, MEDIUM_SHA};
 
 const FAILURES_PER_PAGE: u32 = 25;
 /// Longest console shown on a log page; the end of a console says most.
@@ -117,7 +117,7 @@ fn machine_row(a: &AgentRecord, status: &str, running: &[RunningJob], now: i64) 
     MachineRow {
         name: a.name.clone(),
         group: a.tbox_group.clone(),
-        backend: crate::agents::backend_str(a.backend).to_owned(),
+        backend: crate::auth::backend_str(a.backend).to_owned(),
         status: status.to_owned(),
         guest: fingerprint(&a.hardware),
         host: a.host.as_ref().map(fingerprint),
@@ -183,7 +183,7 @@ async fn failures(
                 agent: row.try_get("agent")?,
                 group: row.try_get("tbox_group")?,
                 testcase: row.try_get("testcase")?,
-                sha: sha.chars().take(12).collect(),
+                sha: short_sha(&sha, MEDIUM_SHA),
                 summary: last_line(&detail),
             })
         })

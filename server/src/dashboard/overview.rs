@@ -12,12 +12,12 @@ use serde::Deserialize;
 use sqlx::Row;
 
 use super::fleet::{self, Status};
-use super::paging::filter;
-use super::{format_time, render, PageResult};
 use crate::db::Db;
 use crate::error::Result;
 use crate::state::AppState;
-use crate::time::now_ms;
+use crate::time::{format_time, now_ms};
+use crate::web::paging::filter;
+use crate::web::{render, short_sha, PageResult, MEDIUM_SHA};
 
 /// Rows in each "recent" list and running jobs shown.
 const RECENT: i64 = 10;
@@ -122,7 +122,7 @@ pub async fn page(State(state): State<AppState>, Query(q): Query<OverviewQuery>)
                 testcase: j.testcase,
                 side: j.side,
                 run: j.run_index,
-                sha: j.sha.chars().take(12).collect(),
+                sha: short_sha(&j.sha, MEDIUM_SHA),
                 phase: j.phase,
                 in_phase: fleet::elapsed(now - j.phase_at),
                 elapsed: fleet::elapsed(now - j.leased_at),

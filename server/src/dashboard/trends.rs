@@ -16,18 +16,17 @@ use kbot_core::stats::changepoint::{self, ChangePointConfig};
 use kbot_core::stats::describe::median_sorted;
 use serde::Deserialize;
 
-use super::paging::{filter, link};
-use super::plots::axis::label;
-use super::plots::trend::{self, TrendPlot, TrendPoint, TrendStep};
 use super::trends_data::{self as data, TrendCommit};
-use super::{render, PageResult};
 use crate::state::AppState;
+use crate::web::paging::{filter, link};
+use crate::web::plots::axis::label;
+use crate::web::plots::trend::{self, TrendPlot, TrendPoint, TrendStep};
+use crate::web::{render, short_sha, PageResult, SHORT_SHA};
 
 /// Commits shown when the URL names no range.
 const DEFAULT_WINDOW: usize = 60;
 /// Most commits one view loads and draws.
 const MAX_WINDOW: usize = 300;
-const SHORT_SHA: usize = 10;
 
 #[derive(Debug, Default, Deserialize)]
 pub struct TrendQuery {
@@ -283,7 +282,7 @@ fn dedup(names: impl Iterator<Item = String>) -> Vec<String> {
 }
 
 fn short(sha: &str) -> String {
-    sha.chars().take(SHORT_SHA).collect()
+    short_sha(sha, SHORT_SHA)
 }
 
 #[cfg(test)]

@@ -129,8 +129,22 @@ impl Db {
 
     /// Applies the embedded migrations that have not run yet; a process
     /// migrating the same store at once waits (PostgreSQL: sqlx's advisory
-    /// lock; SQLite: [`sqlite::MigrationLock`]).
+    /// lock; SQLite: [`sqlite::MigrationLock`]). The data migrations the
+    /// features own are not run: a process opening a store for work calls
+    /// `server::migrate`, which runs them through [`Db::migrate_then`].
     pub async fn migrate(&self) -> Result<()> {
+        self.migrate_then(|_| async { Ok(()) }).await
+    }
+
+    /// [`Db::migrate`], then `data` (data migrations SQL cannot do, e.g. a
+    /// job's label parsed from its spec) while the SQLite migration lock is
+    /// still held: two processes starting on one new store must not both
+    /// run a data migration the schema migrations asked for.
+    pub async fn migrate_then<F, Fut>(&self, data: F) -> Result<()>
+    where
+        F: FnOnce(Db) -> Fut,
+        Fut: std::future::Future<Output = Result<()>>,
+    {
         let migrator = match self.backend {
             Backend::Sqlite => &SQLITE_MIGRATOR,
             Backend::Postgres => &POSTGRES_MIGRATOR,
@@ -140,9 +154,7 @@ impl Db {
             None => None,
         };
         migrator.run(&self.write).await?;
-        // Data migrations SQL cannot do (a job's label is parsed from its
-        // spec) run here, once each, as the migrations asked.
-        crate::jobs::summaries::backfill_pending(self).await
+        data(self.clone()).await
     }
 
     pub fn backend(&self) -> Backend {

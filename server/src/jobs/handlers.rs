@@ -1,14 +1,11 @@
-//! The agent endpoints on a leased job: lease, heartbeat, events.
-//! (Result upload is in [`super::results`].)
-
-use std::time::Duration;
+//! The agent endpoints on a leased job: heartbeat, events. (The lease
+//! itself is [`crate::scheduler::routes`], result upload is in
+//! [`super::results`].)
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use kbot_core::api::{
-    EventRequest, FailureKind, HeartbeatResponse, JobState, LeaseRequest, LeaseResponse,
-};
+use kbot_core::api::{EventRequest, FailureKind, HeartbeatResponse, JobState};
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
 
@@ -16,38 +13,8 @@ use crate::auth::AgentAuth;
 use crate::db::{join_writes, Db, Tx};
 use crate::error::{ApiJson, Error, Result};
 use crate::jobs::{self, Event, ACTIVE_STATES_SQL};
-use crate::scheduler;
 use crate::state::AppState;
 use crate::time::now_ms;
-
-/// `POST /api/v1/agents/lease`: at most one job, waiting up to
-/// `min(wait_secs, max_lease_wait_secs)` for one.
-#[utoipa::path(
-    post,
-    operation_id = "lease_job",
-    path = "/api/v1/agents/lease",
-    tag = "agent",
-    request_body = LeaseRequest,
-    responses(
-        (status = 200, description = "At most one job; `job` is null when none matched within the wait", body = LeaseResponse),
-        crate::openapi::LeaseErrors,
-    ),
-    security(("agent_token" = [])),
-)]
-pub async fn lease(
-    State(state): State<AppState>,
-    agent: AgentAuth,
-    ApiJson(req): ApiJson<LeaseRequest>,
-) -> Result<Json<LeaseResponse>> {
-    let wait = Duration::from_secs(u64::from(
-        req.wait_secs.min(state.config.max_lease_wait_secs),
-    ));
-    let job = scheduler::lease_with_wait(&state, &agent.record, wait).await?;
-    if let Some(job) = &job {
-        tracing::info!(job_id = job.job_id, agent = %agent.record.name, attempt = job.attempt, "job leased");
-    }
-    Ok(Json(LeaseResponse { job }))
-}
 
 /// `POST /api/v1/jobs/{id}/heartbeat`: extends the lease.
 #[utoipa::path(
@@ -58,7 +25,7 @@ pub async fn lease(
     params(("id" = i64, Path, description = "The job id, `job_id` of the leased job")),
     responses(
         (status = 200, description = "The new lease expiry, and whether the job was cancelled", body = HeartbeatResponse),
-        crate::openapi::ActionErrors,
+        crate::error::ActionErrors,
     ),
     security(("agent_token" = [])),
 )]
@@ -131,7 +98,7 @@ pub async fn heartbeat(
     request_body = EventRequest,
     responses(
         (status = 204, description = "Recorded"),
-        crate::openapi::UpdateErrors,
+        crate::error::UpdateErrors,
     ),
     security(("agent_token" = [])),
 )]

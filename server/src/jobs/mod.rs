@@ -183,21 +183,6 @@ pub async fn cancel_submission(tx: &mut Tx, submission_id: i64, reason: &str) ->
     Ok(cancelled.len() as u64)
 }
 
-/// Changes the priority of a submission and of its queued jobs.
-pub async fn set_priority(tx: &mut Tx, submission_id: i64, priority: i64) -> Result<()> {
-    sqlx::query("UPDATE submissions SET priority = $1 WHERE id = $2")
-        .bind(priority)
-        .bind(submission_id)
-        .execute(&mut **tx)
-        .await?;
-    sqlx::query("UPDATE jobs SET priority = $1 WHERE submission_id = $2 AND state = 'queued'")
-        .bind(priority)
-        .bind(submission_id)
-        .execute(&mut **tx)
-        .await?;
-    Ok(())
-}
-
 /// A row for `job_events`.
 #[derive(Debug, Clone, Copy)]
 pub struct Event<'a> {
@@ -330,6 +315,15 @@ pub async fn release_slot(tx: &mut Tx, submission_id: i64, event: Event<'_>) -> 
         .bind(event.agent_id);
     bind_event(query, &event).execute(&mut **tx).await?;
     Ok(())
+}
+
+/// `testcase/path_params` (LKP's result-path naming of an atomic job): the
+/// job label pages show and the per-commit summaries are keyed by.
+pub fn job_label(job: Option<&AtomicJob>) -> String {
+    match job {
+        Some(job) => format!("{}/{}", job.testcase, job.path_params()),
+        None => String::from("?"),
+    }
 }
 
 /// An `atomic_jobs.spec` as stored (the atomic job as JSON).

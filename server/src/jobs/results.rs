@@ -32,7 +32,7 @@ use crate::time::now_ms;
     request_body = ResultUpload,
     responses(
         (status = 200, description = "Stored, or stored before (`stored` false)", body = UploadResponse),
-        crate::openapi::UploadErrors,
+        crate::error::UploadErrors,
     ),
     security(("agent_token" = [])),
 )]

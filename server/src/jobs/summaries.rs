@@ -13,11 +13,10 @@ use std::collections::{BTreeMap, HashMap};
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
 
-use crate::dashboard::views::job_label;
 use crate::db::{self, Db, Tx};
 use crate::error::Result;
-use crate::jobs::parse_spec;
 use crate::jobs::results::parse_metrics;
+use crate::jobs::{job_label, parse_spec};
 
 /// The name of this backfill in `pending_backfills`.
 const BACKFILL: &str = "metric_summaries";

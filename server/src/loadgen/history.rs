@@ -72,7 +72,7 @@ pub struct Seeded {
 
 pub async fn run(args: &SeedArgs) -> Result<Seeded> {
     let db = Db::connect(&args.db.resolve()).await?;
-    db.migrate().await?;
+    crate::server::migrate(&db).await?;
     // One run in FAIL_EVERY fails and uploads nothing: plan for that, and
     // stop once the samples are in.
     let per_submission = 2 * 2 * u64::from(args.runs) * args.metrics as u64;

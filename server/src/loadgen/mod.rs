@@ -107,7 +107,7 @@ impl std::fmt::Display for Report {
 /// Seeds, enrols, drives the agents for the measured time, reports.
 pub async fn run(args: &LoadArgs) -> Result<Report> {
     let db = Db::connect(&args.db.resolve()).await?;
-    db.migrate().await?;
+    crate::server::migrate(&db).await?;
     let wanted = if args.jobs > 0 {
         args.jobs
     } else {

@@ -146,7 +146,7 @@ pub async fn run(args: &SoakArgs) -> Result<SoakReport> {
         return Err(anyhow::anyhow!("--servers is empty").into());
     }
     let db = Db::connect(&args.db.resolve()).await?;
-    db.migrate().await?;
+    crate::server::migrate(&db).await?;
     let per_agent = args.duration_secs.div_ceil(args.work_secs.max(1) / 2 + 1);
     super::queue_jobs(&db, per_agent * args.agents as u64 + 800).await?;
     let http = super::agents_client(args.agents)?;

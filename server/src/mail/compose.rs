@@ -9,9 +9,9 @@ use kbot_core::stats::{MetricComparison, Outcome};
 use kbot_core::table::{self, RowFilter, TableInput};
 use sqlx::Row;
 
-use super::config::MailConfig;
 use super::outbox::{self, NewReport};
 use crate::comparisons::PairComparison;
+use crate::config::mail::MailConfig;
 use crate::db::Tx;
 use crate::error::Result;
 use crate::repos::StoredCommit;

@@ -1,4 +1,4 @@
-//! Regression reports by e-mail: configuration ([`config`]), composing and
+//! Regression reports by e-mail (configured by [`crate::config::mail`]): composing and
 //! queueing a report in the transaction that records the regression
 //! ([`compose`]), the outbox table ([`outbox`]), SMTP delivery ([`smtp`]),
 //! the sender task with retries and backoff ([`sender`]), the dashboard
@@ -11,13 +11,13 @@
 //! (claims; see [`outbox`]).
 
 pub mod compose;
-pub mod config;
 pub mod materials;
 pub mod outbox;
 pub mod pages;
 pub mod sender;
 pub mod smtp;
 
+pub use crate::config::mail as config;
+pub use crate::config::{MailArgs, MailConfig, SmtpSettings};
 pub use compose::{enqueue_bisection_report, enqueue_pair_report, Blame};
-pub use config::{MailArgs, MailConfig, SmtpSettings};
 pub use sender::Sender;

@@ -11,10 +11,11 @@ use super::outbox::{self, Attempt, ReportDetail, StoredReport};
 use crate::access::csrf::NoFields;
 use crate::access::CsrfForm;
 use crate::auth::UserAuth;
-use crate::dashboard::format_time;
 use crate::error::{Error, HtmlError};
 use crate::state::AppState;
+use crate::time::format_time;
 use crate::time::now_ms;
+use crate::web::render;
 
 /// Most reports listed at once.
 const LIST_LIMIT: i64 = 200;
@@ -84,12 +85,6 @@ impl From<Attempt> for AttemptRow {
     }
 }
 
-fn page(p: &impl Template) -> Result<Html<String>, HtmlError> {
-    p.render()
-        .map(Html)
-        .map_err(|e| HtmlError(Error::Other(anyhow::anyhow!("template failed: {e}"))))
-}
-
 /// A report by its Message-ID (with or without `<>`) or its numeric id.
 async fn find(state: &AppState, key: &str) -> Result<StoredReport, Error> {
     let key = key.trim_matches(['<', '>']);
@@ -108,7 +103,7 @@ pub async fn list_page(State(state): State<AppState>) -> Result<Html<String>, Ht
     let reports = outbox::list(&state.db, LIST_LIMIT)
         .await
         .map_err(HtmlError)?;
-    page(&ListPage {
+    render(&ListPage {
         reports: reports.iter().map(ReportRow::from).collect(),
     })
 }
@@ -120,7 +115,7 @@ pub async fn show_page(
 ) -> Result<Html<String>, HtmlError> {
     let r = find(&state, &message_id).await.map_err(HtmlError)?;
     let attempts = outbox::attempts(&state.db, r.id).await.map_err(HtmlError)?;
-    page(&ShowPage {
+    render(&ShowPage {
         resendable: state.config.mail.enabled && outbox::is_resendable(&r.state),
         r: ReportRow::from(&r),
         message: r.message.clone(),
@@ -155,7 +150,7 @@ pub async fn mbox(
     tag = "reports",
     responses(
         (status = 200, description = "Reports, newest first", body = Vec<StoredReport>),
-        crate::openapi::ListErrors,
+        crate::error::ListErrors,
     ),
 )]
 pub async fn list_json(State(state): State<AppState>) -> Result<Json<Vec<StoredReport>>, Error> {
@@ -173,7 +168,7 @@ pub async fn list_json(State(state): State<AppState>) -> Result<Json<Vec<StoredR
     params(("message_id" = String, Path, description = "The report's numeric id, or its Message-ID with or without `<>`")),
     responses(
         (status = 200, description = "The report with its full message and its delivery attempts", body = ReportDetail),
-        crate::openapi::LookupErrors,
+        crate::error::LookupErrors,
     ),
 )]
 pub async fn show_json(
@@ -196,7 +191,7 @@ pub async fn show_json(
     params(("message_id" = String, Path, description = "The report's numeric id, or its Message-ID with or without `<>`")),
     responses(
         (status = 200, description = "The report, pending again, with its delivery attempts", body = ReportDetail),
-        crate::openapi::ActionErrors,
+        crate::error::ActionErrors,
     ),
     security(("user_token" = [])),
 )]

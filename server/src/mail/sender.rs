@@ -5,12 +5,13 @@ use std::time::Duration;
 
 use tokio::sync::{watch, Notify};
 
-use super::config::MailConfig;
 use super::outbox::{self, Claimed, Outcome};
 use super::smtp::{self, Delivery};
+use crate::config::mail::MailConfig;
 use crate::db::Db;
 use crate::error::Result;
 use crate::time::now_ms;
+use crate::worker::{self, Pace, Woken, Worker};
 
 /// A sender: its name marks its claims, so replicas never finish each other's.
 #[derive(Clone)]
@@ -40,28 +41,17 @@ impl Sender {
     /// Starts the task; it stops after the delivery in progress once
     /// `shutdown` turns true.
     pub fn spawn(self, shutdown: watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
-        tokio::spawn(async move { self.run(shutdown).await })
-    }
-
-    async fn run(self, mut shutdown: watch::Receiver<bool>) {
-        tracing::info!(sender = %self.name, "report sender started");
-        loop {
-            if let Err(e) = self.drain(&shutdown).await {
-                tracing::error!(error = %crate::error::error_chain(&e), "report sender pass failed");
-            }
-            if *shutdown.borrow() {
-                break;
-            }
-            tokio::select! {
-                _ = shutdown.changed() => {}
-                _ = self.wake.notified() => {}
-                _ = tokio::time::sleep(self.config.poll_interval) => {}
-            }
-            if *shutdown.borrow() {
-                break;
-            }
-        }
-        tracing::info!(sender = %self.name, "report sender stopped");
+        tokio::spawn(async move {
+            let name = self.name.clone();
+            tracing::info!(sender = %name, "report sender started");
+            let pace = Pace::After(self.config.poll_interval);
+            let passes = Passes {
+                sender: self,
+                shutdown: shutdown.clone(),
+            };
+            worker::run(passes, shutdown, pace).await;
+            tracing::info!(sender = %name, "report sender stopped");
+        })
     }
 
     /// Delivers every report due now; returns how many attempts it made.
@@ -165,4 +155,26 @@ pub fn spawn_for(state: &crate::state::AppState) -> Option<tokio::task::JoinHand
     }
     let sender = Sender::new(state.db.clone(), Arc::new(state.config.mail.clone()));
     Some(sender.spawn(state.shutdown.clone()))
+}
+
+/// The sender's loop: a pass delivers every due report; the next one
+/// follows a wake-up (a report queued) or the poll interval.
+struct Passes {
+    sender: Sender,
+    shutdown: watch::Receiver<bool>,
+}
+
+impl Worker for Passes {
+    type Event = ();
+
+    async fn event(&mut self) -> Option<()> {
+        self.sender.wake.notified().await;
+        Some(())
+    }
+
+    async fn pass(&mut self, _: Woken<()>) {
+        if let Err(e) = self.sender.drain(&self.shutdown).await {
+            tracing::error!(error = %crate::error::error_chain(&e), "report sender pass failed");
+        }
+    }
 }

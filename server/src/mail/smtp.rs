@@ -10,7 +10,7 @@ use lettre::transport::smtp::commands::{Data, Mail, Rcpt};
 use lettre::transport::smtp::extension::{ClientId, Extension, MailBodyParameter, MailParameter};
 use lettre::Address;
 
-use super::config::SmtpSettings;
+use crate::config::mail::SmtpSettings;
 
 type SmtpError = lettre::transport::smtp::Error;
 

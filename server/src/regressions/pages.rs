@@ -4,21 +4,20 @@
 
 use askama::Template;
 use axum::extract::{Path, Query, State};
-use axum::response::{Html, Redirect};
+use axum::response::Redirect;
 use serde::Deserialize;
 
 use super::store::{self, Filter, HistoryRow, RegressionRow};
 use super::{state_label, STATES};
 use crate::access::CsrfForm;
-use crate::dashboard::{format_time, render};
 use crate::error::HtmlError;
 use crate::mail::outbox;
 use crate::state::AppState;
+use crate::time::format_time;
+use crate::web::{render, short_sha, PageResult, SHORT_SHA};
 
 /// Regressions per page.
 const PAGE_SIZE: i64 = 50;
-
-type PageResult = Result<Html<String>, HtmlError>;
 
 #[derive(Template)]
 #[template(path = "regressions/list.html")]
@@ -73,7 +72,7 @@ impl From<&RegressionRow> for Row {
                 .unwrap_or_default(),
             state: r.state.clone(),
             state_label: state_label(&r.state).to_owned(),
-            head_short: r.head_sha.chars().take(10).collect(),
+            head_short: short_sha(&r.head_sha, SHORT_SHA),
             head_subject: r.head_subject.clone(),
             bisection: r
                 .bisection_id

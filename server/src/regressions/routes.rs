@@ -54,7 +54,7 @@ pub struct TriageRequest {
     params(ListQuery),
     responses(
         (status = 200, description = "Regressions matching the filters, newest first", body = Vec<RegressionRow>),
-        crate::openapi::PagedListErrors,
+        crate::error::PagedListErrors,
     ),
 )]
 pub async fn list(
@@ -91,7 +91,7 @@ pub async fn list(
     request_body = TriageRequest,
     responses(
         (status = 200, description = "The regression in its new state", body = RegressionRow),
-        crate::openapi::UpdateErrors,
+        crate::error::UpdateErrors,
     ),
     security(("user_token" = [])),
 )]

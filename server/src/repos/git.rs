@@ -13,50 +13,7 @@ use std::time::Duration;
 
 use tokio::process::Command;
 
-/// What a git call can fail with. Mapped onto the crate error (and its stable
-/// API codes) in [`crate::error`].
-#[derive(Debug, thiserror::Error)]
-pub enum GitError {
-    /// The revision the user gave does not name a commit in the mirror.
-    #[error("unknown revision {rev:?}")]
-    UnknownRevision { rev: String },
-    /// The revision contains characters git would read as options or ranges.
-    #[error("invalid revision {rev:?}: {reason}")]
-    InvalidRevision { rev: String, reason: &'static str },
-    /// git exited non-zero for another reason (unreachable URL, corrupt mirror...).
-    #[error("git {command} failed: {stderr}")]
-    Failed { command: String, stderr: String },
-    #[error("git {command} timed out after {secs}s")]
-    Timeout { command: String, secs: u64 },
-    /// git could not be started at all (not installed?).
-    #[error("could not run git: {0}")]
-    Spawn(#[from] std::io::Error),
-    #[error("unexpected output from git {command}: {detail}")]
-    Parse {
-        command: String,
-        detail: &'static str,
-    },
-}
-
-impl GitError {
-    /// The stable API code (see [`crate::error::Error::code`]).
-    pub fn code(&self) -> &'static str {
-        match self {
-            GitError::UnknownRevision { .. } => "unknown_commit",
-            GitError::InvalidRevision { .. } => "invalid_revision",
-            _ => "git_failed",
-        }
-    }
-
-    pub fn status(&self) -> axum::http::StatusCode {
-        use axum::http::StatusCode;
-        match self {
-            GitError::UnknownRevision { .. } => StatusCode::NOT_FOUND,
-            GitError::InvalidRevision { .. } => StatusCode::BAD_REQUEST,
-            _ => StatusCode::INTERNAL_SERVER_ERROR,
-        }
-    }
-}
+pub use crate::error::GitError;
 
 /// One commit as read from the mirror.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

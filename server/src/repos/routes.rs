@@ -22,7 +22,7 @@ use crate::submissions::types::{CommitView, RepoCreate, RepoView};
     request_body = RepoCreate,
     responses(
         (status = 201, description = "Mirrored and registered", body = RepoView),
-        crate::openapi::RepoCreateErrors,
+        crate::error::RepoCreateErrors,
     ),
     security(("user_token" = [])),
 )]
@@ -44,7 +44,7 @@ pub async fn create(
     tag = "repos",
     responses(
         (status = 200, description = "Every registered repo", body = Vec<RepoView>),
-        crate::openapi::ListErrors,
+        crate::error::ListErrors,
     ),
 )]
 pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<RepoView>>> {
@@ -61,7 +61,7 @@ pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<RepoView>>> 
     params(("name" = String, Path, description = "The repo's short name (`linux`)")),
     responses(
         (status = 200, description = "The repo", body = RepoView),
-        crate::openapi::LookupErrors,
+        crate::error::LookupErrors,
     ),
 )]
 pub async fn show(
@@ -84,7 +84,7 @@ pub async fn show(
     ),
     responses(
         (status = 200, description = "The commit", body = CommitView),
-        crate::openapi::QueryErrors,
+        crate::error::QueryErrors,
     ),
 )]
 pub async fn commit(
@@ -125,7 +125,7 @@ pub struct RevList {
     params(("name" = String, Path, description = "The repo's short name (`linux`)"), RangeQuery),
     responses(
         (status = 200, description = "The commits of base..head, oldest first", body = RevList),
-        crate::openapi::QueryErrors,
+        crate::error::QueryErrors,
     ),
 )]
 pub async fn revlist(

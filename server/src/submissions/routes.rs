@@ -23,7 +23,7 @@ use crate::state::AppState;
     request_body = SubmitRequest,
     responses(
         (status = 201, description = "Queued: one job per atomic job, commit and run", body = SubmissionView),
-        crate::openapi::SubmitErrors,
+        crate::error::SubmitErrors,
     ),
     security(("user_token" = [])),
 )]
@@ -54,7 +54,7 @@ pub struct ListQuery {
     params(ListQuery),
     responses(
         (status = 200, description = "Submissions, newest first", body = Vec<SubmissionView>),
-        crate::openapi::PagedListErrors,
+        crate::error::PagedListErrors,
     ),
 )]
 pub async fn list(
@@ -74,7 +74,7 @@ pub async fn list(
     params(("id" = i64, Path, description = "The submission id")),
     responses(
         (status = 200, description = "The submission, its job file, atomic jobs and jobs", body = SubmissionDetail),
-        crate::openapi::LookupErrors,
+        crate::error::LookupErrors,
     ),
 )]
 pub async fn show(
@@ -103,7 +103,7 @@ pub struct EventsQuery {
     params(("id" = i64, Path, description = "The submission id"), EventsQuery),
     responses(
         (status = 200, description = "Job events, oldest first", body = Vec<EventView>),
-        crate::openapi::QueryErrors,
+        crate::error::QueryErrors,
     ),
 )]
 pub async fn events(
@@ -125,7 +125,7 @@ pub async fn events(
     params(("id" = i64, Path, description = "The submission id")),
     responses(
         (status = 200, description = "The submission, its unfinished jobs cancelled", body = SubmissionView),
-        crate::openapi::CancelErrors,
+        crate::error::CancelErrors,
     ),
     security(("user_token" = [])),
 )]
@@ -146,7 +146,7 @@ pub async fn cancel(
     params(("id" = i64, Path, description = "The submission id")),
     responses(
         (status = 200, description = "Per-run metrics and per-metric comparisons", body = SubmissionResults),
-        crate::openapi::LookupErrors,
+        crate::error::LookupErrors,
     ),
 )]
 pub async fn results(
@@ -165,7 +165,7 @@ pub async fn results(
     params(("id" = i64, Path, description = "The submission id")),
     responses(
         (status = 200, description = "Per-metric comparisons: verdict, means, change", body = Vec<ComparisonView>),
-        crate::openapi::LookupErrors,
+        crate::error::LookupErrors,
     ),
 )]
 pub async fn comparisons(

@@ -7,7 +7,7 @@ use kbot_core::job::AtomicJob;
 use sqlx::Row;
 
 use super::types::WaitingJob;
-use crate::agents::{AgentRecord, AGENT_COLUMNS};
+use crate::auth::{AgentRecord, AGENT_COLUMNS};
 use crate::db::Db;
 use crate::error::Result;
 use crate::jobs;

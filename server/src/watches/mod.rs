@@ -8,6 +8,7 @@
 //! bisected ([`crate::bisect`]). A head none of whose runs finished (it does
 //! not build or boot) is recorded and not used as a base.
 
+pub mod pages;
 pub mod routes;
 mod store;
 pub mod types;
@@ -20,6 +21,7 @@ use crate::repos::{self, RepoRow};
 use crate::state::AppState;
 use crate::submissions::{self, NewPair};
 use crate::time::now_ms;
+use crate::worker::{self, Pace, Woken, Worker};
 use store::WatchRow;
 use types::{WatchCreate, WatchDetail, WatchView};
 
@@ -96,20 +98,23 @@ pub async fn remove(state: &AppState, user: &UserAuth, id: i64) -> Result<WatchV
 
 /// Starts the watch worker; it runs until the server shuts down.
 pub fn spawn_worker(state: AppState) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut shutdown = state.shutdown.clone();
-        let mut tick = tokio::time::interval(TICK);
-        loop {
-            tokio::select! {
-                _ = shutdown.changed() => return,
-                _ = tick.tick() => {}
-            }
-            if *shutdown.borrow() {
-                return;
-            }
-            check_due(&state).await;
-        }
-    })
+    let shutdown = state.shutdown.clone();
+    tokio::spawn(worker::run(Watcher(state), shutdown, Pace::Every(TICK)))
+}
+
+/// The watch worker: every [`TICK`], checks the watches that are due.
+struct Watcher(AppState);
+
+impl Worker for Watcher {
+    type Event = ();
+
+    async fn event(&mut self) -> Option<()> {
+        std::future::pending().await
+    }
+
+    async fn pass(&mut self, _: Woken<()>) {
+        check_due(&self.0).await;
+    }
 }
 
 /// Checks every due watch once.

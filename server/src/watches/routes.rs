@@ -18,7 +18,7 @@ use crate::state::AppState;
     request_body = WatchCreate,
     responses(
         (status = 201, description = "Watching", body = WatchView),
-        crate::openapi::UpdateErrors,
+        crate::error::UpdateErrors,
     ),
     security(("user_token" = [])),
 )]
@@ -39,7 +39,7 @@ pub async fn create(
     tag = "watches",
     responses(
         (status = 200, description = "Every watch", body = Vec<WatchView>),
-        crate::openapi::ListErrors,
+        crate::error::ListErrors,
     ),
 )]
 pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<WatchView>>> {
@@ -55,7 +55,7 @@ pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<WatchView>>>
     params(("id" = i64, Path, description = "The watch id")),
     responses(
         (status = 200, description = "The watch and its recent events", body = WatchDetail),
-        crate::openapi::LookupErrors,
+        crate::error::LookupErrors,
     ),
 )]
 pub async fn show(State(state): State<AppState>, Path(id): Path<i64>) -> Result<Json<WatchDetail>> {
@@ -71,7 +71,7 @@ pub async fn show(State(state): State<AppState>, Path(id): Path<i64>) -> Result<
     params(("id" = i64, Path, description = "The watch id")),
     responses(
         (status = 200, description = "The watch, removed (its history stays)", body = WatchView),
-        crate::openapi::CancelErrors,
+        crate::error::CancelErrors,
     ),
     security(("user_token" = [])),
 )]

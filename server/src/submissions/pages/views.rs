@@ -1,15 +1,11 @@
 //! What the templates show, already formatted: the API types turned into
 //! rows of strings.
 
-use kbot_core::job::AtomicJob;
-use kbot_core::report::describe_machine;
 use kbot_core::table::number;
 
-use crate::agents::AgentRecord;
-use crate::submissions::types::{ComparisonView, EventView, JobView, SubmissionView};
-
-/// Characters of a sha shown in tables (0-day prints 10).
-const SHORT_SHA: usize = 10;
+use super::super::types::{ComparisonView, EventView, JobView, SubmissionView};
+use crate::time::format_time;
+use crate::web::{short_sha, SHORT_SHA};
 
 pub struct SubmissionRow {
     pub id: i64,
@@ -30,8 +26,8 @@ impl From<&SubmissionView> for SubmissionRow {
         SubmissionRow {
             id: s.id,
             repo: s.repo.clone(),
-            base_short: short(&s.base.sha),
-            head_short: short(&s.head.sha),
+            base_short: short_sha(&s.base.sha, SHORT_SHA),
+            head_short: short_sha(&s.head.sha, SHORT_SHA),
             head_subject: s.head.subject.clone(),
             state: s.state.clone(),
             jobs_finished: s.jobs.finished,
@@ -143,7 +139,7 @@ impl JobRow {
             id: j.id,
             job,
             side: j.side.clone(),
-            commit_short: short(&j.commit),
+            commit_short: short_sha(&j.commit, SHORT_SHA),
             run_index: j.run_index,
             state: j.state.clone(),
             attempts: j.attempts,
@@ -167,97 +163,5 @@ impl From<&EventView> for EventRow {
             state: e.state.clone(),
             detail: e.detail.clone(),
         }
-    }
-}
-
-pub struct AgentRow {
-    pub name: String,
-    pub tbox_group: String,
-    pub machine: String,
-    pub state: String,
-    pub last_heartbeat: String,
-}
-
-impl From<&AgentRecord> for AgentRow {
-    fn from(a: &AgentRecord) -> AgentRow {
-        AgentRow {
-            name: a.name.clone(),
-            tbox_group: a.tbox_group.clone(),
-            machine: machine_line(a),
-            state: a.state.clone(),
-            last_heartbeat: format_time(a.last_seen_at),
-        }
-    }
-}
-
-/// The machine under test with its arch, page size and kernel; for a qemu
-/// agent the guest, then the host it runs on.
-fn machine_line(a: &AgentRecord) -> String {
-    let one = |hw: &kbot_core::api::Hardware| {
-        format!(
-            "{} ({}, {} pages, kernel {})",
-            describe_machine(hw),
-            hw.arch,
-            kbot_core::needs::human_size(hw.page_size),
-            hw.kernel
-        )
-    };
-    match &a.host {
-        Some(host) => format!("guest: {}; host: {}", one(&a.hardware), one(host)),
-        None => one(&a.hardware),
-    }
-}
-
-/// `testcase/path_params` (LKP's result-path naming of an atomic job).
-pub fn job_label(job: Option<&AtomicJob>) -> String {
-    match job {
-        Some(job) => format!("{}/{}", job.testcase, job.path_params()),
-        None => String::from("?"),
-    }
-}
-
-fn short(sha: &str) -> String {
-    sha.chars().take(SHORT_SHA).collect()
-}
-
-/// Unix milliseconds as `YYYY-MM-DD HH:MM:SS UTC`.
-pub fn format_time(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-/// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian
-/// calendar (Howard Hinnant's `civil_from_days`).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn times_format_as_utc() {
-        assert_eq!(format_time(0), "1970-01-01 00:00:00 UTC");
-        // 2024-02-29 12:34:56 UTC, a leap day.
-        assert_eq!(format_time(1_709_210_096_000), "2024-02-29 12:34:56 UTC");
-        assert_eq!(format_time(-1000), "1969-12-31 23:59:59 UTC");
     }
 }

@@ -1,6 +1,6 @@
 //! The dashboard's forms that change submissions: submit a pair, cancel a
 //! submission, submit it again. Each goes through the same functions as the
-//! REST API ([`super::submit`], [`super::cancel`]), as the signed-in user,
+//! REST API ([`crate::submissions::submit`], [`crate::submissions::cancel`]), as the signed-in user,
 //! with the session's CSRF token checked ([`CsrfForm`]).
 
 use std::path::Path;
@@ -11,13 +11,14 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
-use super::types::SubmitRequest;
 use crate::access::csrf::NoFields;
 use crate::access::{CsrfForm, Session, SignedIn};
-use crate::dashboard::render;
 use crate::error::{Error, HtmlError};
 use crate::repos;
 use crate::state::AppState;
+use crate::submissions;
+use crate::submissions::types::SubmitRequest;
+use crate::web::render;
 
 /// Largest example job file read from the jobs directory.
 const MAX_EXAMPLE_BYTES: u64 = 64 * 1024;
@@ -102,7 +103,7 @@ async fn queue(state: &AppState, session: &Session, form: &SubmitForm) -> Result
         max_runs: None,
         bisect: None,
     };
-    Ok(super::submit(state, &session.user(), req).await?.id)
+    Ok(submissions::submit(state, &session.user(), req).await?.id)
 }
 
 async fn page(
@@ -167,7 +168,7 @@ pub async fn cancel(
     UrlPath(id): UrlPath<i64>,
     f: CsrfForm<NoFields>,
 ) -> Result<Redirect, HtmlError> {
-    super::cancel(&state, &f.session.user(), id).await?;
+    submissions::cancel(&state, &f.session.user(), id).await?;
     Ok(Redirect::to(&format!("/submissions/{id}")))
 }
 
@@ -179,8 +180,8 @@ pub async fn resubmit(
     UrlPath(id): UrlPath<i64>,
     f: CsrfForm<NoFields>,
 ) -> Result<Redirect, HtmlError> {
-    let old = super::view(&state.db, id).await?;
-    let row = super::get_submission(&state.db, id).await?;
+    let old = submissions::view(&state.db, id).await?;
+    let row = submissions::get_submission(&state.db, id).await?;
     let req = SubmitRequest {
         repo: old.repo,
         job_file: row.job_file,
@@ -190,7 +191,7 @@ pub async fn resubmit(
         max_runs: Some(old.max_runs),
         bisect: None,
     };
-    let new = super::submit(&state, &f.session.user(), req).await?;
+    let new = submissions::submit(&state, &f.session.user(), req).await?;
     tracing::info!(submission = new.id, from = id, user = %f.session.user_name, "resubmitted");
     Ok(Redirect::to(&format!("/submissions/{}", new.id)))
 }

@@ -1,8 +1,19 @@
 //! Typed configuration, loaded once at start from command-line flags and
 //! `KBOT_*` environment variables; handlers only ever see [`Config`].
+//!
+//! The settings of the e-mail reports ([`mail`]) and of web access
+//! ([`access`], with the trusted reverse proxies of [`proxy`]) are here with
+//! the rest, so the server's state holds them without naming a feature.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+
+pub mod access;
+pub mod mail;
+pub mod proxy;
+
+pub use access::{AccessArgs, AccessConfig};
+pub use mail::{MailArgs, MailConfig, SmtpSettings};
 
 /// Where the store lives when neither `KBOT_DATABASE_URL` nor `DATABASE_URL` is set.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://./var/kbot.db";
@@ -63,14 +74,14 @@ pub struct ServeArgs {
     pub shutdown_timeout_secs: u32,
     /// Regression e-mails (`KBOT_MAIL_*`, `KBOT_SMTP_*`).
     #[command(flatten)]
-    pub mail: crate::mail::MailArgs,
+    pub mail: MailArgs,
     /// An lkp-tests checkout that job files' `<< :` includes are resolved
     /// against; unset, a job file with an include is refused.
     #[arg(long, env = "KBOT_LKP_ROOT")]
     pub lkp_root: Option<PathBuf>,
     /// Dashboard sign-in (`KBOT_READ_REQUIRES_SIGN_IN`, `KBOT_SECURE_COOKIES`, ...).
     #[command(flatten)]
-    pub access: crate::access::AccessArgs,
+    pub access: AccessArgs,
 }
 
 /// The settings the server runs with.
@@ -88,11 +99,11 @@ pub struct Config {
     pub reaper_interval_secs: u32,
     pub agent_token_cache_secs: u32,
     pub shutdown_timeout_secs: u32,
-    pub mail: crate::mail::MailConfig,
+    pub mail: MailConfig,
     /// Where job files' includes come from (see [`ServeArgs::lkp_root`]).
     pub lkp_root: Option<PathBuf>,
     /// Who may read and change things from the web.
-    pub access: crate::access::AccessConfig,
+    pub access: AccessConfig,
 }
 
 impl Config {
@@ -110,17 +121,16 @@ impl Config {
             reaper_interval_secs: 5,
             agent_token_cache_secs: 5,
             shutdown_timeout_secs: 10,
-            mail: crate::mail::MailConfig::disabled(),
+            mail: MailConfig::disabled(),
             lkp_root: None,
-            access: crate::access::AccessConfig::open(),
+            access: AccessConfig::open(),
         }
     }
 }
 
 impl From<ServeArgs> for Config {
     fn from(args: ServeArgs) -> Config {
-        let access =
-            crate::access::AccessConfig::from_args(args.access, args.mail.public_url.as_deref());
+        let access = AccessConfig::from_args(args.access, args.mail.public_url.as_deref());
         Config {
             database_url: args.db.resolve(),
             bind: args.bind,
@@ -133,7 +143,7 @@ impl From<ServeArgs> for Config {
             reaper_interval_secs: args.reaper_interval_secs.max(1),
             agent_token_cache_secs: args.agent_token_cache_secs,
             shutdown_timeout_secs: args.shutdown_timeout_secs,
-            mail: crate::mail::MailConfig::from_args(args.mail, args.bind),
+            mail: MailConfig::from_args(args.mail, args.bind),
             lkp_root: args.lkp_root,
             access,
         }

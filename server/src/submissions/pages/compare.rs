@@ -11,16 +11,17 @@ use axum::extract::{Path, Query, State};
 use serde::Deserialize;
 use sqlx::Row;
 
-use super::paging::{filter, link, Pager, Paging};
-use super::plots::samples::{self, SamplesPlot};
 use super::verdicts::{fmt_p, StoredComparison};
-use super::views::{job_label, SubmissionSummary};
-use super::{render, PageResult};
+use super::views::SubmissionSummary;
 use crate::comparisons::{finished_runs, stats_config};
 use crate::db::Db;
 use crate::error::{Error, Result};
+use crate::jobs::job_label;
 use crate::state::AppState;
 use crate::submissions::{self, types::ComparisonView};
+use crate::web::paging::{filter, link, Pager, Paging};
+use crate::web::plots::samples::{self, SamplesPlot};
+use crate::web::{render, PageResult};
 
 /// Metric cards per page: each carries a plot.
 const PER_PAGE: u32 = 12;

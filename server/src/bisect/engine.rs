@@ -1,0 +1,367 @@
+//! One step of a running bisection: classify the tested commits whose runs
+//! are in, narrow the range as `git bisect` would, and queue the next
+//! commits to test (several at once when the tbox group has several
+//! agents), all written in one transaction ([`apply`]).
+
+use std::collections::{HashMap, HashSet};
+
+use kbot_core::stats::bisect::{classify, StepClass};
+
+use super::samples::{metric_values, Samples};
+use super::store::{self, BisectionRow, Conclusion, StepRow};
+use super::verify::{queue_verification, verification_pair};
+use crate::comparisons;
+use crate::error::Result;
+use crate::repos::{self, StoredCommit};
+use crate::state::AppState;
+
+/// Most commits a bisection tests at once, however many agents the group has.
+const MAX_PARALLEL_PROBES: i64 = 7;
+
+/// What one look at a running bisection decided, written in one transaction.
+#[derive(Default)]
+struct Plan {
+    /// Steps that ended: (step id, state, change vs good, detail).
+    finished: Vec<(i64, &'static str, Option<f64>, String)>,
+    /// Commits that need more runs, and how many.
+    more_runs: Vec<(i64, u32)>,
+    /// Testing steps the range has moved past: (step id, commit id).
+    dropped: Vec<(i64, i64)>,
+    /// Commits whose queued runs are pointless (the kernel does not build or boot).
+    cancel_queued: Vec<i64>,
+    /// New commits to test.
+    new_steps: Vec<StoredCommit>,
+    /// The first bad commit, when no candidate is left.
+    found: Option<StoredCommit>,
+    conclusion: Option<Conclusion>,
+}
+
+impl Plan {
+    fn is_empty(&self) -> bool {
+        self.finished.is_empty()
+            && self.more_runs.is_empty()
+            && self.dropped.is_empty()
+            && self.cancel_queued.is_empty()
+            && self.new_steps.is_empty()
+            && self.found.is_none()
+            && self.conclusion.is_none()
+    }
+}
+
+pub(super) async fn step(state: &AppState, b: &BisectionRow) -> Result<()> {
+    let steps = store::steps(&state.db, b.id).await?;
+    let samples = Samples::load(state, b).await?;
+    let mut plan = Plan::default();
+    let mut decided: HashMap<i64, &'static str> = steps
+        .iter()
+        .filter(|s| s.state != "testing")
+        .map(|s| (s.commit_id, state_str(&s.state)))
+        .collect();
+    for s in steps.iter().filter(|s| s.state == "testing") {
+        if let Some(outcome) = judge_step(b, s, &samples, &mut plan) {
+            decided.insert(s.commit_id, outcome);
+        }
+    }
+    plan_range(state, b, &steps, &decided, &mut plan).await?;
+    apply(state, b, &steps, plan).await
+}
+
+fn state_str(state: &str) -> &'static str {
+    match state {
+        "good" => "good",
+        "bad" => "bad",
+        "skip" => "skip",
+        "undecided" => "undecided",
+        _ => "cancelled",
+    }
+}
+
+/// Classifies a testing step whose runs are all in; `None` while it waits.
+fn judge_step(
+    b: &BisectionRow,
+    s: &StepRow,
+    samples: &Samples,
+    plan: &mut Plan,
+) -> Option<&'static str> {
+    let runs = samples
+        .probes
+        .get(&s.commit_id)
+        .cloned()
+        .unwrap_or_default();
+    if runs.pending > 0 {
+        // A kernel that does not build or boot will not on the next run
+        // either: drop the runs nobody has started.
+        if runs.finished.is_empty()
+            && matches!(
+                runs.failure.as_deref(),
+                Some("build_failed" | "boot_failed")
+            )
+        {
+            plan.cancel_queued.push(s.commit_id);
+        }
+        return None;
+    }
+    let probe = metric_values(&runs, &b.metric);
+    if probe.is_empty() {
+        let why = runs
+            .failure
+            .as_deref()
+            .unwrap_or("no run reported the metric");
+        plan.finished.push((
+            s.id,
+            "skip",
+            None,
+            format!("skipped: {why} ({} runs)", runs.failed),
+        ));
+        return Some("skip");
+    }
+    if samples.good.is_empty() || samples.bad.is_empty() {
+        plan.finished.push((
+            s.id,
+            "undecided",
+            None,
+            "an end of the range has no sample of the metric".into(),
+        ));
+        return Some("undecided");
+    }
+    let cap = u32::try_from(b.runs_cap).unwrap_or(0);
+    let cfg = comparisons::stats_config(cap);
+    let v = classify(&b.metric, &samples.good, &probe, &samples.bad, &cfg);
+    let change = Some(v.vs_good.change);
+    let detail = format!(
+        "{} runs: vs good {} (p={:.4}), vs bad {} (p={:.4}), position {:.2}",
+        probe.len(),
+        v.vs_good.kbot.outcome.as_str(),
+        v.vs_good.kbot.p_value,
+        v.vs_bad.kbot.outcome.as_str(),
+        v.vs_bad.kbot.p_value,
+        v.position
+    );
+    match v.class {
+        StepClass::Good => {
+            plan.finished.push((s.id, "good", change, detail));
+            Some("good")
+        }
+        StepClass::Bad => {
+            plan.finished.push((s.id, "bad", change, detail));
+            Some("bad")
+        }
+        StepClass::Unknown if runs.total() < cap => {
+            let more = crate::submissions::expand::extra_runs(runs.total(), cap);
+            plan.more_runs.push((s.commit_id, more));
+            None
+        }
+        StepClass::Unknown => {
+            plan.finished.push((s.id, "undecided", change, detail));
+            Some("undecided")
+        }
+    }
+}
+
+/// From what is known, what is left of the range: the first bad commit, the
+/// next commits to test, or no way to decide.
+async fn plan_range(
+    state: &AppState,
+    b: &BisectionRow,
+    steps: &[StepRow],
+    decided: &HashMap<i64, &'static str>,
+    plan: &mut Plan,
+) -> Result<()> {
+    let repo = repos::repo_by_id(&state.db, b.repo_id).await?;
+    let mirror = repos::mirror_for(state, &repo.name);
+    let good_end = repos::commit_by_id(state.db.read(), b.good_commit_id).await?;
+    let bad_end = repos::commit_by_id(state.db.read(), b.bad_commit_id).await?;
+    let sha_of: HashMap<i64, &str> = steps
+        .iter()
+        .map(|s| (s.commit_id, s.sha.as_str()))
+        .collect();
+    let with = |wanted: &str| -> Vec<String> {
+        decided
+            .iter()
+            .filter(|(_, st)| **st == wanted)
+            .filter_map(|(id, _)| sha_of.get(id).map(|s| (*s).to_owned()))
+            .collect()
+    };
+    let mut goods = with("good");
+    goods.push(good_end.sha.clone());
+    let mut bads = with("bad");
+    bads.push(bad_end.sha.clone());
+    // The bad commit with the smallest range below it, as `git bisect` keeps
+    // only the newest bad mark.
+    let mut best: Option<(String, Vec<String>)> = None;
+    for bad in bads {
+        let candidates = mirror.bisect_candidates(&bad, &goods, true).await?;
+        if best
+            .as_ref()
+            .is_none_or(|(_, c)| candidates.len() < c.len())
+        {
+            best = Some((bad, candidates));
+        }
+    }
+    let Some((bad, candidates)) = best else {
+        return Ok(());
+    };
+    if candidates.is_empty() {
+        plan.found = Some(repos::resolve_commit(state, &repo, &bad).await?);
+        return Ok(());
+    }
+    let in_range: HashSet<&str> = candidates.iter().map(String::as_str).collect();
+    let testing: Vec<&StepRow> = steps
+        .iter()
+        .filter(|s| s.state == "testing" && !decided.contains_key(&s.commit_id))
+        .collect();
+    for s in &testing {
+        if !in_range.contains(s.sha.as_str()) {
+            plan.dropped.push((s.id, s.commit_id));
+        }
+    }
+    let tried: HashSet<&str> = steps.iter().map(|s| s.sha.as_str()).collect();
+    let open: Vec<&String> = candidates
+        .iter()
+        .filter(|c| !tried.contains(c.as_str()))
+        .collect();
+    let busy = testing
+        .iter()
+        .filter(|s| in_range.contains(s.sha.as_str()))
+        .count();
+    if open.is_empty() {
+        if busy == 0 {
+            let mut remaining: Vec<String> = candidates.clone();
+            remaining.push(bad.clone());
+            plan.conclusion = Some(Conclusion {
+                state: "inconclusive",
+                reason: Some(format!(
+                    "only skipped or undecided commits are left: the first bad commit is one \
+                     of these {} (a build or boot failure, or runs that did not decide)",
+                    remaining.len()
+                )),
+                remaining,
+                ..Conclusion::default()
+            });
+        }
+        return Ok(());
+    }
+    let parallel = store::group_agents(&state.db, &b.tbox_group)
+        .await?
+        .clamp(1, MAX_PARALLEL_PROBES);
+    let want = usize::try_from(parallel).unwrap_or(1).saturating_sub(busy);
+    if want == 0 {
+        return Ok(());
+    }
+    let picks = spread_picks(&mirror, &bad, &goods, &open, want).await?;
+    for sha in picks {
+        plan.new_steps
+            .push(repos::resolve_commit(state, &repo, &sha).await?);
+    }
+    Ok(())
+}
+
+/// `want` commits to test: `git bisect`'s choice first, then commits spread
+/// evenly through the range in topological order (k-ary bisection).
+async fn spread_picks(
+    mirror: &repos::git::Mirror,
+    bad: &str,
+    goods: &[String],
+    open: &[&String],
+    want: usize,
+) -> Result<Vec<String>> {
+    let mut picks = vec![open[0].clone()];
+    if want > 1 && open.len() > 1 {
+        let open_set: HashSet<&str> = open.iter().map(|s| s.as_str()).collect();
+        let topo: Vec<String> = mirror
+            .bisect_candidates(bad, goods, false)
+            .await?
+            .into_iter()
+            .filter(|s| open_set.contains(s.as_str()) && *s != picks[0])
+            .collect();
+        let extra = (want - 1).min(topo.len());
+        for i in 1..=extra {
+            let at = i * topo.len() / (extra + 1);
+            if let Some(sha) = topo.get(at.min(topo.len() - 1)) {
+                if !picks.contains(sha) {
+                    picks.push(sha.clone());
+                }
+            }
+        }
+    }
+    Ok(picks)
+}
+
+/// Writes a plan, if the bisection is still as it was read.
+async fn apply(state: &AppState, b: &BisectionRow, steps: &[StepRow], plan: Plan) -> Result<()> {
+    if plan.is_empty() {
+        return Ok(());
+    }
+    let verify = match &plan.found {
+        Some(first_bad) => Some(verification_pair(state, b, first_bad).await?),
+        None => None,
+    };
+    let probe_job = b
+        .probe_atomic_job_id
+        .ok_or_else(|| anyhow::anyhow!("bisection {} has no probe job", b.id))?;
+    // As many runs per probe as the job file asks for; `unknown` adds more.
+    let job = store::job_spec(&state.db, probe_job).await?;
+    let cap = u32::try_from(b.runs_cap).unwrap_or(1);
+    let first_runs = crate::submissions::expand::initial_runs(job.runs, cap);
+    let mut tx = state.db.begin().await?;
+    if !store::take(&mut tx, b).await? {
+        return Ok(());
+    }
+    for (step_id, st, change, detail) in &plan.finished {
+        store::finish_step(&mut tx, *step_id, st, *change, detail).await?;
+    }
+    for (step_id, commit_id) in &plan.dropped {
+        store::cancel_queued_runs(&mut tx, probe_job, *commit_id).await?;
+        store::finish_step(
+            &mut tx,
+            *step_id,
+            "cancelled",
+            None,
+            "outside the range left",
+        )
+        .await?;
+    }
+    for commit_id in &plan.cancel_queued {
+        store::cancel_queued_runs(&mut tx, probe_job, *commit_id).await?;
+    }
+    for (commit_id, runs) in &plan.more_runs {
+        crate::jobs::enqueue_commit_runs(
+            &mut tx,
+            probe_job,
+            *commit_id,
+            *runs,
+            state.config.max_attempts,
+        )
+        .await?;
+    }
+    let first_idx = i64::try_from(steps.len()).unwrap_or(i64::MAX);
+    for (idx, commit) in (first_idx..).zip(&plan.new_steps) {
+        store::insert_step(&mut tx, b.id, idx, commit.id).await?;
+        crate::jobs::enqueue_commit_runs(
+            &mut tx,
+            probe_job,
+            commit.id,
+            first_runs,
+            state.config.max_attempts,
+        )
+        .await?;
+    }
+    if let (Some(first_bad), Some(pair)) = (&plan.found, verify) {
+        let verify_id = queue_verification(state, &mut tx, b, first_bad, &pair).await?;
+        store::start_verifying(&mut tx, b.id, first_bad.id, verify_id).await?;
+        if let Some(probe) = b.probe_submission_id {
+            store::close_submission(&mut tx, probe).await?;
+        }
+        tracing::info!(bisection = b.id, first_bad = %first_bad.sha, verify_submission = verify_id, "first bad commit found; verifying");
+    }
+    if let Some(c) = &plan.conclusion {
+        store::conclude(&mut tx, b, c).await?;
+        if let Some(probe) = b.probe_submission_id {
+            store::close_submission(&mut tx, probe).await?;
+        }
+        tracing::info!(bisection = b.id, state = c.state, reason = ?c.reason, "bisection ended");
+    }
+    tx.commit().await?;
+    state.wake_lessees();
+    Ok(())
+}

@@ -1,0 +1,214 @@
+//! The end of a bisection: the first bad commit run again against its
+//! parent in a fresh `verify` pair; a confirmed regression is reported once
+//! per patch-id, a repeated patch is a duplicate, anything else is
+//! `not_confirmed`.
+
+use kbot_core::job::AtomicJob;
+use kbot_core::metrics::Impact;
+use kbot_core::stats::Outcome;
+
+use super::store::{self, BisectionRow, Conclusion};
+use crate::comparisons::{self, PairComparison};
+use crate::db::Tx;
+use crate::error::Result;
+use crate::regressions;
+use crate::repos::{self, StoredCommit};
+use crate::state::AppState;
+use crate::submissions::{self, NewPair};
+
+/// The first bad commit's parent and the job to run on both.
+pub(super) struct VerificationPair {
+    parent: StoredCommit,
+    job: AtomicJob,
+    origin: store::OriginJob,
+}
+
+pub(super) async fn verification_pair(
+    state: &AppState,
+    b: &BisectionRow,
+    first_bad: &StoredCommit,
+) -> Result<VerificationPair> {
+    let repo = repos::repo_by_id(&state.db, b.repo_id).await?;
+    let parent = submissions::parent_of(state, &repo, first_bad).await?;
+    let probe_job = b
+        .probe_atomic_job_id
+        .ok_or_else(|| anyhow::anyhow!("bisection {} has no probe job", b.id))?;
+    let job = store::job_spec(&state.db, probe_job).await?;
+    let mut conn = state.db.read().acquire().await?;
+    let origin = store::origin_job(&mut conn, b.origin_atomic_job_id).await?;
+    Ok(VerificationPair {
+        parent,
+        job,
+        origin,
+    })
+}
+
+/// Queues the fresh A/B of the first bad commit against its parent, pinned
+/// to the bisection's tbox group.
+pub(super) async fn queue_verification(
+    state: &AppState,
+    tx: &mut Tx,
+    b: &BisectionRow,
+    first_bad: &StoredCommit,
+    pair: &VerificationPair,
+) -> Result<i64> {
+    let jobs = [pair.job.clone()];
+    let id = submissions::queue_pair(
+        state,
+        tx,
+        NewPair {
+            user_id: pair.origin.user_id,
+            repo_id: b.repo_id,
+            job_file: &pair.origin.job_file,
+            atomic_jobs: &jobs,
+            // One atomic job the original submission ran: nothing skipped.
+            skipped: &[],
+            base: &pair.parent,
+            head: first_bad,
+            priority: pair.origin.priority,
+            max_runs: u32::try_from(b.runs_cap).unwrap_or(1),
+            kind: "verify",
+            bisect: false,
+            watch_id: None,
+        },
+    )
+    .await?;
+    sqlx::query(
+        "UPDATE atomic_jobs SET tbox_group = $1, preferred_agent_id = $2 WHERE submission_id = $3",
+    )
+    .bind(&b.tbox_group)
+    .bind(pair.origin.preferred_agent_id)
+    .bind(id)
+    .execute(&mut **tx)
+    .await?;
+    Ok(id)
+}
+
+/// Once the verification pair is settled: report, link to an earlier
+/// report of the same patch, or say it did not reproduce.
+pub(super) async fn check_verification(state: &AppState, b: &BisectionRow) -> Result<()> {
+    let Some(verify_id) = b.verify_submission_id else {
+        return Err(anyhow::anyhow!("bisection {} verifies nothing", b.id).into());
+    };
+    let verify_state = store::submission_state(&state.db, verify_id).await?;
+    if verify_state == "active" {
+        return Ok(());
+    }
+    let atomic_job_id = store::atomic_job_of(&state.db, verify_id).await?;
+    let compared = comparisons::compare_pair(state, atomic_job_id).await?;
+    let confirmed = compared.as_ref().and_then(|pc| {
+        pc.comparison
+            .metrics
+            .iter()
+            .find(|m| m.metric == b.metric)
+            .filter(|m| m.kbot.outcome == Outcome::Different && m.impact == Impact::Regression)
+    });
+    let mut conclusion = Conclusion::default();
+    let mut report = None;
+    match (confirmed, &compared) {
+        (Some(m), Some(pc)) => {
+            let patch_id = patch_id_of(state, b, &pc.head.sha).await;
+            let earlier = match &patch_id {
+                Some(p) => {
+                    store::reported_with_patch(&state.db, p, &b.job_key, &b.metric, b.id).await?
+                }
+                None => None,
+            };
+            conclusion.patch_id = patch_id;
+            if let Some(earlier) = earlier {
+                conclusion.state = "duplicate";
+                conclusion.duplicate_of = Some(earlier);
+                conclusion.reason = Some(format!(
+                    "the same patch was reported by bisection {earlier}: no new mail"
+                ));
+            } else {
+                conclusion.state = "reported";
+                report = Some((pc, m));
+            }
+        }
+        _ => {
+            conclusion.state = "not_confirmed";
+            conclusion.reason = Some(not_confirmed_reason(
+                &verify_state,
+                compared.as_ref(),
+                &b.metric,
+            ));
+        }
+    }
+    let mut tx = state.db.begin().await?;
+    if !store::take(&mut tx, b).await? {
+        return Ok(());
+    }
+    if let Some((pc, m)) = report {
+        let still_on = still_on(state, b, &pc.head).await?;
+        let blame = crate::mail::Blame {
+            submission_id: verify_id,
+            pc,
+            kpi: m,
+            bisection_id: Some(b.id),
+            still_on,
+        };
+        let mail = &state.config.mail;
+        if let Some(report) = crate::mail::enqueue_bisection_report(&mut tx, mail, &blame).await? {
+            regressions::link_report(&mut tx, b.id, report).await?;
+        }
+    }
+    if conclusion.state == "duplicate" {
+        let reason = conclusion.reason.as_deref().unwrap_or_default();
+        regressions::mark_by_robot(&mut tx, b.id, "duplicate", reason).await?;
+    }
+    store::conclude(&mut tx, b, &conclusion).await?;
+    tx.commit().await?;
+    tracing::info!(
+        bisection = b.id,
+        state = conclusion.state,
+        "bisection ended"
+    );
+    Ok(())
+}
+
+/// Why a verification did not confirm the regression.
+fn not_confirmed_reason(verify_state: &str, pc: Option<&PairComparison>, metric: &str) -> String {
+    match pc.and_then(|pc| pc.comparison.metrics.iter().find(|m| m.metric == metric)) {
+        _ if verify_state == "cancelled" => "the verification was cancelled".into(),
+        None => {
+            "the verification pair has no finished run on a side (build or boot failure)".into()
+        }
+        Some(m) => format!(
+            "the first bad commit against its parent: {} {:+.1}% (not a confirmed regression)",
+            m.kbot.outcome.as_str(),
+            m.change
+        ),
+    }
+}
+
+async fn patch_id_of(state: &AppState, b: &BisectionRow, sha: &str) -> Option<String> {
+    let mirror = repos::mirror_for(state, &b.repo_name);
+    match mirror.patch_id(sha).await {
+        Ok(id) => id,
+        Err(e) => {
+            // Without a patch-id the report still goes out; only the
+            // cross-tree de-duplication is lost for this commit.
+            tracing::warn!(bisection = b.id, %sha, error = %e, "no patch-id");
+            None
+        }
+    }
+}
+
+/// `[still regression on repo/branch head]`: the bad end, when it is a later
+/// commit than the first bad one.
+async fn still_on(
+    state: &AppState,
+    b: &BisectionRow,
+    first_bad: &StoredCommit,
+) -> Result<Vec<kbot_core::report::StillOn>> {
+    let bad_end = repos::commit_by_id(state.db.read(), b.bad_commit_id).await?;
+    if bad_end.id == first_bad.id {
+        return Ok(Vec::new());
+    }
+    let repo = repos::repo_by_id(&state.db, b.repo_id).await?;
+    Ok(vec![kbot_core::report::StillOn {
+        tree_branch: format!("{}/{}", repo.name, repo.default_branch),
+        sha: bad_end.sha,
+    }])
+}

@@ -1,0 +1,90 @@
+//! The submissions' dashboard pages: the list, one submission with its jobs,
+//! events and compare tables ([`index`], [`submission`]), the comparison
+//! page with a plot per metric ([`compare`]), and the forms that submit,
+//! cancel and resubmit ([`forms`]).
+
+pub mod compare;
+pub mod forms;
+mod verdicts;
+mod views;
+
+use askama::Template;
+use axum::extract::{Path, State};
+
+use crate::comparisons;
+use crate::jobs::job_label;
+use crate::state::AppState;
+use crate::submissions;
+use crate::web::{render, PageResult};
+use views::{BootNote, ComparisonRow, EventRow, JobRow, SubmissionRow, SubmissionSummary};
+
+#[derive(Template)]
+#[template(path = "submissions.html")]
+struct SubmissionsPage {
+    submissions: Vec<SubmissionRow>,
+}
+
+#[derive(Template)]
+#[template(path = "submission.html")]
+struct SubmissionPage {
+    s: SubmissionSummary,
+    boot_notes: Vec<BootNote>,
+    /// (job, why no enrolled agent can take its queued runs).
+    waiting: Vec<(String, String)>,
+    comparisons: Vec<ComparisonRow>,
+    tables: Vec<String>,
+    jobs: Vec<JobRow>,
+    events: Vec<EventRow>,
+}
+
+/// Most events shown on a submission page (the API has them all).
+const PAGE_EVENTS: u32 = 500;
+
+/// `GET /submissions`: the newest submissions.
+pub async fn index(State(state): State<AppState>) -> PageResult {
+    let list = submissions::list_submissions(&state.db, 100, None).await?;
+    render(&SubmissionsPage {
+        submissions: list.iter().map(SubmissionRow::from).collect(),
+    })
+}
+
+/// `GET /submissions/{id}`.
+pub async fn submission(State(state): State<AppState>, Path(id): Path<i64>) -> PageResult {
+    let detail = submissions::detail(&state, id).await?;
+    let stored = submissions::comparisons(&state.db, id).await?;
+    let events = submissions::events(&state.db, id, 0, PAGE_EVENTS).await?;
+    let tables = comparisons::submission_tables(&state, id).await?;
+    let booted = comparisons::booted_commits_by_position(&state.db, id).await?;
+    let label = |index: u32| job_label(detail.atomic_jobs.get(index as usize));
+    render(&SubmissionPage {
+        s: SubmissionSummary::from(&detail.submission),
+        boot_notes: booted
+            .iter()
+            .filter_map(|(position, b)| {
+                Some(BootNote {
+                    job: label(u32::try_from(*position).ok()?),
+                    note: b.note()?,
+                })
+            })
+            .collect(),
+        waiting: detail
+            .waiting
+            .iter()
+            .map(|w| (label(w.job_index), w.reason.clone()))
+            .collect(),
+        comparisons: stored
+            .iter()
+            .map(|c| ComparisonRow::new(c, label(c.job_index)))
+            .collect(),
+        tables: tables
+            .iter()
+            .map(comparisons::PairComparison::table)
+            .collect(),
+        jobs: detail
+            .jobs
+            .iter()
+            .map(|j| JobRow::new(j, label(j.job_index)))
+            .collect(),
+        events: events.iter().map(EventRow::from).collect(),
+    })
+}

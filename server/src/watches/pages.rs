@@ -1,0 +1,66 @@
+//! The watches' dashboard page: every watched branch, its last commits and
+//! the submission testing its head.
+
+use askama::Template;
+use axum::extract::State;
+
+use super::types::WatchView;
+use crate::state::AppState;
+use crate::time::format_time;
+use crate::web::{render, short_sha, PageResult, MEDIUM_SHA};
+
+#[derive(Template)]
+#[template(path = "watches.html")]
+struct WatchesPage {
+    watches: Vec<WatchRow>,
+}
+
+struct WatchRow {
+    id: i64,
+    repo: String,
+    branch: String,
+    job: String,
+    state: String,
+    interval: u32,
+    last_seen: String,
+    last_tested: String,
+    last_good: String,
+    current: String,
+    checked: String,
+    last_error: String,
+}
+
+impl From<&WatchView> for WatchRow {
+    fn from(w: &WatchView) -> WatchRow {
+        let sha = |s: &Option<String>| s.as_deref().map(short).unwrap_or_default();
+        WatchRow {
+            id: w.id,
+            repo: w.repo.clone(),
+            branch: w.branch.clone(),
+            job: w.job_name.clone(),
+            state: w.state.clone(),
+            interval: w.interval_secs,
+            last_seen: sha(&w.last_seen),
+            last_tested: sha(&w.last_tested),
+            last_good: sha(&w.last_good),
+            current: w
+                .current_submission
+                .map(|s| s.to_string())
+                .unwrap_or_default(),
+            checked: w.checked_at.map(format_time).unwrap_or_default(),
+            last_error: w.last_error.clone().unwrap_or_default(),
+        }
+    }
+}
+
+fn short(sha: &str) -> String {
+    short_sha(sha, MEDIUM_SHA)
+}
+
+/// `GET /watches`.
+pub async fn watches(State(state): State<AppState>) -> PageResult {
+    let list = super::list(&state).await?;
+    render(&WatchesPage {
+        watches: list.iter().map(WatchRow::from).collect(),
+    })
+}
