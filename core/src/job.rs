@@ -35,10 +35,11 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_yaml::{Mapping, Value};
 
-use crate::api::Hardware;
+use crate::machine::Hardware;
 use crate::lkp;
 use crate::needs::{Needs, NEED_KEYS};
 use crate::programs::{self, OptionSpec, ProgramSpec, ValueKind};
+use crate::units::{self, Count};
 use crate::{Error, Result};
 
 /// One point of a job file's matrix: a single program with scalar options.
@@ -585,11 +586,11 @@ fn check_value(spec: &OptionSpec, value: &str) -> Result<()> {
             }
             true
         }
-        ValueKind::Count => parse_count(value).is_some(),
-        ValueKind::Size => to_bytes(value).is_some(),
-        ValueKind::MemorySize => parse_percent(value).is_some() || to_bytes(value).is_some(),
-        ValueKind::Duration => to_seconds(value).is_some(),
-        ValueKind::Integer => leading_integer(value).is_some(),
+        ValueKind::Count => Count::parse(value).is_some(),
+        ValueKind::Size => units::size(value).is_some(),
+        ValueKind::MemorySize => units::percent(value).is_some() || units::size(value).is_some(),
+        ValueKind::Duration => units::seconds(value).is_some(),
+        ValueKind::Integer => units::leading_integer(value).is_some(),
         ValueKind::Flag => value == "0" || value == "1",
     };
     if ok {
@@ -814,126 +815,17 @@ impl AtomicJob {
 fn resolve_value(o: &OptionSpec, v: &str, hw: &Hardware) -> Result<String> {
     let bad = || invalid(o.name, v, kind_hint(o.kind));
     Ok(match o.kind {
-        ValueKind::Count => resolve_count(v, hw).ok_or_else(bad)?.to_string(),
-        ValueKind::Size => to_bytes(v).ok_or_else(bad)?.to_string(),
-        ValueKind::MemorySize => match parse_percent(v) {
+        ValueKind::Count => Count::parse(v)
+            .ok_or_else(bad)?
+            .resolve(hw.threads, hw.cores / hw.sockets.max(1))
+            .to_string(),
+        ValueKind::Size => units::size(v).ok_or_else(bad)?.to_string(),
+        ValueKind::MemorySize => match units::percent(v) {
             Some(pct) => ((pct * hw.memory_bytes as f64 / 100.0) as u64).to_string(),
-            None => to_bytes(v).ok_or_else(bad)?.to_string(),
+            None => units::size(v).ok_or_else(bad)?.to_string(),
         },
-        ValueKind::Duration => to_seconds(v).ok_or_else(bad)?.to_string(),
-        ValueKind::Integer => leading_integer(v).ok_or_else(bad)?.to_string(),
+        ValueKind::Duration => units::seconds(v).ok_or_else(bad)?.to_string(),
+        ValueKind::Integer => units::leading_integer(v).ok_or_else(bad)?.to_string(),
         ValueKind::Choice(_) | ValueKind::Flag => v.to_string(),
     })
-}
-
-/// `N%` → N as a float.
-fn parse_percent(v: &str) -> Option<f64> {
-    let n: f64 = v.strip_suffix('%')?.parse().ok()?;
-    (n.is_finite() && n >= 0.0).then_some(n)
-}
-
-/// The forms LKP's `params/nr_threads` accepts.
-enum Count {
-    Fixed(u64),
-    PercentOfCpus(f64),
-    TimesCoresPerSocket(f64),
-}
-
-fn parse_count(v: &str) -> Option<Count> {
-    if let Some(p) = parse_percent(v) {
-        return Some(Count::PercentOfCpus(p));
-    }
-    if let Some(c) = v.strip_suffix('c') {
-        let n: f64 = c.parse().ok()?;
-        return (n.is_finite() && n >= 0.0).then_some(Count::TimesCoresPerSocket(n));
-    }
-    leading_integer(v).map(Count::Fixed)
-}
-
-fn resolve_count(v: &str, hw: &Hardware) -> Option<u64> {
-    let n = match parse_count(v)? {
-        Count::Fixed(n) => n,
-        Count::PercentOfCpus(p) => (p * f64::from(hw.threads) / 100.0) as u64,
-        Count::TimesCoresPerSocket(c) => (c * f64::from(hw.cores / hw.sockets.max(1))) as u64,
-    };
-    Some(n.max(1))
-}
-
-/// An integer, optionally followed by letters that are ignored (`8`,
-/// `10000000ops`), as LKP's `/(\d+)[a-z]+$/` rule.
-fn leading_integer(v: &str) -> Option<u64> {
-    let digits = v.trim_end_matches(|c: char| c.is_ascii_alphabetic());
-    if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
-}
-
-/// Splits `12.5k` into (12.5, "k").
-fn number_and_suffix(v: &str) -> Option<(f64, &str)> {
-    let split = v
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(v.len());
-    let (num, suffix) = v.split_at(split);
-    let n: f64 = num.parse().ok()?;
-    (n.is_finite() && n >= 0.0).then_some((n, suffix))
-}
-
-/// LKP's `to_byte`: k, m, g, t are powers of 1024 (a trailing `b` is allowed).
-fn to_bytes(v: &str) -> Option<u64> {
-    let (n, suffix) = number_and_suffix(v)?;
-    let unit: f64 = match suffix.to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
-        "k" | "kb" => 1024.0,
-        "m" | "mb" => 1024.0 * 1024.0,
-        "g" | "gb" => 1024.0 * 1024.0 * 1024.0,
-        "t" | "tb" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
-        _ => return None,
-    };
-    let bytes = n * unit;
-    (bytes < u64::MAX as f64).then_some(bytes as u64)
-}
-
-/// LKP's `to_seconds`: s, m, h, d suffixes; a bare number is seconds.
-fn to_seconds(v: &str) -> Option<u64> {
-    let (n, suffix) = number_and_suffix(v)?;
-    let unit = match suffix {
-        "" | "s" => 1.0,
-        "m" => 60.0,
-        "h" => 3600.0,
-        "d" => 86400.0,
-        _ => return None,
-    };
-    let secs = n * unit;
-    (secs < u64::MAX as f64).then_some(secs as u64)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lkp_unit_conversions() {
-        assert_eq!(to_bytes("64k"), Some(65536));
-        assert_eq!(to_bytes("1.5m"), Some(1_572_864));
-        assert_eq!(to_bytes("2G"), Some(2 << 30));
-        assert_eq!(to_bytes("512"), Some(512));
-        assert_eq!(to_bytes("5x"), None);
-        assert_eq!(to_bytes("k"), None);
-        assert_eq!(to_bytes("-1k"), None);
-        assert_eq!(to_seconds("300s"), Some(300));
-        assert_eq!(to_seconds("5m"), Some(300));
-        assert_eq!(to_seconds("2h"), Some(7200));
-        assert_eq!(to_seconds("1d"), Some(86400));
-        assert_eq!(to_seconds("90"), Some(90));
-        assert_eq!(to_seconds("1w"), None);
-        assert_eq!(leading_integer("10000000ops"), Some(10_000_000));
-        assert_eq!(leading_integer("ops"), None);
-        assert_eq!(leading_integer("1.5"), None);
-        assert!(parse_percent("20%").is_some_and(|p| p == 20.0));
-        assert!(parse_percent("nan%").is_none());
-        assert!(parse_percent("-5%").is_none());
-        assert!(parse_count("inf%").is_none());
-        assert!(to_bytes("1e400").is_none());
-    }
 }

@@ -27,17 +27,21 @@ pub enum ValueKind {
     /// One of a fixed set of words.
     Choice(&'static [&'static str]),
     /// A task or thread count: `8`, `20%` of the logical CPUs, or `2c` (LKP's
-    /// cores per socket); resolved to an integer.
+    /// cores per socket), read by [`crate::units::Count`]; resolved to an
+    /// integer.
     Count,
     /// Bytes with an optional `k`/`m`/`g`/`t` suffix (powers of 1024, as
-    /// LKP's `to_byte`); resolved to an integer number of bytes.
+    /// LKP's `to_byte`; `KiB` and `KB` too), read by [`crate::units::size`];
+    /// resolved to an integer number of bytes.
     Size,
     /// Like [`ValueKind::Size`], or `N%` of the machine's memory.
     MemorySize,
-    /// Seconds with an optional `s`/`m`/`h`/`d` suffix; resolved to seconds.
+    /// Seconds with an optional `s`/`m`/`h`/`d` suffix, read by
+    /// [`crate::units::seconds`]; resolved to seconds.
     Duration,
     /// A non-negative integer, optionally followed by a unit word that is
-    /// ignored (LKP writes `loops: 10000000ops`); resolved to the integer.
+    /// ignored (LKP writes `loops: 10000000ops`), read by
+    /// [`crate::units::leading_integer`]; resolved to the integer.
     Integer,
     /// `0` or `1`.
     Flag,
@@ -555,7 +559,7 @@ fn wis_points(p: &Params) -> Result<(Vec<u64>, u64)> {
 /// socket stands for lscpu's L2/L3 count.
 pub(crate) fn derive_params(
     job: &AtomicJob,
-    hw: &crate::api::Hardware,
+    hw: &crate::machine::Hardware,
     resolved: &mut BTreeMap<String, String>,
 ) -> Result<()> {
     if job.program != "will-it-scale" || resolved.contains_key("nr_task") {

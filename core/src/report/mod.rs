@@ -26,7 +26,7 @@ pub use subject::{render_subject, subject_prefix};
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::Hardware;
+use crate::machine::Hardware;
 use crate::job::AtomicJob;
 
 /// Whether a change is bad or good for the metric's direction.
