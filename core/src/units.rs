@@ -244,7 +244,10 @@ mod tests {
         for bad in ["", "s", "1w", "5M", "5S", "-5s", "5ms", "1e3", "inf", "5 x"] {
             assert_eq!(seconds(bad), None, "{bad:?}");
         }
-        assert_eq!(seconds("213503982334601d"), Some(213_503_982_334_601 * 86400));
+        assert_eq!(
+            seconds("213503982334601d"),
+            Some(213_503_982_334_601 * 86400)
+        );
         assert_eq!(seconds("213503982334602d"), None, "overflows");
     }
 

@@ -130,8 +130,9 @@ fn sizes_read_alike_in_parameters_and_needs() {
         .expect("resolves");
     assert_eq!(r["size"], "65536");
     assert_eq!(r["total"], (10u64 << 20).to_string());
-    let err = parse_job_file("test_memory_size: 2GiBs\nlmbench3: {mode: development, test: PIPE}\n")
-        .expect_err("not a size");
+    let err =
+        parse_job_file("test_memory_size: 2GiBs\nlmbench3: {mode: development, test: PIPE}\n")
+            .expect_err("not a size");
     assert!(matches!(err, Error::InvalidValue { .. }), "{err}");
 }
 
