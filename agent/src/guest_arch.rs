@@ -172,17 +172,10 @@ impl std::fmt::Display for GuestArch {
     }
 }
 
-/// A page size as bytes (`65536`) or with a binary suffix (`64K`, `64k`).
+/// A page size as bytes (`65536`) or with a binary suffix (`64K`, `64k`,
+/// `64KiB`), in the size grammar of [`kbot_core::units`].
 pub fn parse_page_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let (digits, mult) = match t.strip_suffix(['K', 'k']) {
-        Some(d) => (d, 1024),
-        None => (t, 1),
-    };
-    let n = digits
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(mult))
+    let n = kbot_core::units::size(s)
         .ok_or_else(|| format!("{s:?} is not a page size (bytes, or e.g. 64K)"))?;
     if n < 4096 || !n.is_power_of_two() {
         return Err(format!(
@@ -201,6 +194,7 @@ mod tests {
         assert_eq!(parse_page_size("65536"), Ok(65536));
         assert_eq!(parse_page_size("64K"), Ok(65536));
         assert_eq!(parse_page_size("4k"), Ok(4096));
+        assert_eq!(parse_page_size("64KiB"), Ok(65536));
         assert!(parse_page_size("3000").is_err());
         assert!(parse_page_size("1K").is_err());
         assert!(parse_page_size("big").is_err());

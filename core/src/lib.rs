@@ -8,6 +8,7 @@ pub mod conditions;
 pub mod error;
 pub mod job;
 pub mod lkp;
+pub mod machine;
 pub mod metrics;
 pub mod needs;
 pub mod parsers;
@@ -15,5 +16,6 @@ pub mod programs;
 pub mod report;
 pub mod stats;
 pub mod table;
+pub mod units;
 
 pub use error::{Error, Result};

@@ -9,8 +9,13 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::Hardware;
+use crate::machine::Hardware;
+use crate::units::size;
 use crate::{Error, Result};
+
+/// Sizes are written as [`crate::units`] reads them; re-exported for the
+/// callers that print a machine's memory and page size.
+pub use crate::units::human_size;
 
 /// The job-file keys that become [`Needs`].
 pub const NEED_KEYS: &[&str] = &["arch", "need_cpu", "need_memory", "need_page_size"];
@@ -158,36 +163,6 @@ fn arch(value: &str) -> Result<String> {
     }
 }
 
-/// `65536`, `64K`, `4G`, `512MB`, `2GiB` (powers of 1024) to bytes.
-pub fn size(text: &str) -> Option<u64> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| c.is_ascii_alphabetic())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let shift = match unit.to_ascii_uppercase().trim_end_matches(['B', 'I']) {
-        "" => 0,
-        "K" => 10,
-        "M" => 20,
-        "G" => 30,
-        "T" => 40,
-        _ => return None,
-    };
-    let value: f64 = number.trim().parse().ok()?;
-    let bytes = value * (1u64 << shift) as f64;
-    (value.is_finite() && value >= 0.0 && bytes < u64::MAX as f64).then_some(bytes as u64)
-}
-
-/// The largest unit that divides `bytes` exactly: `64K`, `4G`, `1536`.
-pub fn human_size(bytes: u64) -> String {
-    for (shift, unit) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {
-        if bytes != 0 && bytes.is_multiple_of(1u64 << shift) {
-            return format!("{}{unit}", bytes >> shift);
-        }
-    }
-    bytes.to_string()
-}
-
 fn invalid(key: &str, value: &str, reason: &str) -> Error {
     Error::InvalidValue {
         key: key.to_string(),
@@ -221,21 +196,6 @@ mod tests {
             n.set(k, v).expect("valid requirement");
         }
         n
-    }
-
-    #[test]
-    fn sizes_read_as_lkp_writes_them() {
-        assert_eq!(size("512"), Some(512));
-        assert_eq!(size("64K"), Some(64 << 10));
-        assert_eq!(size("4G"), Some(4 << 30));
-        assert_eq!(size("300MB"), Some(300 << 20));
-        assert_eq!(size("2GiB"), Some(2 << 30));
-        assert_eq!(size("1.5M"), Some(1536 << 10));
-        assert_eq!(size("lots"), None);
-        assert_eq!(size("-1G"), None);
-        assert_eq!(human_size(65536), "64K");
-        assert_eq!(human_size(4 << 30), "4G");
-        assert_eq!(human_size(1536), "1536");
     }
 
     #[test]

@@ -107,6 +107,35 @@ fn durations_sizes_and_core_counts_resolve() {
     assert_eq!(r["total"], "1572864");
 }
 
+/// Job parameters and hardware needs read sizes in one grammar
+/// (`kbot_core::units`): what `need_memory` took, `test_memory_size` takes.
+#[test]
+fn sizes_read_alike_in_parameters_and_needs() {
+    let job = only(&SEED.replace("test_memory_size: 50%", "test_memory_size: 2GiB"));
+    assert_eq!(
+        job.params.get("test_memory_size").map(String::as_str),
+        Some("2GiB"),
+        "kept literal for the result path"
+    );
+    let r = job.resolve(&spr()).expect("resolves");
+    assert_eq!(r["test_memory_size"], (2u64 << 30).to_string());
+    for (written, bytes) in [("2G", 2u64 << 30), ("2gb", 2 << 30), ("512KiB", 512 << 10)] {
+        let job = only(&format!("test_memory_size: {written}\nneed_memory: {written}\nlmbench3: {{mode: development, test: PIPE}}\n"));
+        assert_eq!(job.needs.memory_bytes, Some(bytes), "{written}");
+        let r = job.resolve(&spr()).expect("resolves");
+        assert_eq!(r["test_memory_size"], bytes.to_string(), "{written}");
+    }
+    let r = only("bw_pipe: {size: 64KiB, total: 10MB}\n")
+        .resolve(&spr())
+        .expect("resolves");
+    assert_eq!(r["size"], "65536");
+    assert_eq!(r["total"], (10u64 << 20).to_string());
+    let err =
+        parse_job_file("test_memory_size: 2GiBs\nlmbench3: {mode: development, test: PIPE}\n")
+            .expect_err("not a size");
+    assert!(matches!(err, Error::InvalidValue { .. }), "{err}");
+}
+
 #[test]
 fn lists_expand_into_the_cartesian_product_in_lkp_order() {
     let jobs = parse_job_file(

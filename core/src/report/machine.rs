@@ -1,6 +1,6 @@
 //! The one-line `test machine:` description built from an agent's hardware fingerprint.
 
-use crate::api::Hardware;
+use crate::machine::Hardware;
 
 const GIB: u64 = 1 << 30;
 

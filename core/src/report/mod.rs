@@ -26,8 +26,8 @@ pub use subject::{render_subject, subject_prefix};
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::Hardware;
 use crate::job::AtomicJob;
+use crate::machine::Hardware;
 
 /// Whether a change is bad or good for the metric's direction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -392,11 +392,6 @@ impl Comparison {
             .iter()
             .filter(|m| m.kbot.outcome == Outcome::Different)
     }
-
-    /// Metrics 0-day would call changed.
-    pub fn zero_day_changed(&self) -> impl Iterator<Item = &MetricComparison> {
-        self.metrics.iter().filter(|m| m.zero_day.changed)
-    }
 }
 
 #[cfg(test)]
