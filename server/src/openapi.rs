@@ -13,7 +13,7 @@ use std::sync::LazyLock;
 use std::collections::BTreeMap;
 
 use axum::Json;
-use kbot_core::api::ErrorBody;
+use kbot_api::ErrorBody;
 use utoipa::openapi::response::{Response, ResponseBuilder};
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, OpenApi as Document, Ref, RefOr};

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use common::{backends, TestServer};
-use kbot_core::api::{LeaseRequest, LeaseResponse};
+use kbot_api::agent::{LeaseRequest, LeaseResponse};
 use kbot_server::agents;
 use kbot_server::loadgen::seed;
 use kbot_server::scheduler::{self, ClaimOutcome};

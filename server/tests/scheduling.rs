@@ -11,7 +11,7 @@ use serde_json::json;
 
 const TWO_JOBS: &str = "testcase: bw_pipe\nbw_pipe:\n  size: [64k, 4k]\n";
 
-fn side(job: &kbot_core::api::LeasedJob, seeded: &seed::Seeded) -> &'static str {
+fn side(job: &kbot_api::agent::LeasedJob, seeded: &seed::Seeded) -> &'static str {
     if job.commit == format!("{:040x}", 0xb0) {
         assert_eq!(job.submission_id, seeded.submission_id);
         "base"

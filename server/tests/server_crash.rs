@@ -20,7 +20,7 @@ use common::relay::{Caught, Relay, Trap};
 use common::{backends, Backend, TestStore, THREE_RUN_JOB};
 use kbot_agent::client::ApiClient;
 use kbot_agent::spool::{Pending, Spool};
-use kbot_core::api::{BootBackend, EnrollRequest, LeasedJob, ResultUpload};
+use kbot_api::agent::{BootBackend, EnrollRequest, LeasedJob, ResultUpload};
 use kbot_server::db::Db;
 use kbot_server::loadgen::seed;
 use sqlx::Row;

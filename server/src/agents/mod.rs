@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use axum::extract::State;
 use axum::Json;
-use kbot_core::api::{BootBackend, EnrollRequest, EnrollResponse, Hardware};
+use kbot_api::agent::{BootBackend, EnrollRequest, EnrollResponse, Hardware};
 use sqlx::any::AnyRow;
 use sqlx::Row;
 

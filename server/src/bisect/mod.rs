@@ -21,7 +21,6 @@
 pub mod pages;
 pub mod routes;
 mod store;
-pub mod types;
 pub mod views;
 
 use std::collections::{HashMap, HashSet};

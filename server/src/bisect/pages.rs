@@ -5,7 +5,6 @@ use askama::Template;
 use axum::extract::{Path, State};
 use axum::response::Html;
 
-use super::types::{BisectionDetail, BisectionView, StepView};
 use crate::dashboard::format_time;
 use crate::dashboard::plots::{
     self,
@@ -13,7 +12,8 @@ use crate::dashboard::plots::{
 };
 use crate::error::{Error, HtmlError};
 use crate::state::AppState;
-use crate::watches::types::WatchView;
+use kbot_api::bisections::{BisectionDetail, BisectionView, StepView};
+use kbot_api::watches::WatchView;
 
 type PageResult = Result<Html<String>, HtmlError>;
 

@@ -5,12 +5,12 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 
 use super::{ApiClient, ClientError};
-use crate::bisect::types::{BisectionDetail, BisectionView};
-use crate::submissions::types::{
-    EventView, RepoCreate, RepoView, SubmissionDetail, SubmissionResults, SubmissionView,
-    SubmitRequest,
+use kbot_api::bisections::{BisectionDetail, BisectionView};
+use kbot_api::repos::{RepoCreate, RepoView};
+use kbot_api::submissions::{
+    EventView, SubmissionDetail, SubmissionResults, SubmissionView, SubmitRequest,
 };
-use crate::watches::types::{WatchCreate, WatchDetail, WatchView};
+use kbot_api::watches::{WatchCreate, WatchDetail, WatchView};
 
 /// Where the server is and who is asking; shared by every user subcommand.
 #[derive(Debug, Clone, Args)]

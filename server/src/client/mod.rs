@@ -8,7 +8,7 @@ pub use commands::{run, Connection, UserCommand};
 use reqwest::{Method, StatusCode};
 use serde::{de::DeserializeOwned, Serialize};
 
-use kbot_core::api::ErrorBody;
+use kbot_api::ErrorBody;
 
 /// What the CLI can fail with; printed as one line by `main`.
 #[derive(Debug, thiserror::Error)]
@@ -73,7 +73,7 @@ impl ApiClient {
         path: &str,
         body: Option<&B>,
     ) -> Result<T, ClientError> {
-        let url = format!("{}{}{}", self.base, kbot_core::api::API_PREFIX, path);
+        let url = format!("{}{}{}", self.base, kbot_api::API_PREFIX, path);
         let mut req = self.http.request(method, url);
         if let Some(token) = &self.token {
             req = req.bearer_auth(token);

@@ -20,7 +20,8 @@ use crate::comparisons::{finished_runs, stats_config};
 use crate::db::Db;
 use crate::error::{Error, Result};
 use crate::state::AppState;
-use crate::submissions::{self, types::ComparisonView};
+use crate::submissions;
+use kbot_api::submissions::ComparisonView;
 
 /// Metric cards per page: each carries a plot.
 const PER_PAGE: u32 = 12;

@@ -6,7 +6,7 @@ use kbot_core::report::describe_machine;
 use kbot_core::table::number;
 
 use crate::agents::AgentRecord;
-use crate::submissions::types::{ComparisonView, EventView, JobView, SubmissionView};
+use kbot_api::submissions::{ComparisonView, EventView, JobView, SubmissionView};
 
 /// Characters of a sha shown in tables (0-day prints 10).
 const SHORT_SHA: usize = 10;

@@ -6,7 +6,7 @@ use std::time::Duration;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use kbot_core::api::{
+use kbot_api::agent::{
     EventRequest, FailureKind, HeartbeatResponse, JobState, LeaseRequest, LeaseResponse,
 };
 use sqlx::any::AnyRow;

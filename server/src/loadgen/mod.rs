@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use kbot_core::api::{
+use kbot_api::agent::{
     BootBackend, EnrollRequest, EnrollResponse, EventRequest, Hardware, JobState, LeaseRequest,
     LeaseResponse, ResultUpload,
 };

@@ -14,7 +14,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use kbot_core::api::{EventRequest, JobState, LeaseRequest, LeaseResponse, ResultUpload};
+use kbot_api::agent::{EventRequest, JobState, LeaseRequest, LeaseResponse, ResultUpload};
 use reqwest::StatusCode;
 use sqlx::Row;
 
@@ -322,7 +322,7 @@ impl SoakAgent {
         {
             Outcome::Ok(response) => {
                 let stored = response
-                    .json::<kbot_core::api::UploadResponse>()
+                    .json::<kbot_api::agent::UploadResponse>()
                     .await
                     .map(|r| r.stored);
                 match stored {

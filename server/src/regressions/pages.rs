@@ -7,13 +7,14 @@ use axum::extract::{Path, Query, State};
 use axum::response::{Html, Redirect};
 use serde::Deserialize;
 
-use super::store::{self, Filter, HistoryRow, RegressionRow};
+use super::store::{self, Filter, HistoryRow};
 use super::{state_label, STATES};
 use crate::access::CsrfForm;
 use crate::dashboard::{format_time, render};
 use crate::error::HtmlError;
 use crate::mail::outbox;
 use crate::state::AppState;
+use kbot_api::regressions::RegressionRow;
 
 /// Regressions per page.
 const PAGE_SIZE: i64 = 50;

@@ -11,13 +11,13 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
-use super::types::SubmitRequest;
 use crate::access::csrf::NoFields;
 use crate::access::{CsrfForm, Session, SignedIn};
 use crate::dashboard::render;
 use crate::error::{Error, HtmlError};
 use crate::repos;
 use crate::state::AppState;
+use kbot_api::submissions::SubmitRequest;
 
 /// Largest example job file read from the jobs directory.
 const MAX_EXAMPLE_BYTES: u64 = 64 * 1024;

@@ -10,7 +10,6 @@
 
 pub mod routes;
 mod store;
-pub mod types;
 
 use std::time::Duration;
 
@@ -20,8 +19,8 @@ use crate::repos::{self, RepoRow};
 use crate::state::AppState;
 use crate::submissions::{self, NewPair};
 use crate::time::now_ms;
+use kbot_api::watches::{WatchCreate, WatchDetail, WatchView};
 use store::WatchRow;
-use types::{WatchCreate, WatchDetail, WatchView};
 
 /// How often the worker looks for due watches.
 const TICK: Duration = Duration::from_secs(1);

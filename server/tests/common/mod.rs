@@ -14,7 +14,7 @@ pub mod tmpfs;
 
 use std::time::Duration;
 
-use kbot_core::api::{BootBackend, EnrollRequest, EnrollResponse, Hardware};
+use kbot_api::agent::{BootBackend, EnrollRequest, EnrollResponse, Hardware};
 use kbot_server::config::Config;
 use kbot_server::db::Db;
 use kbot_server::loadgen::seed;
