@@ -9,7 +9,7 @@ use kbot_api::agent::{
     EventRequest, HeartbeatResponse, JobState, LeaseRequest, LeaseResponse, ResultUpload,
     UploadResponse,
 };
-use kbot_server::loadgen::seed;
+use kbot_load::seed;
 use serde_json::Value;
 
 async fn lease(t: &TestServer, token: &str, wait_secs: u32) -> LeaseResponse {

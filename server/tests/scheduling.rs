@@ -4,7 +4,7 @@ mod common;
 
 use common::agent::{error_code, TestAgent};
 use common::{backends, TestServer, ONE_JOB};
-use kbot_server::loadgen::seed;
+use kbot_load::seed;
 use kbot_server::scheduler::{self, ClaimOutcome};
 use kbot_server::{agents, jobs};
 use serde_json::json;

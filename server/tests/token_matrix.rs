@@ -19,7 +19,7 @@ use common::agent::TestAgent;
 use common::routes::route_table;
 use common::{backends, Backend, TestServer};
 use kbot_api::agent::{EnrollRequest, EventRequest, JobState, LeaseRequest, ResultUpload};
-use kbot_server::loadgen::seed;
+use kbot_load::seed;
 use reqwest::Method;
 use serde_json::json;
 

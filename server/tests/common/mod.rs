@@ -15,9 +15,9 @@ pub mod tmpfs;
 use std::time::Duration;
 
 use kbot_api::agent::{BootBackend, EnrollRequest, EnrollResponse, Hardware};
+use kbot_load::seed;
 use kbot_server::config::Config;
 use kbot_server::db::Db;
-use kbot_server::loadgen::seed;
 use kbot_server::mail::outbox::NewReport;
 use kbot_server::mail::{MailConfig, SmtpSettings};
 use kbot_server::server::{RunningServer, Server};

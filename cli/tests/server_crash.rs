@@ -9,6 +9,7 @@
 //! part of its 2 MB body reached the server, or the server stored the result
 //! and answered but the answer never reached the agent.
 
+#[path = "../../server/tests/common/mod.rs"]
 mod common;
 
 use std::collections::BTreeMap;
@@ -21,8 +22,8 @@ use common::{backends, Backend, TestStore, THREE_RUN_JOB};
 use kbot_agent::client::ApiClient;
 use kbot_agent::spool::{Pending, Spool};
 use kbot_api::agent::{BootBackend, EnrollRequest, LeasedJob, ResultUpload};
+use kbot_load::seed;
 use kbot_server::db::Db;
-use kbot_server::loadgen::seed;
 use sqlx::Row;
 
 const KPI: &str = "bw_pipe.bandwidth.MB/sec";
