@@ -1,10 +1,10 @@
-# One image for kbot-server, kbot-agent and kbot-bench (see docker-compose.yml).
+# One image for kbot-server (package kbot-cli), kbot-load, kbot-agent and kbot-bench (see docker-compose.yml).
 FROM rust:1-bookworm AS build
 WORKDIR /src
 COPY . .
 # The qemu agent puts kbot-bench into the guest's initramfs, which has no
 # dynamic loader: the image ships the static build (it runs on the host too).
-RUN cargo build --release --locked -p kbot-server -p kbot-agent -p kbot-bench \
+RUN cargo build --release --locked -p kbot-cli -p kbot-load -p kbot-agent -p kbot-bench \
     && mkdir /out \
     && find target/release -maxdepth 1 -type f -executable -name 'kbot-*' -exec cp {} /out/ \; \
     && cp "$(scripts/build-kbot-bench-static)" /out/kbot-bench

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use kbot_core::api::KconfigSpec;
+use kbot_api::agent::KconfigSpec;
 
 use crate::error::{AgentError, Result};
 use crate::outcome::now_ms;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use kbot_core::api::BootBackend;
+use kbot_api::agent::BootBackend;
 
 use crate::guest_arch::{parse_page_size, GuestArch};
 use crate::monitors::InterferenceLimits;

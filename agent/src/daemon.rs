@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, Notify};
 
-use kbot_core::api::{
+use kbot_api::agent::{
     BootBackend, EnrollRequest, EventRequest, FailureKind, Hardware, JobState, LeasedJob,
 };
 

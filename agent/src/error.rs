@@ -20,20 +20,9 @@ pub enum AgentError {
     Config(String),
     #[error("command `{command}` failed: {detail}")]
     Command { command: String, detail: String },
-    #[error("HTTP request to {url} failed: {source}")]
-    Http {
-        url: String,
-        #[source]
-        source: reqwest::Error,
-    },
-    /// The server answered with an error body; `retryable` is false for 4xx.
-    #[error("server refused {url}: HTTP {status} {code}: {message}")]
-    Server {
-        url: String,
-        status: u16,
-        code: String,
-        message: String,
-    },
+    /// A call of the protocol: no answer, or the server refused it.
+    #[error(transparent)]
+    Api(#[from] kbot_api::client::Error),
     #[error("job model: {0}")]
     Job(#[from] kbot_core::Error),
     #[error("JSON in {path}: {source}")]
@@ -87,8 +76,10 @@ impl AgentError {
     /// 5xx, 408/429) as opposed to a refusal that will never change.
     pub fn is_retryable(&self) -> bool {
         match self {
-            AgentError::Http { .. } => true,
-            AgentError::Server { status, .. } => *status >= 500 || *status == 408 || *status == 429,
+            AgentError::Api(kbot_api::client::Error::Http { .. }) => true,
+            AgentError::Api(kbot_api::client::Error::Api { status, .. }) => {
+                *status >= 500 || *status == 408 || *status == 429
+            }
             _ => false,
         }
     }

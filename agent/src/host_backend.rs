@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kbot_core::api::{FailureKind, ResultUpload};
+use kbot_api::agent::{FailureKind, ResultUpload};
 use kbot_core::programs::{Invocation, Repeat};
 
 use crate::error::{AgentError, Result};

@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::Path;
 
-use kbot_core::api::Hardware;
+use kbot_core::machine::Hardware;
 
 use crate::error::{AgentError, Result};
 

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use kbot_core::api::{FailureKind, JobState, LeasedJob};
+use kbot_api::agent::{FailureKind, JobState, LeasedJob};
 
 use crate::build_cache::{BuildKey, BuiltKernel};
 use crate::error::{AgentError, Result};

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use kbot_core::api::{FailureKind, KconfigSpec, RepoSpec};
+use kbot_api::agent::{FailureKind, KconfigSpec, RepoSpec};
 
 use crate::build_cache::{free_bytes, BuildCache, BuildKey, BuiltKernel};
 use crate::build_lock;

@@ -13,7 +13,7 @@ use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 
-use kbot_core::api::{FailureKind, LeasedJob};
+use kbot_api::agent::{FailureKind, LeasedJob};
 
 use crate::build_cache::{read_json, write_json, BuiltKernel};
 use crate::error::{AgentError, Result};
@@ -206,7 +206,7 @@ mod tests {
 
     use super::*;
     use crate::build_cache::BuildKey;
-    use kbot_core::api::KconfigSpec;
+    use kbot_api::agent::KconfigSpec;
 
     /// A machine whose running kernel changes only through kexec or reboot.
     struct Machine {

@@ -38,7 +38,7 @@ pub mod workload;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use kbot_core::api::{BootBackend, Hardware};
+use kbot_api::agent::{BootBackend, Hardware};
 
 pub use crate::error::{AgentError, Result};
 

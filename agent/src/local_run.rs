@@ -1,7 +1,7 @@
 //! `kbot-agent run JOBFILE`: one job on this machine without a server, its
 //! metrics printed (to reproduce a report).
 
-use kbot_core::api::{KconfigSpec, LeasedJob, RepoSpec};
+use kbot_api::agent::{KconfigSpec, LeasedJob, RepoSpec};
 use kbot_core::job::parse_job_file;
 
 use crate::config::{AgentArgs, BackendArg, RunArgs};
@@ -16,7 +16,7 @@ pub async fn run(args: &AgentArgs, run: &RunArgs) -> Result<()> {
     for job in jobs {
         let r = runner.clone();
         let outcome = tokio::task::spawn_blocking(move || {
-            let on_state = |state: kbot_core::api::JobState, detail: &str| {
+            let on_state = |state: kbot_api::agent::JobState, detail: &str| {
                 eprintln!("[{}] {detail}", state.as_str())
             };
             r.run(&job, &Cancel::new(), &on_state)

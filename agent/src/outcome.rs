@@ -1,6 +1,6 @@
 //! What one job produced: a result to upload, or a failure to report.
 
-use kbot_core::api::{FailureKind, ResultUpload};
+use kbot_api::agent::{FailureKind, ResultUpload};
 use serde::{Deserialize, Serialize};
 
 /// A run that produced no statistics: the kind decides how the server

@@ -10,7 +10,7 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use kbot_core::api::{FailureKind, JobState, ResultUpload};
+use kbot_api::agent::{FailureKind, JobState, ResultUpload};
 use kbot_core::conditions;
 use kbot_core::programs::Invocation;
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
-use kbot_core::api::{EventRequest, FailureKind, JobState, ResultUpload};
+use kbot_api::agent::{EventRequest, FailureKind, JobState, ResultUpload};
 
 use crate::build_cache::{read_json, write_json, BuildCache};
 use crate::client::ApiClient;
@@ -208,7 +208,7 @@ pub fn backoff(attempt: u32, base: Duration, max: Duration) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kbot_core::api::FailureKind;
+    use kbot_api::agent::FailureKind;
     use std::collections::BTreeMap;
 
     fn upload() -> ResultUpload {

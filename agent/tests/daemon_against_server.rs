@@ -17,7 +17,7 @@ use kbot_agent::host_backend::HostConfig;
 use kbot_agent::job_runner::{Backend, JobRunner};
 use kbot_agent::kernel_build::{BuildConfig, Builder};
 use kbot_agent::spool::Spool;
-use kbot_core::api::BootBackend;
+use kbot_api::agent::BootBackend;
 use serde_json::{json, Value};
 
 /// The kbot-bench binary built in this workspace, if any.

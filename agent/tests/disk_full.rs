@@ -16,7 +16,7 @@ use kbot_agent::build_cache::{BuildCache, BuildKey, BuiltKernel, DEFAULT_ARCH};
 use kbot_agent::kernel_build::{BuildConfig, Builder};
 use kbot_agent::process::Cancel;
 use kbot_agent::spool::{Pending, Spool};
-use kbot_core::api::{FailureKind, KconfigSpec, RepoSpec, ResultUpload};
+use kbot_api::agent::{FailureKind, KconfigSpec, RepoSpec, ResultUpload};
 use tmpfs::Tmpfs;
 
 const KIB: u64 = 1 << 10;

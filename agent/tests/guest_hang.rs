@@ -12,7 +12,7 @@ use kbot_agent::monitors::InterferenceLimits;
 use kbot_agent::outcome::Outcome;
 use kbot_agent::process::{on_path, Cancel};
 use kbot_agent::qemu::{Accel, Clock, QemuBackend, QemuConfig, Topology};
-use kbot_core::api::FailureKind;
+use kbot_api::agent::FailureKind;
 use kbot_core::parsers::{ParseContext, Tool};
 use kbot_core::programs::{Invocation, Repeat};
 

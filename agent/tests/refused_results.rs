@@ -18,7 +18,7 @@ use common::{backends, Backend, TestServer, ONE_JOB};
 use kbot_agent::client::ApiClient;
 use kbot_agent::outcome::Outcome;
 use kbot_agent::spool::{Pending, Spool};
-use kbot_core::api::ResultUpload;
+use kbot_api::agent::ResultUpload;
 use kbot_core::metrics::MAX_METRICS_PER_RESULT;
 use sqlx::Row;
 

@@ -8,9 +8,9 @@
 
 use std::process::ExitCode;
 
-use kbot_core::api::Hardware;
 use kbot_core::job::plan_job_file;
 use kbot_core::lkp::{IncludeDir, IncludeSource, NoIncludes};
+use kbot_core::machine::Hardware;
 use kbot_core::programs::{kbot_bench_invocations, upstream_invocations, Invocation};
 
 fn main() -> ExitCode {

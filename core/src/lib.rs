@@ -1,9 +1,10 @@
 //! kbot-core: the code that the kbot server and agent share.
 //!
 //! Everything here is pure: no I/O, no clocks, no threads. Server and agent
-//! depend on it for the wire protocol ([`api`]), the typed errors ([`Error`]).
+//! depend on it for the job model, machine facts ([`machine::Hardware`]),
+//! metric names, statistics and the typed errors ([`Error`]); the wire types
+//! live in the `kbot-api` crate.
 
-pub mod api;
 pub mod conditions;
 pub mod error;
 pub mod job;

@@ -9,9 +9,9 @@ mod fuzz_runner;
 use std::collections::BTreeMap;
 
 use fuzz_runner::{hostile_text, run};
-use kbot_core::api::Hardware;
 use kbot_core::job::{parse_job_file, plan_job_file, MAX_ATOMIC_JOBS};
 use kbot_core::lkp::IncludeSource;
+use kbot_core::machine::Hardware;
 use kbot_core::parsers::{self, merge_executions, perf_stat, ParseContext, Parsed, Tool};
 use kbot_core::report::{self, mbox, ChangeKind, CommitRef, ReportConfig, ReportData};
 use proptest::prelude::*;

@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use kbot_core::api::Hardware;
 use kbot_core::job::{parse_job_file, AtomicJob};
+use kbot_core::machine::Hardware;
 use kbot_core::programs::{kbot_bench_invocations, upstream_invocations, Repeat};
 use kbot_core::Error;
 

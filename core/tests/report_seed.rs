@@ -5,7 +5,7 @@
 mod common;
 
 use common::seed::{axes, runs};
-use kbot_core::api::Hardware;
+use kbot_core::machine::Hardware;
 use kbot_core::report::{
     self, mbox, ChangeKind, CommitRef, ReportConfig, ReportData, DEFAULT_DISCLAIMER,
     DEFAULT_SIGNATURE,

@@ -1,7 +1,7 @@
 //! The one error type of kbot-server and how it becomes an HTTP response.
 //!
 //! API routes return [`Error`] directly: the response is a
-//! [`kbot_core::api::ErrorBody`] with a stable `code`. Dashboard routes wrap it
+//! [`kbot_api::ErrorBody`] with a stable `code`. Dashboard routes wrap it
 //! in [`HtmlError`] to get the same status as an HTML page ([`error_page`]).
 //! Server-side faults (database, I/O) are logged in full and reach the client
 //! only as `internal`.
@@ -19,7 +19,7 @@ use axum::extract::{FromRequest, Request};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::Json;
-use kbot_core::api::{ErrorBody, ErrorDetail};
+use kbot_api::{ErrorBody, ErrorDetail};
 use serde::de::DeserializeOwned;
 use utoipa::openapi::RefOr;
 

@@ -1,8 +1,9 @@
 //! kbot-server: the store (SQLite or PostgreSQL), the agent protocol, the
 //! scheduler, and the REST API and dashboard built on them.
 //!
-//! `main.rs` only parses the command line and calls [`cli::run`]; everything
-//! else lives here so tests and the load tool (`kbot-load`) reuse it.
+//! A library only: the command line (`kbot-server`, package `kbot-cli`) and
+//! the load tool (`kbot-load`) are crates of their own built on it, and the
+//! wire types are in `kbot-api`.
 //!
 //! # Layers
 //!
@@ -68,23 +69,18 @@
 //! - [`dashboard`]: the overview, machines and trends pages.
 //! - [`routes`]: the single route table; [`openapi`]: the OpenAPI document
 //!   of the REST API; [`server`]: migrate, bind, serve, shut down.
-//! - [`loadgen`]: `kbot-load`, the load, soak and seeding tool;
-//!   [`client`]: the user CLI over the REST API; [`cli`]: the command line.
 
 pub mod access;
 pub mod agents;
 pub mod artifacts;
 pub mod auth;
 pub mod bisect;
-pub mod cli;
-pub mod client;
 pub mod comparisons;
 pub mod config;
 pub mod dashboard;
 pub mod db;
 pub mod error;
 pub mod jobs;
-pub mod loadgen;
 pub mod mail;
 pub mod openapi;
 pub mod regressions;

@@ -11,7 +11,7 @@
 use std::sync::LazyLock;
 
 use axum::Json;
-use kbot_core::api::ErrorBody;
+use kbot_api::ErrorBody;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::openapi::OpenApi as Document;
 use utoipa::{Modify, OpenApi};

@@ -11,7 +11,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
-use kbot_core::api::API_PREFIX;
+use kbot_api::API_PREFIX;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::timeout::TimeoutLayer;
@@ -69,7 +69,7 @@ fn with_layers(routes: Router, limit: usize, request_timeout: Duration) -> Route
         .layer(TraceLayer::new_for_http())
 }
 
-/// Called by agents with an agent token (`kbot_core::api` documents them).
+/// Called by agents with an agent token (`kbot_api::agent` documents them).
 fn agent_routes() -> Router<AppState> {
     Router::new()
         .route(&api("/agents/enroll"), post(agents::enroll))

@@ -1,5 +1,5 @@
 //! Wall-clock time as Unix milliseconds, the one time representation of the
-//! store and the wire (see `kbot_core::api`), and how pages and the command
+//! store and the wire (see `kbot_api::agent`), and how pages and the command
 //! line print it.
 
 use std::time::{SystemTime, UNIX_EPOCH};

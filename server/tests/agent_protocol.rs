@@ -5,11 +5,11 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::{backends, TestServer};
-use kbot_core::api::{
+use kbot_api::agent::{
     EventRequest, HeartbeatResponse, JobState, LeaseRequest, LeaseResponse, ResultUpload,
     UploadResponse,
 };
-use kbot_server::loadgen::seed;
+use kbot_load::seed;
 use serde_json::Value;
 
 async fn lease(t: &TestServer, token: &str, wait_secs: u32) -> LeaseResponse {
@@ -229,11 +229,11 @@ async fn tokens_are_checked_by_kind_and_owner() {
 
         // An enrolment token works once.
         let token = t.enrollment_token().await;
-        let request = |name: &str| kbot_core::api::EnrollRequest {
+        let request = |name: &str| kbot_api::agent::EnrollRequest {
             enrollment_token: token.clone(),
             name: name.into(),
             tbox_group: "grp".into(),
-            backend: kbot_core::api::BootBackend::Qemu,
+            backend: kbot_api::agent::BootBackend::Qemu,
             hardware: common::hardware(),
             host: None,
         };
@@ -283,11 +283,11 @@ async fn failed_enrolments_are_rate_limited() {
         let t = TestServer::start_with(backend, |c| c.access.sign_in_attempts = 3).await;
         let good = t.enrollment_token().await;
         let enrol = |token: String| {
-            let request = kbot_core::api::EnrollRequest {
+            let request = kbot_api::agent::EnrollRequest {
                 enrollment_token: token,
                 name: "box-guess".into(),
                 tbox_group: "grp".into(),
-                backend: kbot_core::api::BootBackend::Host,
+                backend: kbot_api::agent::BootBackend::Host,
                 hardware: common::hardware(),
                 host: None,
             };

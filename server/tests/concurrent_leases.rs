@@ -8,9 +8,9 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use common::{backends, TestServer};
-use kbot_core::api::{LeaseRequest, LeaseResponse};
+use kbot_api::agent::{LeaseRequest, LeaseResponse};
+use kbot_load::seed;
 use kbot_server::agents;
-use kbot_server::loadgen::seed;
 use kbot_server::scheduler::{self, ClaimOutcome};
 
 /// 4 atomic jobs x 2 sides x 25 runs.

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use common::agent::TestAgent;
 use common::backends;
-use kbot_core::api::{BootBackend, ResultUpload};
+use kbot_api::agent::{BootBackend, ResultUpload};
 use serde_json::{json, Value};
 use sim::fleet::{Fleet, GROUP};
 use sim::{id, svgs, Sim, World, KPI, REPO};

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use common::agent::{error_code, TestAgent};
 use common::tmpfs::Tmpfs;
 use common::{backends, Backend, TestServer, ONE_JOB};
-use kbot_core::api::{ResultUpload, UploadResponse};
+use kbot_api::agent::{ResultUpload, UploadResponse};
 use sqlx::Row;
 
 fn upload(raw_output: String) -> ResultUpload {

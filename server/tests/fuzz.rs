@@ -7,7 +7,7 @@
 mod fuzz_runner;
 
 use fuzz_runner::{hostile_text, run};
-use kbot_core::api::ResultUpload;
+use kbot_api::agent::ResultUpload;
 use kbot_core::metrics::is_storable_name;
 use kbot_server::jobs::results::validate;
 use proptest::prelude::*;

@@ -14,10 +14,10 @@ use common::agent::TestAgent;
 use common::{backends, hardware, TestServer, ONE_JOB};
 use std::collections::BTreeMap;
 
-use kbot_core::api::{BootBackend, EnrollRequest, EnrollResponse, LeasedJob};
+use kbot_api::agent::{BootBackend, EnrollRequest, EnrollResponse, LeasedJob};
+use kbot_api::submissions::{SubmissionDetail, SubmissionResults};
 use kbot_core::conditions;
 use kbot_server::comparisons::booted_commits;
-use kbot_server::submissions::types::{SubmissionDetail, SubmissionResults};
 
 const AA_NOTE: &str = "host backend: both sides ran the running kernel 6.1.0; \
                        this is an A/A comparison, not a test of the commits";

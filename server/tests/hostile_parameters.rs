@@ -18,7 +18,7 @@ use std::path::Path;
 
 use common::routes::route_table;
 use common::{backends, Backend, TestServer};
-use kbot_server::loadgen::seed;
+use kbot_load::seed;
 use serde_json::json;
 
 const MARKUP: &str = "\"><script>alert(7)</script><svg onload=alert(8)>";

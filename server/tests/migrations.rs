@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use common::{backends, Backend, TestStore};
+use kbot_load::seed;
 use kbot_server::db::Db;
-use kbot_server::loadgen::seed;
 use sqlx::migrate::Migrator;
 use sqlx::Row;
 

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use common::{backends, Backend, TestServer};
-use kbot_server::submissions::types::SubmissionResults;
+use kbot_api::submissions::SubmissionResults;
 use serde_json::Value;
 
 const VALIDATOR: &str = "openapi-spec-validator";
@@ -56,7 +56,7 @@ fn route_table_paths() -> BTreeSet<String> {
         let literal = &rest[..end];
         let before = ROUTE_TABLE[..i].trim_end();
         let path = if before.ends_with("api(") {
-            format!("{}{literal}", kbot_core::api::API_PREFIX)
+            format!("{}{literal}", kbot_api::API_PREFIX)
         } else if before.ends_with(".route(") && literal.starts_with("/api/") {
             literal.to_owned()
         } else {

@@ -4,14 +4,14 @@ mod common;
 
 use common::agent::{error_code, TestAgent};
 use common::{backends, TestServer, ONE_JOB};
-use kbot_server::loadgen::seed;
+use kbot_load::seed;
 use kbot_server::scheduler::{self, ClaimOutcome};
 use kbot_server::{agents, jobs};
 use serde_json::json;
 
 const TWO_JOBS: &str = "testcase: bw_pipe\nbw_pipe:\n  size: [64k, 4k]\n";
 
-fn side(job: &kbot_core::api::LeasedJob, seeded: &seed::Seeded) -> &'static str {
+fn side(job: &kbot_api::agent::LeasedJob, seeded: &seed::Seeded) -> &'static str {
     if job.commit == format!("{:040x}", 0xb0) {
         assert_eq!(job.submission_id, seeded.submission_id);
         "base"
@@ -145,8 +145,8 @@ async fn pairs_stay_in_one_tbox_group_and_constraints_filter() {
 }
 
 /// An arm64 guest with 64K pages, on an x86_64 host.
-fn arm64_64k(page_size: u64) -> kbot_core::api::Hardware {
-    kbot_core::api::Hardware {
+fn arm64_64k(page_size: u64) -> kbot_core::machine::Hardware {
+    kbot_core::machine::Hardware {
         arch: "aarch64".into(),
         cpu_model: "QEMU cortex-a57 (TCG)".into(),
         sockets: 1,

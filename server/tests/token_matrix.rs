@@ -18,8 +18,8 @@ use std::collections::BTreeSet;
 use common::agent::TestAgent;
 use common::routes::route_table;
 use common::{backends, Backend, TestServer};
-use kbot_core::api::{EnrollRequest, EventRequest, JobState, LeaseRequest, ResultUpload};
-use kbot_server::loadgen::seed;
+use kbot_api::agent::{EnrollRequest, EventRequest, JobState, LeaseRequest, ResultUpload};
+use kbot_load::seed;
 use reqwest::Method;
 use serde_json::json;
 
@@ -307,7 +307,7 @@ async fn enroll_with(t: &TestServer, token: &str, name: &str) -> u16 {
         enrollment_token: token.to_string(),
         name: name.into(),
         tbox_group: "grp".into(),
-        backend: kbot_core::api::BootBackend::Qemu,
+        backend: kbot_api::agent::BootBackend::Qemu,
         hardware: common::hardware(),
         host: None,
     };

@@ -10,9 +10,8 @@ use std::time::{Duration, Instant};
 
 use common::agent::{error_code, TestAgent};
 use common::{backends, Backend, TestServer, THREE_RUN_JOB};
-use kbot_server::submissions::types::{
-    CommitView, RepoView, SubmissionDetail, SubmissionResults, SubmissionView,
-};
+use kbot_api::repos::{CommitView, RepoView};
+use kbot_api::submissions::{SubmissionDetail, SubmissionResults, SubmissionView};
 use serde_json::{json, Value};
 
 const KPI: &str = "bw_pipe.bandwidth.MB/sec";

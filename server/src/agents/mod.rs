@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use axum::extract::State;
 use axum::Json;
-use kbot_core::api::{EnrollRequest, EnrollResponse};
+use kbot_api::agent::{EnrollRequest, EnrollResponse};
 use sqlx::Row;
 
 use crate::access::pages::ClientAddr;

@@ -55,7 +55,7 @@ impl From<&AgentRecord> for AgentRow {
 /// The machine under test with its arch, page size and kernel; for a qemu
 /// agent the guest, then the host it runs on.
 fn machine_line(a: &AgentRecord) -> String {
-    let one = |hw: &kbot_core::api::Hardware| {
+    let one = |hw: &kbot_core::machine::Hardware| {
         format!(
             "{} ({}, {} pages, kernel {})",
             describe_machine(hw),

@@ -3,7 +3,7 @@
 //! the features, because the token check ([`super::AgentAuth`]) and its
 //! cache return it; enrolment is in `agents`.
 
-use kbot_core::api::{BootBackend, Hardware};
+use kbot_api::agent::{BootBackend, Hardware};
 use sqlx::any::AnyRow;
 use sqlx::Row;
 

@@ -72,7 +72,7 @@ impl AgentTokenCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kbot_core::api::{BootBackend, Hardware};
+    use kbot_api::agent::{BootBackend, Hardware};
 
     fn record(id: i64) -> AgentRecord {
         AgentRecord {

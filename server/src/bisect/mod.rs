@@ -32,7 +32,6 @@ pub mod routes;
 mod samples;
 mod start;
 mod store;
-pub mod types;
 mod verify;
 pub mod views;
 mod worker;

@@ -4,7 +4,6 @@
 use askama::Template;
 use axum::extract::{Path, State};
 
-use super::types::{BisectionDetail, BisectionView, StepView};
 use crate::state::AppState;
 use crate::time::format_time;
 use crate::web::plots::{
@@ -12,6 +11,7 @@ use crate::web::plots::{
     bisection::{BisectionPlot, PathRow},
 };
 use crate::web::{render, short_sha, PageResult, MEDIUM_SHA};
+use kbot_api::bisections::{BisectionDetail, BisectionView, StepView};
 
 #[derive(Template)]
 #[template(path = "bisections.html")]

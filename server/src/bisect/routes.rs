@@ -6,10 +6,10 @@ use axum::Json;
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use super::types::{BisectionDetail, BisectionView};
 use crate::auth::UserAuth;
 use crate::error::Result;
 use crate::state::AppState;
+use kbot_api::bisections::{BisectionDetail, BisectionView};
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]

@@ -2,11 +2,11 @@
 
 use super::samples::{metric_values, Samples};
 use super::store::{self, BisectionRow, CommitRuns};
-use super::types::{BisectionDetail, BisectionView, StepView};
 use crate::error::Result;
 use crate::repos::commit_by_id;
 use crate::state::AppState;
 use crate::time::now_ms;
+use kbot_api::bisections::{BisectionDetail, BisectionView, StepView};
 
 pub async fn list(state: &AppState, limit: u32) -> Result<Vec<BisectionView>> {
     let rows = store::list(&state.db, i64::from(limit.clamp(1, 500))).await?;

@@ -10,7 +10,7 @@
 
 use askama::Template;
 use axum::extract::{Path, Query, State};
-use kbot_core::api::Hardware;
+use kbot_core::machine::Hardware;
 use serde::Deserialize;
 use sqlx::Row;
 

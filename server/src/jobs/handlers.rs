@@ -5,7 +5,7 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use kbot_core::api::{EventRequest, FailureKind, HeartbeatResponse, JobState};
+use kbot_api::agent::{EventRequest, FailureKind, HeartbeatResponse, JobState};
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
 

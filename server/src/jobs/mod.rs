@@ -3,14 +3,14 @@
 //! cancels them ([`cancel_submission`]), moves them through their states
 //! ([`handlers`]), and takes them back from silent agents ([`reaper`]).
 //!
-//! States (`kbot_core::api::JobState`): `queued` -> `leased` ->
+//! States (`kbot_api::agent::JobState`): `queued` -> `leased` ->
 //! `building`/`booting`/`running`/`uploading` (reported by the agent, in any
 //! order) -> `finished` (result stored) | `failed` | `cancelled`. An expired
 //! lease or an `infrastructure` failure puts the job back to `queued` with its
 //! attempt counted; past `max_attempts` it fails with the reason recorded.
 //! Every change is a row in `job_events`.
 
-use kbot_core::api::FailureKind;
+use kbot_api::agent::FailureKind;
 use kbot_core::job::AtomicJob;
 use kbot_core::needs::Needs;
 use sqlx::Row;

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use kbot_core::api::FailureKind;
+use kbot_api::agent::FailureKind;
 use sqlx::Row;
 
 use crate::db::Db;

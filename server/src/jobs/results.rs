@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use axum::extract::{Path, State};
 use axum::Json;
-use kbot_core::api::{JobState, ResultUpload, UploadResponse};
+use kbot_api::agent::{JobState, ResultUpload, UploadResponse};
 use sqlx::{AnyConnection, Row};
 
 use crate::artifacts::ArtifactStore;

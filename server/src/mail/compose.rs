@@ -2,7 +2,7 @@
 //! gather repo, commits and machine, render with `kbot_core::report`, and
 //! write the outbox row in the caller's transaction.
 
-use kbot_core::api::Hardware;
+use kbot_core::machine::Hardware;
 use kbot_core::metrics::Impact;
 use kbot_core::report::{self, mbox, ChangeKind, OtherImpact, ReportData, StillOn};
 use kbot_core::stats::{MetricComparison, Outcome};

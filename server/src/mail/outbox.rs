@@ -11,6 +11,7 @@
 //! [`settle_abandoned`] turns it `uncertain` once the claim expires, nothing
 //! sends it again, and an operator may [`resend`] it.
 
+use kbot_api::reports::{Attempt, StoredReport};
 use sqlx::Row;
 
 use crate::db::{Backend, Db, Tx};
@@ -45,52 +46,6 @@ pub struct Claimed {
     pub message: String,
     /// This attempt's number, from 1.
     pub attempt: i64,
-}
-
-/// A stored report as the dashboard and the API show it.
-#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
-pub struct StoredReport {
-    pub id: i64,
-    pub message_id: String,
-    pub submission_id: Option<i64>,
-    /// The bisection that found and verified the blamed commit.
-    pub bisection_id: Option<i64>,
-    pub kind: String,
-    pub subject: String,
-    pub recipients: Vec<String>,
-    pub message: String,
-    /// `mail_off` (not sent), `pending`, `sending`, `handed` (going to the
-    /// relay), `sent`, `failed`, or `uncertain` (its sender stopped while
-    /// handing it over: maybe delivered, not resent unless an operator does).
-    pub state: String,
-    /// Delivery attempts made so far.
-    pub attempts: i64,
-    pub next_attempt_at: i64,
-    pub last_error: Option<String>,
-    pub created_at: i64,
-    pub sent_at: Option<i64>,
-    /// When a sender last began handing it to the relay (before DATA).
-    pub handed_at: Option<i64>,
-}
-
-/// One recorded attempt.
-#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
-pub struct Attempt {
-    pub attempt: i64,
-    pub sender: String,
-    pub started_at: i64,
-    pub finished_at: i64,
-    pub outcome: String,
-    pub detail: String,
-}
-
-/// `GET /api/v1/reports/{id}`: a report and its delivery attempts.
-#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
-pub struct ReportDetail {
-    #[serde(flatten)]
-    pub report: StoredReport,
-    /// Every delivery attempt, oldest first.
-    pub delivery: Vec<Attempt>,
 }
 
 /// The outcome to record for an attempt.

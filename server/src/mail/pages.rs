@@ -7,7 +7,7 @@ use axum::http::header;
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::Json;
 
-use super::outbox::{self, Attempt, ReportDetail, StoredReport};
+use super::outbox;
 use crate::access::csrf::NoFields;
 use crate::access::CsrfForm;
 use crate::auth::UserAuth;
@@ -16,6 +16,7 @@ use crate::state::AppState;
 use crate::time::format_time;
 use crate::time::now_ms;
 use crate::web::render;
+use kbot_api::reports::{Attempt, ReportDetail, StoredReport};
 
 /// Most reports listed at once.
 const LIST_LIMIT: i64 = 200;

@@ -15,7 +15,7 @@ mod store;
 
 pub use store::{
     get, history, link_report, list, mark_by_robot, record, set_state, Filter, HistoryRow,
-    NewRegression, RegressionRow,
+    NewRegression,
 };
 
 /// The triage states: stored value and what the dashboard calls it.

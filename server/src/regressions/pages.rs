@@ -7,7 +7,7 @@ use axum::extract::{Path, Query, State};
 use axum::response::Redirect;
 use serde::Deserialize;
 
-use super::store::{self, Filter, HistoryRow, RegressionRow};
+use super::store::{self, Filter, HistoryRow};
 use super::{state_label, STATES};
 use crate::access::CsrfForm;
 use crate::error::HtmlError;
@@ -15,6 +15,7 @@ use crate::mail::outbox;
 use crate::state::AppState;
 use crate::time::format_time;
 use crate::web::{render, short_sha, PageResult, SHORT_SHA};
+use kbot_api::regressions::RegressionRow;
 
 /// Regressions per page.
 const PAGE_SIZE: i64 = 50;

@@ -4,12 +4,13 @@
 use axum::extract::{Path, Query, State};
 use axum::Json;
 use serde::Deserialize;
-use utoipa::{IntoParams, ToSchema};
+use utoipa::IntoParams;
 
-use super::store::{self, Filter, RegressionRow};
+use super::store::{self, Filter};
 use crate::auth::UserAuth;
 use crate::error::{ApiJson, Error, Result};
 use crate::state::AppState;
+use kbot_api::regressions::{RegressionRow, TriageRequest};
 
 /// Regressions listed when the query names no limit, and the most it may.
 const DEFAULT_LIMIT: u32 = 50;
@@ -31,17 +32,6 @@ pub struct ListQuery {
     pub limit: Option<u32>,
     /// Skip this many of the newest first (paging).
     pub offset: Option<u32>,
-}
-
-/// A triage decision.
-#[derive(Debug, Deserialize, ToSchema)]
-pub struct TriageRequest {
-    /// The new state: `new`, `confirmed`, `reported`, `fixed`, `invalid`,
-    /// `wont_fix` or `duplicate`.
-    pub state: String,
-    /// Why, for the regression's history.
-    #[serde(default)]
-    pub note: String,
 }
 
 /// `GET /api/v1/regressions?repo=&tbox_group=&metric=&state=&limit=&offset=`,

@@ -1,5 +1,6 @@
 //! The `regressions` and `regression_events` tables.
 
+use kbot_api::regressions::RegressionRow;
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
@@ -121,34 +122,6 @@ async fn change(
     Ok(())
 }
 
-/// A regression with what it links to, as pages and the API show it.
-#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
-pub struct RegressionRow {
-    pub id: i64,
-    pub repo: String,
-    /// The pair whose comparison found it.
-    pub submission_id: i64,
-    pub metric: String,
-    pub tbox_group: String,
-    /// Head against base, in percent.
-    pub change_pct: Option<f64>,
-    /// The triage state: `new`, `confirmed`, `reported`, `fixed`,
-    /// `invalid`, `wont_fix` or `duplicate`.
-    pub state: String,
-    /// The pair's head commit.
-    pub head_sha: String,
-    pub head_subject: String,
-    /// The bisection it started, and that bisection's state.
-    pub bisection_id: Option<i64>,
-    pub bisection_state: Option<String>,
-    /// Its regression report, when one was written.
-    pub report_id: Option<i64>,
-    pub report_message_id: Option<String>,
-    pub report_subject: Option<String>,
-    pub created_at: i64,
-    pub updated_at: i64,
-}
-
 const SELECT: &str = "SELECT g.id, r.name AS repo, g.submission_id, g.metric, g.tbox_group, \
         g.change_pct, g.state, c.sha AS head_sha, c.subject AS head_subject, g.bisection_id, \
         b.state AS bisection_state, g.report_id, o.message_id, o.subject AS report_subject, \
@@ -160,27 +133,25 @@ const SELECT: &str = "SELECT g.id, r.name AS repo, g.submission_id, g.metric, g.
     LEFT JOIN bisections b ON b.id = g.bisection_id \
     LEFT JOIN report_outbox o ON o.id = g.report_id";
 
-impl RegressionRow {
-    fn from_row(row: &AnyRow) -> Result<RegressionRow> {
-        Ok(RegressionRow {
-            id: row.try_get("id")?,
-            repo: row.try_get("repo")?,
-            submission_id: row.try_get("submission_id")?,
-            metric: row.try_get("metric")?,
-            tbox_group: row.try_get("tbox_group")?,
-            change_pct: row.try_get("change_pct")?,
-            state: row.try_get("state")?,
-            head_sha: row.try_get("head_sha")?,
-            head_subject: row.try_get("head_subject")?,
-            bisection_id: row.try_get("bisection_id")?,
-            bisection_state: row.try_get("bisection_state")?,
-            report_id: row.try_get("report_id")?,
-            report_message_id: row.try_get("message_id")?,
-            report_subject: row.try_get("report_subject")?,
-            created_at: row.try_get("created_at")?,
-            updated_at: row.try_get("updated_at")?,
-        })
-    }
+fn regression_from_row(row: &AnyRow) -> Result<RegressionRow> {
+    Ok(RegressionRow {
+        id: row.try_get("id")?,
+        repo: row.try_get("repo")?,
+        submission_id: row.try_get("submission_id")?,
+        metric: row.try_get("metric")?,
+        tbox_group: row.try_get("tbox_group")?,
+        change_pct: row.try_get("change_pct")?,
+        state: row.try_get("state")?,
+        head_sha: row.try_get("head_sha")?,
+        head_subject: row.try_get("head_subject")?,
+        bisection_id: row.try_get("bisection_id")?,
+        bisection_state: row.try_get("bisection_state")?,
+        report_id: row.try_get("report_id")?,
+        report_message_id: row.try_get("message_id")?,
+        report_subject: row.try_get("report_subject")?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+    })
 }
 
 /// The list's filters, from the URL; empty fields do not filter.
@@ -228,7 +199,7 @@ pub async fn list(db: &Db, filter: &Filter, limit: i64, offset: i64) -> Result<V
         query = query.bind(value);
     }
     let rows = query.bind(limit).bind(offset).fetch_all(db.read()).await?;
-    rows.iter().map(RegressionRow::from_row).collect()
+    rows.iter().map(regression_from_row).collect()
 }
 
 /// One regression.
@@ -238,7 +209,7 @@ pub async fn get(db: &Db, id: i64) -> Result<RegressionRow> {
         .fetch_optional(db.read())
         .await?
         .ok_or_else(|| Error::not_found("regression", id))?;
-    RegressionRow::from_row(&row)
+    regression_from_row(&row)
 }
 
 /// One change of a regression's triage state.

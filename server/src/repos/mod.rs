@@ -19,8 +19,8 @@ pub use store::{commit_by_id, get_repo, list_repos, repo_by_id, RepoRow, StoredC
 
 use crate::error::{Error, Result};
 use crate::state::AppState;
-use crate::submissions::types::{RepoCreate, RepoView};
 use git::{GitError, Mirror};
+use kbot_api::repos::{RepoCreate, RepoView};
 
 /// Longest a clone or fetch may take; a first clone of linux.git over a slow
 /// link is the worst case this has to allow.

@@ -5,13 +5,13 @@
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
-use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
+use serde::Deserialize;
+use utoipa::IntoParams;
 
 use crate::auth::UserAuth;
 use crate::error::{ApiJson, Result};
 use crate::state::AppState;
-use crate::submissions::types::{CommitView, RepoCreate, RepoView};
+use kbot_api::repos::{CommitView, RepoCreate, RepoView, RevList};
 
 /// `POST /api/v1/repos`: mirrors the repo and registers it (201).
 #[utoipa::path(
@@ -106,14 +106,6 @@ pub struct RangeQuery {
     /// Follow only first parents (default false).
     #[serde(default)]
     pub first_parent: bool,
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct RevList {
-    pub base: String,
-    pub head: String,
-    /// `git rev-list --reverse base..head`: oldest first.
-    pub commits: Vec<String>,
 }
 
 /// `GET /api/v1/repos/{name}/revlist?base=X&head=Y[&first_parent=true]`.

@@ -6,8 +6,8 @@ use sqlx::{AnyPool, Row};
 use crate::db::Db;
 use crate::error::{Error, Result};
 use crate::repos::git::CommitInfo;
-use crate::submissions::types::{CommitView, RepoView};
 use crate::time::now_ms;
+use kbot_api::repos::{CommitView, RepoView};
 
 #[derive(Debug, Clone)]
 pub struct RepoRow {

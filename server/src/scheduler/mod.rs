@@ -29,7 +29,7 @@
 
 use std::time::Duration;
 
-use kbot_core::api::LeasedJob;
+use kbot_api::agent::LeasedJob;
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
 
@@ -124,7 +124,7 @@ pub async fn lease_once(state: &AppState, agent: &AgentRecord) -> Result<LeaseAt
                 &mut tx,
                 claim.job_id,
                 Some(agent.id),
-                kbot_core::api::FailureKind::Infrastructure,
+                kbot_api::agent::FailureKind::Infrastructure,
                 &err.to_string(),
             )
             .await?;

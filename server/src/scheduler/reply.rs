@@ -2,7 +2,7 @@
 //! (the atomic job resolved on its machine, the repo and commit, the kernel
 //! config with its stored full config), read at once.
 
-use kbot_core::api::{KconfigSpec, LeasedJob, RepoSpec};
+use kbot_api::agent::{KconfigSpec, LeasedJob, RepoSpec};
 use kbot_core::job::AtomicJob;
 use sqlx::any::AnyRow;
 use sqlx::Row;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use axum::extract::State;
 use axum::Json;
-use kbot_core::api::{LeaseRequest, LeaseResponse};
+use kbot_api::agent::{LeaseRequest, LeaseResponse};
 
 use crate::auth::AgentAuth;
 use crate::error::{ApiJson, Result};

@@ -7,7 +7,6 @@ pub mod expand;
 pub mod pages;
 pub mod routes;
 mod store;
-pub mod types;
 pub mod waiting;
 
 use std::path::Path;
@@ -26,7 +25,7 @@ use crate::jobs::{self, Pair};
 use crate::repos::{self, StoredCommit};
 use crate::state::AppState;
 use crate::time::now_ms;
-use types::{SubmissionDetail, SubmissionResults, SubmissionView, SubmitRequest};
+use kbot_api::submissions::{SubmissionDetail, SubmissionResults, SubmissionView, SubmitRequest};
 
 /// Largest job file accepted: real LKP job files are a few hundred bytes; a
 /// megabyte leaves room for generated matrices without inviting abuse.

@@ -7,12 +7,12 @@ use axum::Json;
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use super::types::{
-    ComparisonView, EventView, SubmissionDetail, SubmissionResults, SubmissionView, SubmitRequest,
-};
 use crate::auth::UserAuth;
 use crate::error::{ApiJson, Result};
 use crate::state::AppState;
+use kbot_api::submissions::{
+    ComparisonView, EventView, SubmissionDetail, SubmissionResults, SubmissionView, SubmitRequest,
+};
 
 /// `POST /api/v1/submissions` (201).
 #[utoipa::path(

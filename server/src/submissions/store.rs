@@ -5,11 +5,13 @@ use kbot_core::job::{AtomicJob, Skipped};
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
-use super::types::{ComparisonView, EventView, JobCounts, JobView, RunResult, SubmissionView};
 use crate::db::{Db, Tx};
 use crate::error::{Error, Result};
 use crate::jobs::results::parse_metrics;
 use crate::repos::commit_by_id;
+use kbot_api::submissions::{
+    ComparisonView, EventView, JobCounts, JobView, RunResult, SubmissionView,
+};
 
 /// A `submissions` row.
 #[derive(Debug, Clone)]

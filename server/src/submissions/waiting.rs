@@ -6,11 +6,11 @@
 use kbot_core::job::AtomicJob;
 use sqlx::Row;
 
-use super::types::WaitingJob;
 use crate::auth::{AgentRecord, AGENT_COLUMNS};
 use crate::db::Db;
 use crate::error::Result;
 use crate::jobs;
+use kbot_api::submissions::WaitingJob;
 
 /// How many agents a reason names before it says "and N more".
 const NAMED_AGENTS: usize = 3;
@@ -106,7 +106,7 @@ pub fn why_waiting(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kbot_core::api::{BootBackend, Hardware};
+    use kbot_api::agent::{BootBackend, Hardware};
     use kbot_core::job::parse_job_file;
 
     fn agent(name: &str, group: &str, arch: &str, page_size: u64) -> AgentRecord {

@@ -11,7 +11,6 @@
 pub mod pages;
 pub mod routes;
 mod store;
-pub mod types;
 
 use std::time::Duration;
 
@@ -22,8 +21,8 @@ use crate::state::AppState;
 use crate::submissions::{self, NewPair};
 use crate::time::now_ms;
 use crate::worker::{self, Pace, Woken, Worker};
+use kbot_api::watches::{WatchCreate, WatchDetail, WatchView};
 use store::WatchRow;
-use types::{WatchCreate, WatchDetail, WatchView};
 
 /// How often the worker looks for due watches.
 const TICK: Duration = Duration::from_secs(1);

@@ -4,10 +4,10 @@
 use askama::Template;
 use axum::extract::State;
 
-use super::types::WatchView;
 use crate::state::AppState;
 use crate::time::format_time;
 use crate::web::{render, short_sha, PageResult, MEDIUM_SHA};
+use kbot_api::watches::WatchView;
 
 #[derive(Template)]
 #[template(path = "watches.html")]

@@ -4,10 +4,10 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 
-use super::types::{WatchCreate, WatchDetail, WatchView};
 use crate::auth::UserAuth;
 use crate::error::{ApiJson, Result};
 use crate::state::AppState;
+use kbot_api::watches::{WatchCreate, WatchDetail, WatchView};
 
 /// `POST /api/v1/watches` (201).
 #[utoipa::path(

@@ -3,11 +3,11 @@
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
-use super::types::{WatchEvent, WatchView};
 use crate::db::{Db, Tx};
 use crate::error::{Error, Result};
 use crate::jobs::truncate;
 use crate::time::now_ms;
+use kbot_api::watches::{WatchEvent, WatchView};
 
 /// Longest event detail kept (git's stderr can be long).
 const MAX_EVENT_BYTES: usize = 4096;

@@ -1,10 +1,10 @@
-//! A minimal agent client for tests: the protocol calls with status checks.
+//! A test agent: the protocol calls through [`AgentClient`], and raw
+//! requests for the tests that check the wire itself (statuses, bodies).
 
 use std::collections::BTreeMap;
 
-use kbot_core::api::{
-    HeartbeatResponse, LeaseRequest, LeaseResponse, LeasedJob, ResultUpload, UploadResponse,
-};
+use kbot_api::agent::{HeartbeatResponse, LeasedJob, ResultUpload};
+use kbot_api::client::AgentClient;
 
 use super::TestServer;
 
@@ -15,13 +15,24 @@ pub struct TestAgent<'a> {
 }
 
 impl<'a> TestAgent<'a> {
+    fn new(t: &'a TestServer, token: String, id: i64) -> TestAgent<'a> {
+        TestAgent { t, token, id }
+    }
+
+    /// This agent's protocol client, on the test server's connection pool.
+    pub fn client(&self) -> AgentClient {
+        AgentClient::with_http(
+            self.t.http.clone(),
+            &self.t.url(""),
+            Some(self.token.clone()),
+        )
+    }
+}
+
+impl<'a> TestAgent<'a> {
     pub async fn enroll(t: &'a TestServer, name: &str, tbox_group: &str) -> TestAgent<'a> {
         let enrolled = t.enroll(name, tbox_group).await;
-        TestAgent {
-            t,
-            token: enrolled.agent_token,
-            id: enrolled.agent_id,
-        }
+        TestAgent::new(t, enrolled.agent_token, enrolled.agent_id)
     }
 
     /// Enrols a qemu agent whose guest is `hardware`, on this test's host.
@@ -29,22 +40,18 @@ impl<'a> TestAgent<'a> {
         t: &'a TestServer,
         name: &str,
         tbox_group: &str,
-        hardware: kbot_core::api::Hardware,
+        hardware: kbot_core::machine::Hardware,
     ) -> TestAgent<'a> {
         let enrolled = t
             .enroll_machine(
                 name,
                 tbox_group,
-                kbot_core::api::BootBackend::Qemu,
+                kbot_api::agent::BootBackend::Qemu,
                 hardware,
                 Some(super::hardware()),
             )
             .await;
-        TestAgent {
-            t,
-            token: enrolled.agent_token,
-            id: enrolled.agent_id,
-        }
+        TestAgent::new(t, enrolled.agent_token, enrolled.agent_id)
     }
 
     pub async fn lease(&self) -> Option<LeasedJob> {
@@ -53,18 +60,7 @@ impl<'a> TestAgent<'a> {
 
     /// Leases, letting the server hold the request up to `wait_secs`.
     pub async fn lease_waiting(&self, wait_secs: u32) -> Option<LeasedJob> {
-        let response = self
-            .t
-            .http
-            .post(self.t.url("/api/v1/agents/lease"))
-            .bearer_auth(&self.token)
-            .json(&LeaseRequest { wait_secs })
-            .send()
-            .await
-            .expect("lease");
-        assert_eq!(response.status(), 200, "lease");
-        let body: LeaseResponse = response.json().await.expect("lease body");
-        body.job
+        self.client().lease(wait_secs).await.expect("lease").job
     }
 
     pub async fn heartbeat(&self, job_id: i64) -> reqwest::Response {
@@ -78,9 +74,7 @@ impl<'a> TestAgent<'a> {
     }
 
     pub async fn heartbeat_ok(&self, job_id: i64) -> HeartbeatResponse {
-        let response = self.heartbeat(job_id).await;
-        assert_eq!(response.status(), 200, "heartbeat");
-        response.json().await.expect("heartbeat body")
+        self.client().heartbeat(job_id).await.expect("heartbeat")
     }
 
     pub async fn event(&self, job_id: i64, body: serde_json::Value) -> reqwest::Response {
@@ -105,17 +99,7 @@ impl<'a> TestAgent<'a> {
         value: f64,
         tuning: BTreeMap<String, String>,
     ) -> reqwest::Response {
-        let upload = ResultUpload {
-            metrics: BTreeMap::from([("bw_pipe.bandwidth.MB/sec".to_string(), value)]),
-            raw_output: "ok\n".into(),
-            console: None,
-            kconfig: None,
-            kernel_release: "6.1.0".into(),
-            tuning,
-            started_at: 1,
-            finished_at: 2,
-        };
-        self.put_result(job_id, &upload).await
+        self.put_result(job_id, &result(value, tuning)).await
     }
 
     pub async fn put_result(&self, job_id: i64, upload: &ResultUpload) -> reqwest::Response {
@@ -159,9 +143,11 @@ impl<'a> TestAgent<'a> {
             started_at: 1,
             finished_at: 2,
         };
-        let response = self.put_result(job.job_id, &upload).await;
-        assert_eq!(response.status(), 200, "upload");
-        let stored: UploadResponse = response.json().await.expect("upload body");
+        let stored = self
+            .client()
+            .upload(job.job_id, &upload)
+            .await
+            .expect("upload");
         assert!(
             stored.stored,
             "the first upload of job {} is stored",
@@ -173,9 +159,25 @@ impl<'a> TestAgent<'a> {
     /// Leases one job and uploads its result; returns the job.
     pub async fn run_one(&self) -> Option<LeasedJob> {
         let job = self.lease().await?;
-        let response = self.upload(job.job_id, 100.0).await;
-        assert_eq!(response.status(), 200, "upload");
+        self.client()
+            .upload(job.job_id, &result(100.0, BTreeMap::new()))
+            .await
+            .expect("upload");
         Some(job)
+    }
+}
+
+/// One `bw_pipe.bandwidth.MB/sec` of `value`, with `tuning`.
+fn result(value: f64, tuning: BTreeMap<String, String>) -> ResultUpload {
+    ResultUpload {
+        metrics: BTreeMap::from([("bw_pipe.bandwidth.MB/sec".to_string(), value)]),
+        raw_output: "ok\n".into(),
+        console: None,
+        kconfig: None,
+        kernel_release: "6.1.0".into(),
+        tuning,
+        started_at: 1,
+        finished_at: 2,
     }
 }
 

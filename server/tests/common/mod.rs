@@ -14,10 +14,10 @@ pub mod tmpfs;
 
 use std::time::Duration;
 
-use kbot_core::api::{BootBackend, EnrollRequest, EnrollResponse, Hardware};
+use kbot_api::agent::{BootBackend, EnrollRequest, EnrollResponse, Hardware};
+use kbot_load::seed;
 use kbot_server::config::Config;
 use kbot_server::db::Db;
-use kbot_server::loadgen::seed;
 use kbot_server::mail::outbox::NewReport;
 use kbot_server::mail::{MailConfig, SmtpSettings};
 use kbot_server::server::{RunningServer, Server};

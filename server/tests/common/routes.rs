@@ -21,7 +21,7 @@ pub fn route_table() -> BTreeSet<(String, String)> {
             continue;
         };
         let path = if before.contains("api(") {
-            format!("{}{literal}", kbot_core::api::API_PREFIX)
+            format!("{}{literal}", kbot_api::API_PREFIX)
         } else {
             literal.to_string()
         };

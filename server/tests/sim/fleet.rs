@@ -9,7 +9,7 @@ use std::future::Future;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use kbot_core::api::{BootBackend, LeasedJob};
+use kbot_api::agent::{BootBackend, LeasedJob};
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 

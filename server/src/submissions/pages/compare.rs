@@ -18,10 +18,11 @@ use crate::db::Db;
 use crate::error::{Error, Result};
 use crate::jobs::job_label;
 use crate::state::AppState;
-use crate::submissions::{self, types::ComparisonView};
+use crate::submissions;
 use crate::web::paging::{filter, link, Pager, Paging};
 use crate::web::plots::samples::{self, SamplesPlot};
 use crate::web::{render, PageResult};
+use kbot_api::submissions::ComparisonView;
 
 /// Metric cards per page: each carries a plot.
 const PER_PAGE: u32 = 12;

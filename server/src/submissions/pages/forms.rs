@@ -17,8 +17,8 @@ use crate::error::{Error, HtmlError};
 use crate::repos;
 use crate::state::AppState;
 use crate::submissions;
-use crate::submissions::types::SubmitRequest;
 use crate::web::render;
+use kbot_api::submissions::SubmitRequest;
 
 /// Largest example job file read from the jobs directory.
 const MAX_EXAMPLE_BYTES: u64 = 64 * 1024;

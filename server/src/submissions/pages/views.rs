@@ -3,9 +3,9 @@
 
 use kbot_core::table::number;
 
-use super::super::types::{ComparisonView, EventView, JobView, SubmissionView};
 use crate::time::format_time;
 use crate::web::{short_sha, SHORT_SHA};
+use kbot_api::submissions::{ComparisonView, EventView, JobView, SubmissionView};
 
 pub struct SubmissionRow {
     pub id: i64,

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::submissions::types::CommitView;
+use crate::repos::CommitView;
 
 /// `GET /api/v1/bisections[/{id}]`.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

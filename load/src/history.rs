@@ -17,15 +17,15 @@ use kbot_core::stats::rng::SplitMix64;
 use sqlx::Row;
 
 use super::seed::{atomic_jobs, LOAD_JOB_FILE};
-use crate::comparisons::stats_config;
-use crate::db::{self, Db, NullableF64, Tx};
-use crate::error::Result;
+use kbot_server::comparisons::stats_config;
+use kbot_server::db::{self, Db, NullableF64, Tx};
+use kbot_server::error::Result;
 
 /// What to seed.
 #[derive(Debug, Clone, clap::Args)]
 pub struct SeedArgs {
     #[command(flatten)]
-    pub db: crate::config::DbArgs,
+    pub db: kbot_server::config::DbArgs,
     /// Samples (one metric of one run) to write in all.
     #[arg(long, default_value_t = 1_000_000)]
     pub samples: u64,
@@ -72,7 +72,7 @@ pub struct Seeded {
 
 pub async fn run(args: &SeedArgs) -> Result<Seeded> {
     let db = Db::connect(&args.db.resolve()).await?;
-    crate::server::migrate(&db).await?;
+    kbot_server::server::migrate(&db).await?;
     // One run in FAIL_EVERY fails and uploads nothing: plan for that, and
     // stop once the samples are in.
     let per_submission = 2 * 2 * u64::from(args.runs) * args.metrics as u64;
@@ -115,7 +115,7 @@ pub async fn run(args: &SeedArgs) -> Result<Seeded> {
     }
     // The rows went in by SQL, not through uploads: summarise them as the
     // backfill of an existing store does.
-    crate::jobs::summaries::rebuild(&db).await?;
+    kbot_server::jobs::summaries::rebuild(&db).await?;
     // The dashboard is measured on a store whose planner statistics
     // autovacuum would have gathered by then (metric_summaries is written
     // in one go here; without them PostgreSQL walked the whole tbox group
@@ -152,7 +152,7 @@ struct Fixed {
 }
 
 async fn fixed_rows(tx: &mut Tx, commits: usize, groups: usize) -> Result<Fixed> {
-    let now = crate::time::now_ms();
+    let now = kbot_server::time::now_ms();
     let repo_id = returning(
         sqlx::query(
             "INSERT INTO repos (name, url, default_branch, created_at) \
@@ -309,7 +309,7 @@ async fn submission(
     names: &[String],
     rng: &mut SplitMix64,
 ) -> Result<(usize, usize)> {
-    let now = crate::time::now_ms();
+    let now = kbot_server::time::now_ms();
     let (group, watch_id, agent_ids) = &fixed.groups[pair.group];
     let submission_id = returning(
         sqlx::query(
@@ -388,7 +388,7 @@ async fn runs(
     names: &[String],
     rng: &mut SplitMix64,
 ) -> Result<Runs> {
-    let now = crate::time::now_ms();
+    let now = kbot_server::time::now_ms();
     let mut out = Runs {
         base: Vec::new(),
         head: Vec::new(),
@@ -500,7 +500,7 @@ async fn compare(tx: &mut Tx, ids: &AtomicIds, runs: &Runs) -> Result<usize> {
         tokio::task::spawn_blocking(move || kbot_core::stats::compare_runs(&base, &head, &cfg))
             .await
             .map_err(|e| anyhow::anyhow!("comparison task failed: {e}"))??;
-    let now = crate::time::now_ms();
+    let now = kbot_server::time::now_ms();
     let finite = |x: f64| if x.is_finite() { V::F(x) } else { V::NullF };
     let mut rows = Vec::with_capacity(comparison.metrics.len());
     for m in &comparison.metrics {

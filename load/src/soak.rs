@@ -14,14 +14,14 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use kbot_core::api::{EventRequest, JobState, LeaseRequest, LeaseResponse, ResultUpload};
-use reqwest::StatusCode;
+use kbot_api::agent::{EventRequest, JobState, ResultUpload};
+use kbot_api::client::{self, AgentClient};
 use sqlx::Row;
 
-use crate::auth;
-use crate::db::Db;
-use crate::error::Result;
-use crate::jobs::ACTIVE_STATES_SQL;
+use kbot_server::auth;
+use kbot_server::db::Db;
+use kbot_server::error::Result;
+use kbot_server::jobs::ACTIVE_STATES_SQL;
 
 /// What to run.
 #[derive(Debug, Clone, clap::Args)]
@@ -31,7 +31,7 @@ pub struct SoakArgs {
     #[arg(long, value_delimiter = ',', default_value = "http://127.0.0.1:8080")]
     pub servers: Vec<String>,
     #[command(flatten)]
-    pub db: crate::config::DbArgs,
+    pub db: kbot_server::config::DbArgs,
     #[arg(long, default_value_t = 500)]
     pub agents: usize,
     /// How long agents take new jobs; jobs in hand are finished after it.
@@ -146,7 +146,7 @@ pub async fn run(args: &SoakArgs) -> Result<SoakReport> {
         return Err(anyhow::anyhow!("--servers is empty").into());
     }
     let db = Db::connect(&args.db.resolve()).await?;
-    crate::server::migrate(&db).await?;
+    kbot_server::server::migrate(&db).await?;
     let per_agent = args.duration_secs.div_ceil(args.work_secs.max(1) / 2 + 1);
     super::queue_jobs(&db, per_agent * args.agents as u64 + 800).await?;
     let http = super::agents_client(args.agents)?;
@@ -155,11 +155,12 @@ pub async fn run(args: &SoakArgs) -> Result<SoakReport> {
         let server = &args.servers[i % args.servers.len()];
         let token = auth::create_enrollment_token(&db, "kbot-load soak").await?;
         let enrolled = super::enroll(&http, server, &token, i).await?;
+        let replicas = args.servers.iter().map(|server| {
+            AgentClient::with_http(http.clone(), server, Some(enrolled.agent_token.clone()))
+        });
         agents.push(SoakAgent {
-            http: http.clone(),
-            servers: args.servers.clone(),
+            replicas: replicas.collect(),
             home: i % args.servers.len(),
-            token: enrolled.agent_token,
             heartbeat: Duration::from_secs(args.heartbeat_secs.max(1)),
             work: Duration::from_secs(args.work_secs),
             metrics: args.metrics,
@@ -234,8 +235,8 @@ async fn count(db: &Db, acknowledged: &BTreeSet<i64>) -> Result<DbCounts> {
 }
 
 /// How one request ended, as an agent sees it.
-enum Outcome {
-    Ok(reqwest::Response),
+enum Outcome<T> {
+    Ok(T),
     /// 409: the server took the job back (expired lease, cancelled).
     LeaseLost,
     /// An answer no retry will change.
@@ -243,10 +244,9 @@ enum Outcome {
 }
 
 struct SoakAgent {
-    http: reqwest::Client,
-    servers: Vec<String>,
+    /// The same agent's client of each replica, in `--servers` order.
+    replicas: Vec<AgentClient>,
     home: usize,
-    token: String,
     heartbeat: Duration,
     work: Duration,
     metrics: usize,
@@ -257,23 +257,11 @@ impl SoakAgent {
     async fn soak(mut self, deadline: Instant) -> SoakReport {
         let mut report = SoakReport::default();
         while Instant::now() < deadline {
-            let lease = LeaseRequest { wait_secs: 10 };
             let job = match self
-                .request(
-                    &mut report,
-                    reqwest::Method::POST,
-                    "/api/v1/agents/lease",
-                    &lease,
-                )
+                .request(&mut report, "lease", |c| async move { c.lease(10).await })
                 .await
             {
-                Outcome::Ok(response) => match response.json::<LeaseResponse>().await {
-                    Ok(lease) => lease.job,
-                    Err(err) => {
-                        report.error(format!("lease body: {err}"));
-                        None
-                    }
-                },
+                Outcome::Ok(lease) => lease.job,
                 Outcome::LeaseLost => None,
                 Outcome::Failed(err) => {
                     report.error(err);
@@ -291,113 +279,75 @@ impl SoakAgent {
     /// A job's life after its lease: running, heartbeats through the
     /// simulated work, then the upload until the server answers it.
     async fn work_on(&mut self, job_id: i64, report: &mut SoakReport) {
-        let running = EventRequest {
+        let running = &EventRequest {
             state: JobState::Running,
             failure: None,
             detail: "simulated run".into(),
         };
-        let path = format!("/api/v1/jobs/{job_id}/events");
-        if !self
-            .step(report, reqwest::Method::POST, &path, &running)
-            .await
-        {
+        let event = self
+            .request(report, "event", |c| async move {
+                c.event(job_id, running).await
+            })
+            .await;
+        if !step(report, event) {
             return;
         }
         let work = self.next_work();
         let until = Instant::now() + work;
-        let path = format!("/api/v1/jobs/{job_id}/heartbeat");
         while Instant::now() + self.heartbeat < until {
             tokio::time::sleep(self.heartbeat).await;
             report.heartbeats += 1;
-            if !self.step(report, reqwest::Method::POST, &path, &()).await {
+            let beat = self
+                .request(
+                    report,
+                    "heartbeat",
+                    |c| async move { c.heartbeat(job_id).await },
+                )
+                .await;
+            if !step(report, beat) {
                 return;
             }
         }
         tokio::time::sleep(until.saturating_duration_since(Instant::now())).await;
-        let upload = self.result(job_id);
-        let path = format!("/api/v1/jobs/{job_id}/result");
-        match self
-            .request(report, reqwest::Method::PUT, &path, &upload)
-            .await
-        {
-            Outcome::Ok(response) => {
-                let stored = response
-                    .json::<kbot_core::api::UploadResponse>()
-                    .await
-                    .map(|r| r.stored);
-                match stored {
-                    Ok(stored) => {
-                        report.acknowledged.insert(job_id);
-                        report.resends_answered_stored += u64::from(!stored);
-                    }
-                    Err(err) => report.error(format!("upload body: {err}")),
-                }
+        let upload = &self.result(job_id);
+        let uploaded = self
+            .request(report, "upload", |c| async move {
+                c.upload(job_id, upload).await
+            })
+            .await;
+        match uploaded {
+            Outcome::Ok(answer) => {
+                report.acknowledged.insert(job_id);
+                report.resends_answered_stored += u64::from(!answer.stored);
             }
             Outcome::LeaseLost => report.leases_lost += 1,
             Outcome::Failed(err) => report.error(err),
         }
     }
 
-    /// One job-scoped request; false when the job is over for this agent.
-    async fn step<T: serde::Serialize>(
-        &mut self,
-        report: &mut SoakReport,
-        method: reqwest::Method,
-        path: &str,
-        body: &T,
-    ) -> bool {
-        match self.request(report, method, path, body).await {
-            Outcome::Ok(_) => true,
-            Outcome::LeaseLost => {
-                report.leases_lost += 1;
-                false
-            }
-            Outcome::Failed(err) => {
-                report.error(err);
-                false
-            }
-        }
-    }
-
-    /// Sends until an answer comes that a retry would not change: a real
+    /// Calls until an answer comes that a retry would not change: a real
     /// agent backs off (1 s doubling to 10 s) and, with several replicas,
     /// tries the next one, as a load balancer would.
-    async fn request<T: serde::Serialize>(
-        &mut self,
-        report: &mut SoakReport,
-        method: reqwest::Method,
-        path: &str,
-        body: &T,
-    ) -> Outcome {
+    async fn request<T, F, Fut>(&self, report: &mut SoakReport, what: &str, call: F) -> Outcome<T>
+    where
+        F: Fn(AgentClient) -> Fut,
+        Fut: std::future::Future<Output = client::Result<T>>,
+    {
         let mut backoff = Duration::from_secs(1);
         let mut replica = self.home;
         loop {
-            let url = format!("{}{path}", self.servers[replica]);
-            let sent = self
-                .http
-                .request(method.clone(), url)
-                .bearer_auth(&self.token)
-                .json(body)
-                .send()
-                .await;
-            match sent {
-                Ok(response) if response.status().is_success() => return Outcome::Ok(response),
-                Ok(response) if response.status() == StatusCode::CONFLICT => {
-                    return Outcome::LeaseLost
-                }
-                Ok(response) if is_transient(response.status()) => {}
-                Ok(response) => {
-                    let status = response.status();
-                    let text = response.text().await.unwrap_or_default();
-                    return Outcome::Failed(format!("{method} {path}: {status} {text}"));
-                }
+            match call(self.replicas[replica].clone()).await {
+                Ok(answer) => return Outcome::Ok(answer),
+                Err(err) if err.status() == Some(409) => return Outcome::LeaseLost,
+                Err(err) if err.status().is_some_and(is_transient) => {}
                 // Refused, reset or timed out: the replica is down or
                 // restarting, which is what this run is about.
-                Err(_) => {}
+                Err(client::Error::Http { .. }) => {}
+                Err(err) => return Outcome::Failed(format!("{what}: {err}")),
             }
             report.retried += 1;
-            if self.servers.len() > 1 {
-                replica = (replica + 1) % self.servers.len();
+            if self.replicas.len() > 1 {
+                replica = (replica + 1) % self.replicas.len();
                 report.failed_over += u64::from(replica != self.home);
             }
             tokio::time::sleep(backoff).await;
@@ -420,11 +370,25 @@ impl SoakAgent {
     }
 }
 
-fn is_transient(status: StatusCode) -> bool {
-    matches!(
-        status,
-        StatusCode::BAD_GATEWAY | StatusCode::SERVICE_UNAVAILABLE | StatusCode::GATEWAY_TIMEOUT
-    )
+/// Whether the job goes on after a job-scoped request; false when the job
+/// is over for this agent.
+fn step<T>(report: &mut SoakReport, outcome: Outcome<T>) -> bool {
+    match outcome {
+        Outcome::Ok(_) => true,
+        Outcome::LeaseLost => {
+            report.leases_lost += 1;
+            false
+        }
+        Outcome::Failed(err) => {
+            report.error(err);
+            false
+        }
+    }
+}
+
+/// 502, 503, 504: a proxy or a replica on its way down or up.
+fn is_transient(status: u16) -> bool {
+    matches!(status, 502..=504)
 }
 
 impl SoakReport {

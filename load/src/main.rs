@@ -1,11 +1,11 @@
 //! `kbot-load`: drives simulated agents against a running kbot-server, and
 //! (subcommands) seeds a store with a long history and measures dashboard
-//! page latency. See `kbot_server::loadgen` and BENCHMARKS.md ("Server",
+//! page latency. See the `kbot_load` library and BENCHMARKS.md ("Server",
 //! "Dashboard").
 
 use clap::{Parser, Subcommand};
+use kbot_load::{self as loadgen, history, pages, soak, LoadArgs};
 use kbot_server::error::error_chain;
-use kbot_server::loadgen::{self, history, pages, soak, LoadArgs};
 
 #[derive(Debug, Parser)]
 #[command(

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::error::{Error, Result};
+use kbot_server::error::{Error, Result};
 
 /// What to measure.
 #[derive(Debug, Clone, clap::Args)]

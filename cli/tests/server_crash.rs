@@ -9,6 +9,7 @@
 //! part of its 2 MB body reached the server, or the server stored the result
 //! and answered but the answer never reached the agent.
 
+#[path = "../../server/tests/common/mod.rs"]
 mod common;
 
 use std::collections::BTreeMap;
@@ -20,9 +21,9 @@ use common::relay::{Caught, Relay, Trap};
 use common::{backends, Backend, TestStore, THREE_RUN_JOB};
 use kbot_agent::client::ApiClient;
 use kbot_agent::spool::{Pending, Spool};
-use kbot_core::api::{BootBackend, EnrollRequest, LeasedJob, ResultUpload};
+use kbot_api::agent::{BootBackend, EnrollRequest, LeasedJob, ResultUpload};
+use kbot_load::seed;
 use kbot_server::db::Db;
-use kbot_server::loadgen::seed;
 use sqlx::Row;
 
 const KPI: &str = "bw_pipe.bandwidth.MB/sec";

@@ -1,16 +1,18 @@
-//! The user subcommands and what each one asks the server.
+//! The user subcommands (`submit`, `submissions`, `follow`, `cancel`,
+//! `results`, `repo`, `watch`, `bisections`, `bisect`, `report`) and what
+//! each one asks the server through [`UserClient`].
 
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
-use super::{ApiClient, ClientError};
-use crate::bisect::types::{BisectionDetail, BisectionView};
-use crate::submissions::types::{
-    EventView, RepoCreate, RepoView, SubmissionDetail, SubmissionResults, SubmissionView,
-    SubmitRequest,
-};
-use crate::watches::types::{WatchCreate, WatchDetail, WatchView};
+use kbot_api::client::UserClient;
+use kbot_api::repos::{RepoCreate, RepoView};
+use kbot_api::submissions::{SubmissionView, SubmitRequest};
+use kbot_api::watches::WatchCreate;
+
+use crate::error::{Error, Result};
+use crate::output;
 
 /// Where the server is and who is asking; shared by every user subcommand.
 #[derive(Debug, Clone, Args)]
@@ -21,6 +23,10 @@ pub struct Connection {
     /// User API token (created with the admin subcommand).
     #[arg(long, env = "KBOT_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// Print the answer as JSON (the API's own objects) instead of text
+    /// lines; `follow` prints one JSON object per line.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// User subcommands, flattened into `kbot-server`'s own command enum.
@@ -214,35 +220,28 @@ pub enum RepoCommand {
 }
 
 /// Runs one user subcommand, printing its answer on stdout.
-pub async fn run(cmd: UserCommand) -> Result<(), ClientError> {
+pub async fn run(cmd: UserCommand) -> Result<()> {
     match cmd {
         UserCommand::Submit(args) => submit(args).await,
         UserCommand::Submissions { conn, limit } => {
-            let list: Vec<SubmissionView> = client(&conn)?
-                .get(&format!("/submissions?limit={limit}"))
-                .await?;
+            let list = client(&conn)?.submissions(limit).await?;
+            if conn.json {
+                return output::json(&list);
+            }
             for s in &list {
-                println!("{}", summary_line(s));
+                output::line(&summary_line(s))?;
             }
             Ok(())
         }
         UserCommand::Follow { conn, id, interval } => {
-            follow(&client(&conn)?, id, Duration::from_secs(interval.max(1))).await
+            let api = client(&conn)?;
+            follow(&api, id, Duration::from_secs(interval.max(1)), conn.json).await
         }
         UserCommand::Cancel { conn, id } => {
-            let s: SubmissionView = client(&conn)?
-                .post(&format!("/submissions/{id}/cancel"), &())
-                .await?;
-            println!("{}", summary_line(&s));
-            Ok(())
+            let s = client(&conn)?.cancel(id).await?;
+            print_submission(&conn, &s)
         }
-        UserCommand::Results { conn, id } => {
-            let r: SubmissionResults = client(&conn)?
-                .get(&format!("/submissions/{id}/results"))
-                .await?;
-            println!("{}", serde_json::to_string_pretty(&r)?);
-            Ok(())
-        }
+        UserCommand::Results { conn, id } => output::json(&client(&conn)?.results(id).await?),
         UserCommand::Repo(RepoCommand::Add {
             conn,
             name,
@@ -254,50 +253,42 @@ pub async fn run(cmd: UserCommand) -> Result<(), ClientError> {
                 url,
                 default_branch,
             };
-            let repo: RepoView = client(&conn)?.post("/repos", &body).await?;
-            println!("{}\t{}\t{}", repo.name, repo.default_branch, repo.url);
-            Ok(())
+            let repo = client(&conn)?.add_repo(&body).await?;
+            if conn.json {
+                return output::json(&repo);
+            }
+            output::line(&repo_line(&repo))
         }
         UserCommand::Repo(RepoCommand::List { conn }) => {
-            let repos: Vec<RepoView> = client(&conn)?.get("/repos").await?;
-            for repo in repos {
-                println!("{}\t{}\t{}", repo.name, repo.default_branch, repo.url);
+            let repos = client(&conn)?.repos().await?;
+            if conn.json {
+                return output::json(&repos);
+            }
+            for repo in &repos {
+                output::line(&repo_line(repo))?;
             }
             Ok(())
         }
         UserCommand::Watch(cmd) => watch(cmd).await,
         UserCommand::Bisections { conn, limit } => {
-            let list: Vec<BisectionView> = client(&conn)?
-                .get(&format!("/bisections?limit={limit}"))
-                .await?;
-            print_json(&list)
+            output::json(&client(&conn)?.bisections(limit).await?)
         }
         UserCommand::Bisect(BisectCommand::Show { conn, id }) => {
-            let detail: BisectionDetail = client(&conn)?.get(&format!("/bisections/{id}")).await?;
-            print_json(&detail)
+            output::json(&client(&conn)?.bisection(id).await?)
         }
         UserCommand::Bisect(BisectCommand::Cancel { conn, id }) => {
-            let b: BisectionView = client(&conn)?
-                .post(&format!("/bisections/{id}/cancel"), &())
-                .await?;
-            print_json(&b)
+            output::json(&client(&conn)?.cancel_bisection(id).await?)
         }
         UserCommand::Report(ReportCommand::Resend { conn, id }) => {
-            let id = url::form_urlencoded::byte_serialize(id.as_bytes()).collect::<String>();
-            let r: serde_json::Value = client(&conn)?
-                .post(&format!("/reports/{id}/resend"), &())
-                .await?;
-            print_json(&r)
+            let detail = client(&conn)?.resend_report(&id).await?;
+            // Through a JSON value, whose keys print sorted, as they did
+            // before the answer had a type.
+            output::json(&serde_json::to_value(&detail)?)
         }
     }
 }
 
-fn print_json<T: serde::Serialize>(value: &T) -> Result<(), ClientError> {
-    println!("{}", serde_json::to_string_pretty(value)?);
-    Ok(())
-}
-
-async fn watch(cmd: WatchCommand) -> Result<(), ClientError> {
+async fn watch(cmd: WatchCommand) -> Result<()> {
     match cmd {
         WatchCommand::Add {
             conn,
@@ -316,38 +307,28 @@ async fn watch(cmd: WatchCommand) -> Result<(), ClientError> {
                 interval_secs: interval,
                 max_runs,
             };
-            let w: WatchView = client(&conn)?.post("/watches", &body).await?;
-            print_json(&w)
+            output::json(&client(&conn)?.add_watch(&body).await?)
         }
-        WatchCommand::List { conn } => {
-            let list: Vec<WatchView> = client(&conn)?.get("/watches").await?;
-            print_json(&list)
-        }
-        WatchCommand::Show { conn, id } => {
-            let detail: WatchDetail = client(&conn)?.get(&format!("/watches/{id}")).await?;
-            print_json(&detail)
-        }
-        WatchCommand::Rm { conn, id } => {
-            let w: WatchView = client(&conn)?.delete(&format!("/watches/{id}")).await?;
-            print_json(&w)
-        }
+        WatchCommand::List { conn } => output::json(&client(&conn)?.watches().await?),
+        WatchCommand::Show { conn, id } => output::json(&client(&conn)?.watch(id).await?),
+        WatchCommand::Rm { conn, id } => output::json(&client(&conn)?.remove_watch(id).await?),
     }
 }
 
-async fn read_job_file(path: &str) -> Result<String, ClientError> {
+async fn read_job_file(path: &str) -> Result<String> {
     tokio::fs::read_to_string(path)
         .await
-        .map_err(|source| ClientError::ReadFile {
+        .map_err(|source| Error::ReadFile {
             path: path.to_owned(),
             source,
         })
 }
 
-fn client(conn: &Connection) -> Result<ApiClient, ClientError> {
-    ApiClient::new(&conn.server, conn.token.clone())
+fn client(conn: &Connection) -> Result<UserClient> {
+    Ok(UserClient::new(&conn.server, conn.token.clone())?)
 }
 
-async fn submit(args: SubmitArgs) -> Result<(), ClientError> {
+async fn submit(args: SubmitArgs) -> Result<()> {
     let job_file = read_job_file(&args.job).await?;
     let body = SubmitRequest {
         repo: args.repo,
@@ -359,17 +340,29 @@ async fn submit(args: SubmitArgs) -> Result<(), ClientError> {
         bisect: Some(!args.no_bisect),
     };
     let api = client(&args.conn)?;
-    let s: SubmissionView = api.post("/submissions", &body).await?;
-    println!("{}", summary_line(&s));
+    let s = api.submit(&body).await?;
+    print_submission(&args.conn, &s)?;
     // On stderr: scripts read the one summary line from stdout.
     for line in skipped_lines(&s) {
         eprintln!("{line}");
     }
-    let detail: SubmissionDetail = api.get(&format!("/submissions/{}", s.id)).await?;
+    let detail = api.submission(s.id).await?;
     for w in &detail.waiting {
         eprintln!("waiting job {}: {}", w.job_index, w.reason);
     }
     Ok(())
+}
+
+/// A submission as its summary line, or as JSON with `--json`.
+fn print_submission(conn: &Connection, s: &SubmissionView) -> Result<()> {
+    if conn.json {
+        return output::json(s);
+    }
+    output::line(&summary_line(s))
+}
+
+fn repo_line(repo: &RepoView) -> String {
+    format!("{}\t{}\t{}", repo.name, repo.default_branch, repo.url)
 }
 
 /// One line per atomic job, monitor or key of the job file that kbot does
@@ -381,26 +374,30 @@ fn skipped_lines(s: &SubmissionView) -> Vec<String> {
         .collect()
 }
 
-async fn follow(api: &ApiClient, id: i64, interval: Duration) -> Result<(), ClientError> {
+async fn follow(api: &UserClient, id: i64, interval: Duration, json: bool) -> Result<()> {
     let mut after = 0_i64;
     loop {
-        let events: Vec<EventView> = api
-            .get(&format!("/submissions/{id}/events?after={after}"))
-            .await?;
+        let events = api.events(id, after).await?;
         for e in &events {
-            println!(
-                "{}\tjob {}\t{}\t{}",
-                crate::time::format_time(e.at),
-                e.job_id,
-                e.state,
-                e.detail
-            );
+            if json {
+                output::json_line(e)?;
+            } else {
+                output::line(&format!(
+                    "{}\tjob {}\t{}\t{}",
+                    kbot_server::time::format_time(e.at),
+                    e.job_id,
+                    e.state,
+                    e.detail
+                ))?;
+            }
             after = after.max(e.id);
         }
-        let detail: SubmissionDetail = api.get(&format!("/submissions/{id}")).await?;
+        let detail = api.submission(id).await?;
         if is_settled(&detail.submission.state) {
-            println!("{}", summary_line(&detail.submission));
-            return Ok(());
+            if json {
+                return output::json_line(&detail.submission);
+            }
+            return output::line(&summary_line(&detail.submission));
         }
         tokio::time::sleep(interval).await;
     }

@@ -1,4 +1,4 @@
-//! Wire types of the REST API under [`API_PREFIX`], shared by the server and the agent.
+//! Wire types of the agent protocol under [`crate::API_PREFIX`], shared by the server and the agent.
 //!
 //! The agent protocol (all requests carry `Authorization: Bearer <agent token>`):
 //!
@@ -10,7 +10,7 @@
 //! | `POST /api/v1/jobs/{id}/events` | [`EventRequest`] | `204` |
 //! | `PUT  /api/v1/jobs/{id}/result` | [`ResultUpload`] | [`UploadResponse`] (idempotent) |
 //!
-//! Every error is an [`ErrorBody`] with a stable `code`.
+//! Every error is an [`crate::ErrorBody`] with a stable `code`.
 //!
 //! Times on the wire are Unix milliseconds (`i64`), so both database backends
 //! and both ends agree without time-zone handling.
@@ -20,11 +20,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::job::AtomicJob;
-pub use crate::machine::Hardware;
-
-/// Prefix of every REST route.
-pub const API_PREFIX: &str = "/api/v1";
+use kbot_core::job::AtomicJob;
+pub use kbot_core::machine::Hardware;
 
 /// How an agent gets the kernel under test running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -231,19 +228,19 @@ impl ResultUpload {
     /// `PUT /jobs/{id}/result`, checked by the agent before it spools a
     /// result too, so that a run the server must refuse is reported as a
     /// failure with the reason instead of being re-run after its lease ends.
-    pub fn check(&self) -> crate::Result<()> {
-        use crate::metrics::{is_storable_name, MAX_METRICS_PER_RESULT, MAX_METRIC_NAME_LEN};
+    pub fn check(&self) -> kbot_core::Result<()> {
+        use kbot_core::metrics::{is_storable_name, MAX_METRICS_PER_RESULT, MAX_METRIC_NAME_LEN};
         // Within the body limit, a body of tiny metrics would still cost a
         // row of work per metric in every comparison of the pair.
         if self.metrics.len() > MAX_METRICS_PER_RESULT {
-            return Err(crate::Error::TooManyMetrics {
+            return Err(kbot_core::Error::TooManyMetrics {
                 count: self.metrics.len(),
                 max: MAX_METRICS_PER_RESULT,
             });
         }
         for (name, value) in &self.metrics {
             if !is_storable_name(name) {
-                return Err(crate::Error::MetricName {
+                return Err(kbot_core::Error::MetricName {
                     name: name.chars().take(MAX_METRIC_NAME_LEN + 8).collect(),
                     max: MAX_METRIC_NAME_LEN,
                 });
@@ -251,11 +248,11 @@ impl ResultUpload {
             // JSON cannot carry NaN, but a literal like `1e999` parses to
             // infinity.
             if !value.is_finite() {
-                return Err(crate::Error::NonFiniteMetric { name: name.clone() });
+                return Err(kbot_core::Error::NonFiniteMetric { name: name.clone() });
             }
         }
         if self.finished_at < self.started_at {
-            return Err(crate::Error::ResultTimes);
+            return Err(kbot_core::Error::ResultTimes);
         }
         Ok(())
     }
@@ -268,23 +265,10 @@ pub struct UploadResponse {
     pub stored: bool,
 }
 
-/// The body of every API error.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct ErrorBody {
-    pub error: ErrorDetail,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct ErrorDetail {
-    /// Stable, machine-readable: `bad_request`, `unauthorized`, `not_found`, `payload_too_large`, ...
-    pub code: String,
-    pub message: String,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::{MAX_METRICS_PER_RESULT, MAX_METRIC_NAME_LEN};
+    use kbot_core::metrics::{MAX_METRICS_PER_RESULT, MAX_METRIC_NAME_LEN};
 
     fn upload(metrics: BTreeMap<String, f64>) -> ResultUpload {
         ResultUpload {
@@ -306,17 +290,23 @@ mod tests {
         let over = (0..=MAX_METRICS_PER_RESULT).map(|i| (format!("m{i}"), 1.0));
         let err = upload(over.collect()).check().expect_err("one too many");
         assert!(
-            matches!(err, crate::Error::TooManyMetrics { count, .. } if count == MAX_METRICS_PER_RESULT + 1)
+            matches!(err, kbot_core::Error::TooManyMetrics { count, .. } if count == MAX_METRICS_PER_RESULT + 1)
         );
         let long = "n".repeat(MAX_METRIC_NAME_LEN + 1);
         let err = upload([(long, 1.0)].into()).check().expect_err("too long");
-        assert!(matches!(err, crate::Error::MetricName { .. }), "{err}");
+        assert!(matches!(err, kbot_core::Error::MetricName { .. }), "{err}");
         let err = upload([("m".into(), f64::INFINITY)].into())
             .check()
             .expect_err("infinite");
-        assert!(matches!(err, crate::Error::NonFiniteMetric { .. }), "{err}");
+        assert!(
+            matches!(err, kbot_core::Error::NonFiniteMetric { .. }),
+            "{err}"
+        );
         let mut backwards = upload([("m".into(), 1.0)].into());
         backwards.finished_at = 0;
-        assert!(matches!(backwards.check(), Err(crate::Error::ResultTimes)));
+        assert!(matches!(
+            backwards.check(),
+            Err(kbot_core::Error::ResultTimes)
+        ));
     }
 }

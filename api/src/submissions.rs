@@ -1,5 +1,5 @@
-//! Wire types of the user API (submissions, repos, results, comparisons),
-//! shared by the REST handlers and the `kbot-server` user CLI.
+//! Wire types of submissions, their jobs, results and comparisons, shared
+//! by the REST handlers and the `kbot-server` user CLI.
 
 use std::collections::BTreeMap;
 
@@ -9,42 +9,7 @@ use utoipa::ToSchema;
 use kbot_core::job::{AtomicJob, Skipped};
 use kbot_core::needs::Needs;
 
-/// `POST /api/v1/repos`.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct RepoCreate {
-    /// Short name users refer to the repo by (`linux`, `tip`).
-    pub name: String,
-    /// A git URL or a path on the server's disk.
-    pub url: String,
-    /// Defaults to the branch the remote's `HEAD` points at.
-    pub default_branch: Option<String>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct RepoView {
-    pub id: i64,
-    pub name: String,
-    pub url: String,
-    pub default_branch: String,
-    /// Unix milliseconds.
-    pub created_at: i64,
-}
-
-/// A commit as stored by the server.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct CommitView {
-    pub sha: String,
-    pub parents: Vec<String>,
-    pub subject: String,
-    pub author_name: String,
-    pub author_email: String,
-    pub committer_name: String,
-    pub committer_email: String,
-    /// Author date, Unix seconds.
-    pub author_time: i64,
-    /// Committer date, Unix seconds.
-    pub commit_time: i64,
-}
+use crate::repos::CommitView;
 
 /// `POST /api/v1/submissions`: a job file for a base/head pair, or for one
 /// commit (`base` omitted: the head's first parent becomes the base).

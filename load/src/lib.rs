@@ -1,22 +1,26 @@
 //! The load tool behind `kbot-load`: N simulated agents drive a running
 //! server through the whole agent protocol (enrol, then lease, heartbeat,
-//! a `running` event and a result upload of M metrics, over and over) and
-//! the tool reports cycles per second and lease latency percentiles.
+//! a `running` event and a result upload of M metrics, over and over, each
+//! through [`AgentClient`]) and the tool reports cycles per second and lease
+//! latency percentiles.
 //!
-//! It seeds queued jobs straight into the server's database (same URL), so
-//! it needs no other part of the user API.
+//! It seeds queued jobs straight into the server's database (same URL)
+//! through the server library, so it needs no other part of the user API.
+//! [`soak`] is the long reliability run across replicas, [`history`] fills
+//! a store with a watched branch's history, [`pages`] measures dashboard
+//! latency, [`seed`] queues submissions.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use kbot_core::api::{
-    BootBackend, EnrollRequest, EnrollResponse, EventRequest, Hardware, JobState, LeaseRequest,
-    LeaseResponse, ResultUpload,
+use kbot_api::agent::{
+    BootBackend, EnrollRequest, EnrollResponse, EventRequest, Hardware, JobState, ResultUpload,
 };
+use kbot_api::client::AgentClient;
 
-use crate::auth;
-use crate::db::Db;
-use crate::error::{Error, Result};
+use kbot_server::auth;
+use kbot_server::db::Db;
+use kbot_server::error::Result;
 
 pub mod history;
 pub mod pages;
@@ -30,7 +34,7 @@ pub struct LoadArgs {
     #[arg(long, default_value = "http://127.0.0.1:8080")]
     pub server: String,
     #[command(flatten)]
-    pub db: crate::config::DbArgs,
+    pub db: kbot_server::config::DbArgs,
     /// Simulated agents, each one connection-reusing HTTP client task.
     #[arg(long, default_value_t = 100)]
     pub agents: usize,
@@ -107,7 +111,7 @@ impl std::fmt::Display for Report {
 /// Seeds, enrols, drives the agents for the measured time, reports.
 pub async fn run(args: &LoadArgs) -> Result<Report> {
     let db = Db::connect(&args.db.resolve()).await?;
-    crate::server::migrate(&db).await?;
+    kbot_server::server::migrate(&db).await?;
     let wanted = if args.jobs > 0 {
         args.jobs
     } else {
@@ -130,9 +134,7 @@ pub async fn run(args: &LoadArgs) -> Result<Report> {
     let deadline = started + Duration::from_secs(args.duration_secs);
     let drivers = agents.into_iter().map(|agent| {
         let driver = Driver {
-            http: http.clone(),
-            server: args.server.clone(),
-            token: agent.agent_token,
+            client: AgentClient::with_http(http.clone(), &args.server, Some(agent.agent_token)),
             metrics: args.metrics,
         };
         async move { driver.drive(deadline).await }
@@ -186,7 +188,7 @@ where
 /// measured the missing statistics rather than the server. SQLite's claim
 /// fixes its join order instead, so it is left without `sqlite_stat1`.
 pub(crate) async fn refresh_planner_stats(db: &Db) -> Result<()> {
-    if db.backend() == crate::db::Backend::Postgres {
+    if db.backend() == kbot_server::db::Backend::Postgres {
         sqlx::query("ANALYZE").execute(db.write()).await?;
     }
     Ok(())
@@ -238,28 +240,14 @@ async fn enroll(
         },
         host: None,
     };
-    let response = http
-        .post(format!("{server}/api/v1/agents/enroll"))
-        .json(&request)
-        .send()
+    Ok(AgentClient::with_http(http.clone(), server, None)
+        .enroll(&request)
         .await
-        .map_err(|e| anyhow::anyhow!("enrol: {e}"))?;
-    if !response.status().is_success() {
-        return Err(Error::Other(anyhow::anyhow!(
-            "enrol failed with {}",
-            response.status()
-        )));
-    }
-    Ok(response
-        .json()
-        .await
-        .map_err(|e| anyhow::anyhow!("enrol response: {e}"))?)
+        .map_err(|e| anyhow::anyhow!("enrol: {e}"))?)
 }
 
 struct Driver {
-    http: reqwest::Client,
-    server: String,
-    token: String,
+    client: AgentClient,
     metrics: usize,
 }
 
@@ -289,62 +277,24 @@ impl Driver {
     /// One lease + heartbeat + event + upload; false when no job came.
     async fn cycle(&self, tally: &mut Tally) -> anyhow::Result<bool> {
         let start = Instant::now();
-        let lease: LeaseResponse = self
-            .post("/api/v1/agents/lease", Some(&LeaseRequest { wait_secs: 1 }))
-            .await?
-            .json()
-            .await?;
+        let lease = self.client.lease(1).await?;
         tally.lease_ms.push(ms(start.elapsed()));
         let Some(job) = lease.job else {
             return Ok(false);
         };
         let id = job.job_id;
-        self.post::<()>(&format!("/api/v1/jobs/{id}/heartbeat"), None)
-            .await?;
+        self.client.heartbeat(id).await?;
         let event = EventRequest {
             state: JobState::Running,
             failure: None,
             detail: "simulated run".into(),
         };
-        self.post(&format!("/api/v1/jobs/{id}/events"), Some(&event))
-            .await?;
+        self.client.event(id, &event).await?;
         let upload = self.result(id);
         let start = Instant::now();
-        let response = self
-            .http
-            .put(format!("{}/api/v1/jobs/{id}/result", self.server))
-            .bearer_auth(&self.token)
-            .json(&upload)
-            .send()
-            .await?;
-        anyhow::ensure!(
-            response.status().is_success(),
-            "upload: {}",
-            response.status()
-        );
+        self.client.upload(id, &upload).await?;
         tally.upload_ms.push(ms(start.elapsed()));
         Ok(true)
-    }
-
-    async fn post<T: serde::Serialize>(
-        &self,
-        path: &str,
-        body: Option<&T>,
-    ) -> anyhow::Result<reqwest::Response> {
-        let mut request = self
-            .http
-            .post(format!("{}{path}", self.server))
-            .bearer_auth(&self.token);
-        if let Some(body) = body {
-            request = request.json(body);
-        }
-        let response = request.send().await?;
-        anyhow::ensure!(
-            response.status().is_success(),
-            "{path}: {}",
-            response.status()
-        );
-        Ok(response)
     }
 
     fn result(&self, job_id: i64) -> ResultUpload {

@@ -1,14 +1,17 @@
-//! `kbot-server` subcommands: `serve`, `migrate`, `enroll-token`, `user add`, `user-token`,
-//! and the user commands of [`crate::client`].
+//! `kbot-server` subcommands: `serve`, `migrate`, `enroll-token`, `user add`, `user-token`
+//! through the server library, and the user commands of [`crate::user`].
 
 use clap::{Parser, Subcommand};
 
-use crate::config::{Config, DbArgs, ServeArgs};
-use crate::db::Db;
-use crate::error::{Error, Result};
-use crate::server::{shutdown_signal, Server};
-use crate::telemetry;
-use crate::{access, auth};
+use kbot_server::config::{Config, DbArgs, ServeArgs};
+use kbot_server::db::Db;
+use kbot_server::error::Error as ServerError;
+use kbot_server::server::{shutdown_signal, Server};
+use kbot_server::telemetry;
+use kbot_server::{access, auth};
+
+use crate::error::Result;
+use crate::output;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -55,7 +58,7 @@ pub enum Command {
     Users(UsersCommand),
     /// User commands, over the REST API (`submit`, `submissions`, `follow`, ...).
     #[command(flatten)]
-    User(crate::client::UserCommand),
+    User(crate::user::UserCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -78,11 +81,11 @@ pub enum UsersCommand {
 pub async fn run(cli: Cli) -> Result<()> {
     telemetry::init(cli.log_json);
     match cli.command {
-        Command::User(cmd) => Ok(crate::client::run(cmd).await.map_err(anyhow::Error::from)?),
+        Command::User(cmd) => crate::user::run(cmd).await,
         Command::Serve(args) => {
             let server = Server::build(Config::from(*args)).await?;
             tracing::info!(addr = %server.local_addr()?, backend = server.state().db.backend().name(), "kbot-server listening");
-            server.run_until(shutdown_signal()).await
+            Ok(server.run_until(shutdown_signal()).await?)
         }
         Command::Migrate(db) => {
             let db = open(&db).await?;
@@ -94,8 +97,7 @@ pub async fn run(cli: Cli) -> Result<()> {
             let db = open(&db).await?;
             let token = auth::create_enrollment_token(&db, &label).await?;
             db.close().await;
-            println!("{token}");
-            Ok(())
+            output::line(&token)
         }
         Command::Users(UsersCommand::Add { db, name, email }) => {
             let password = read_password(&name)?;
@@ -110,15 +112,14 @@ pub async fn run(cli: Cli) -> Result<()> {
             let (user_id, token) = auth::create_user_token(&db, &name, email.as_deref()).await?;
             db.close().await;
             eprintln!("user {name} (id {user_id})");
-            println!("{token}");
-            Ok(())
+            output::line(&token)
         }
     }
 }
 
 /// The new password: stdin's first line when it is not a terminal (scripts),
 /// else typed twice at a prompt without echo.
-fn read_password(name: &str) -> Result<String> {
+fn read_password(name: &str) -> kbot_server::Result<String> {
     use std::io::IsTerminal;
     let stdin = std::io::stdin();
     if !stdin.is_terminal() {
@@ -129,13 +130,13 @@ fn read_password(name: &str) -> Result<String> {
     let first = prompt_hidden(&format!("Password for {name}: "))?;
     let second = prompt_hidden("Again: ")?;
     if first != second {
-        return Err(Error::BadRequest("the two passwords differ".into()));
+        return Err(ServerError::BadRequest("the two passwords differ".into()));
     }
     Ok(first)
 }
 
 /// Reads a line from the terminal with echo off, restoring it afterwards.
-fn prompt_hidden(prompt: &str) -> Result<String> {
+fn prompt_hidden(prompt: &str) -> kbot_server::Result<String> {
     use nix::sys::termios::{tcgetattr, tcsetattr, LocalFlags, SetArg};
     let stdin = std::io::stdin();
     eprint!("{prompt}");
@@ -152,8 +153,8 @@ fn prompt_hidden(prompt: &str) -> Result<String> {
 }
 
 /// Connects and migrates, so admin commands work on a fresh database.
-async fn open(args: &DbArgs) -> Result<Db> {
+async fn open(args: &DbArgs) -> kbot_server::Result<Db> {
     let db = Db::connect(&args.resolve()).await?;
-    crate::server::migrate(&db).await?;
+    kbot_server::server::migrate(&db).await?;
     Ok(db)
 }

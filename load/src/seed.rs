@@ -5,10 +5,10 @@
 use kbot_core::job::{parse_job_file, AtomicJob};
 use sqlx::Row;
 
-use crate::db::Db;
-use crate::error::{Error, Result};
-use crate::jobs::{self, Pair};
-use crate::time::now_ms;
+use kbot_server::db::Db;
+use kbot_server::error::{Error, Result};
+use kbot_server::jobs::{self, Pair};
+use kbot_server::time::now_ms;
 
 /// A small real job file: lmbench3's bw_pipe at two message sizes.
 pub const LOAD_JOB_FILE: &str = "\

@@ -1,7 +1,9 @@
 //! The `kbot-server` user subcommands (the real binary) against a running
 //! test server.
 
+#[path = "../../server/tests/common/mod.rs"]
 mod common;
+#[path = "../../server/tests/gitrepo/mod.rs"]
 mod gitrepo;
 
 use common::{backends, TestServer};
@@ -184,4 +186,45 @@ async fn user_add_sets_a_dashboard_password_from_stdin() {
         assert!(stored.0.starts_with("$argon2id$"), "{}", stored.0);
         server.stop().await;
     }
+}
+
+/// `kbot-server repo list | head -0` and the like: a reader that closed
+/// its end before the answer came ends the command quietly (no panic text,
+/// success), as with any Unix tool, with and without `--json`.
+#[tokio::test]
+async fn a_closed_pipe_ends_a_command_quietly() {
+    let backend = backends()[0];
+    let server = TestServer::start(backend).await;
+    let (_, token) = kbot_server::auth::create_user_token(server.db(), "pia", None)
+        .await
+        .expect("token");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let repo = tmp.path().join("repo");
+    gitrepo::linear_repo(&repo, &["one", "two"]);
+    let (ok, _, err) = cli(
+        &server,
+        &token,
+        &["repo", "add", "linux", repo.to_str().expect("utf8")],
+    )
+    .await;
+    assert!(ok, "repo add: {err}");
+    for args in [&["repo", "list"][..], &["repo", "list", "--json"][..]] {
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_kbot-server"))
+            .args(args)
+            .env("KBOT_SERVER", server.url(""))
+            .env("KBOT_TOKEN", &token)
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("kbot-server runs");
+        // Closed before the command has its answer from the server.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().await.expect("kbot-server ends");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(err.is_empty(), "{args:?}: {err}");
+        assert!(out.status.success(), "{args:?}: {:?}", out.status);
+    }
+    server.stop().await;
 }

@@ -1,0 +1,92 @@
+//! [`AgentClient`]: every call of the agent protocol ([`crate::agent`]).
+
+use std::time::Duration;
+
+use reqwest::Method;
+
+use super::{Http, Result};
+use crate::agent::{
+    EnrollRequest, EnrollResponse, EventRequest, HeartbeatResponse, LeaseRequest, LeaseResponse,
+    ResultUpload, UploadResponse,
+};
+
+/// A test machine's connection to one kbot server.
+#[derive(Debug, Clone)]
+pub struct AgentClient {
+    http: Http,
+}
+
+impl AgentClient {
+    /// `server` is the server's base URL (`http://127.0.0.1:8080`); `token`
+    /// the agent token, `None` before enrolment. Connecting may take 10 s
+    /// and a whole call 120 s (a lease long-polls).
+    pub fn new(server: &str, token: Option<String>) -> Result<AgentClient> {
+        let client = Http::build(
+            server,
+            Some(Duration::from_secs(10)),
+            Duration::from_secs(120),
+        )?;
+        Ok(AgentClient::with_http(client, server, token))
+    }
+
+    /// A client over a shared connection pool (many simulated agents).
+    pub fn with_http(client: reqwest::Client, server: &str, token: Option<String>) -> AgentClient {
+        AgentClient {
+            http: Http::new(client, server, token),
+        }
+    }
+
+    /// The same server and pool, as the agent `token` enrolled as.
+    pub fn with_token(&self, token: String) -> AgentClient {
+        AgentClient {
+            http: Http {
+                token: Some(token),
+                ..self.http.clone()
+            },
+        }
+    }
+
+    /// `POST /agents/enroll`: the enrolment token travels in the body.
+    pub async fn enroll(&self, request: &EnrollRequest) -> Result<EnrollResponse> {
+        self.http
+            .expect(Method::POST, "/agents/enroll", Some(request))
+            .await
+    }
+
+    /// `POST /agents/lease`, which the server may hold up to `wait_secs`.
+    pub async fn lease(&self, wait_secs: u32) -> Result<LeaseResponse> {
+        self.http
+            .expect(
+                Method::POST,
+                "/agents/lease",
+                Some(&LeaseRequest { wait_secs }),
+            )
+            .await
+    }
+
+    /// `POST /jobs/{id}/heartbeat`: extends the lease, says if cancelled.
+    pub async fn heartbeat(&self, job_id: i64) -> Result<HeartbeatResponse> {
+        self.http
+            .expect::<(), _>(Method::POST, &format!("/jobs/{job_id}/heartbeat"), None)
+            .await
+    }
+
+    /// `POST /jobs/{id}/events`: a state change of the job.
+    pub async fn event(&self, job_id: i64, event: &EventRequest) -> Result<()> {
+        self.http
+            .call::<_, serde_json::Value>(
+                Method::POST,
+                &format!("/jobs/{job_id}/events"),
+                Some(event),
+            )
+            .await
+            .map(|_| ())
+    }
+
+    /// `PUT /jobs/{id}/result`: idempotent, so a lost answer may be resent.
+    pub async fn upload(&self, job_id: i64, result: &ResultUpload) -> Result<UploadResponse> {
+        self.http
+            .expect(Method::PUT, &format!("/jobs/{job_id}/result"), Some(result))
+            .await
+    }
+}

@@ -1,0 +1,44 @@
+//! Wire types of regressions and their triage, shared by the REST handlers
+//! and the dashboard.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// A regression with what it links to, as pages and the API show it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RegressionRow {
+    pub id: i64,
+    pub repo: String,
+    /// The pair whose comparison found it.
+    pub submission_id: i64,
+    pub metric: String,
+    pub tbox_group: String,
+    /// Head against base, in percent.
+    pub change_pct: Option<f64>,
+    /// The triage state: `new`, `confirmed`, `reported`, `fixed`,
+    /// `invalid`, `wont_fix` or `duplicate`.
+    pub state: String,
+    /// The pair's head commit.
+    pub head_sha: String,
+    pub head_subject: String,
+    /// The bisection it started, and that bisection's state.
+    pub bisection_id: Option<i64>,
+    pub bisection_state: Option<String>,
+    /// Its regression report, when one was written.
+    pub report_id: Option<i64>,
+    pub report_message_id: Option<String>,
+    pub report_subject: Option<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// A triage decision.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct TriageRequest {
+    /// The new state: `new`, `confirmed`, `reported`, `fixed`, `invalid`,
+    /// `wont_fix` or `duplicate`.
+    pub state: String,
+    /// Why, for the regression's history.
+    #[serde(default)]
+    pub note: String,
+}
