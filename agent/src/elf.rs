@@ -5,32 +5,33 @@
 //! `kbot-bench: not found` (the kernel cannot find its interpreter) on every
 //! run, so the agent refuses to start instead.
 //!
-//! Only the ELF header, the program headers and the dynamic segment are read
-//! (ELF32/ELF64, either byte order); no ELF crate is needed for that.
+//! The `object` crate reads the ELF header, the program headers and the
+//! dynamic segment (ELF32/ELF64, either byte order); this module judges them.
 
 use std::path::Path;
 
-use crate::error::{AgentError, Result};
+use object::elf::{
+    FileHeader32, FileHeader64, DT_NEEDED, DT_NULL, ELFCLASS32, ELFCLASS64, ELFDATA2LSB,
+    ELFDATA2MSB, EM_386, EM_AARCH64, EM_ARM, EM_LOONGARCH, EM_MIPS, EM_PPC, EM_PPC64, EM_RISCV,
+    EM_S390, EM_X86_64, ET_DYN, ET_EXEC, PT_DYNAMIC, PT_INTERP,
+};
+use object::read::elf::{Dyn, FileHeader, ProgramHeader};
+use object::{Endianness, ReadRef};
 
-const PT_DYNAMIC: u32 = 2;
-const PT_INTERP: u32 = 3;
-const DT_NULL: u64 = 0;
-const DT_NEEDED: u64 = 1;
-const ET_EXEC: u16 = 2;
-const ET_DYN: u16 = 3;
+use crate::error::{AgentError, Result};
 
 /// ELF `e_machine` values of the architectures QEMU and the kernel build know.
 const MACHINES: &[(u16, &str)] = &[
-    (3, "i386"),
-    (8, "mips"),
-    (20, "ppc"),
-    (21, "ppc64"),
-    (22, "s390x"),
-    (40, "arm"),
-    (62, "x86_64"),
-    (183, "aarch64"),
-    (243, "riscv"),
-    (258, "loongarch64"),
+    (EM_386.0, "i386"),
+    (EM_MIPS.0, "mips"),
+    (EM_PPC.0, "ppc"),
+    (EM_PPC64.0, "ppc64"),
+    (EM_S390.0, "s390x"),
+    (EM_ARM.0, "arm"),
+    (EM_X86_64.0, "x86_64"),
+    (EM_AARCH64.0, "aarch64"),
+    (EM_RISCV.0, "riscv"),
+    (EM_LOONGARCH.0, "loongarch64"),
 ];
 
 /// What the check reads from an ELF file.
@@ -56,7 +57,7 @@ impl ElfFacts {
     }
 
     pub fn is_executable(&self) -> bool {
-        matches!(self.e_type, ET_EXEC | ET_DYN)
+        self.e_type == ET_EXEC.0 || self.e_type == ET_DYN.0
     }
 
     /// The architecture name of `e_machine` (`x86_64`, `aarch64`, ...).
@@ -76,20 +77,21 @@ fn machine_name(e_machine: u16, class_bits: u8) -> String {
 /// The `e_machine` (and class, where one value serves both) of a guest arch
 /// as QEMU names it (`qemu-system-<arch>`) or the kernel's `ARCH=` does.
 pub fn machine_of_arch(arch: &str) -> Option<(u16, Option<u8>)> {
-    Some(match arch {
-        "x86_64" | "amd64" => (62, None),
-        "i386" | "i486" | "i586" | "i686" | "x86" => (3, None),
-        "aarch64" | "arm64" => (183, None),
-        "arm" | "armv7" | "armhf" => (40, None),
-        "riscv64" => (243, Some(64)),
-        "riscv32" => (243, Some(32)),
-        "ppc64" | "ppc64le" | "powerpc64" => (21, None),
-        "ppc" | "powerpc" => (20, None),
-        "s390x" | "s390" => (22, None),
-        "mips" | "mipsel" | "mips64" | "mips64el" => (8, None),
-        "loongarch64" => (258, None),
+    let (machine, class) = match arch {
+        "x86_64" | "amd64" => (EM_X86_64, None),
+        "i386" | "i486" | "i586" | "i686" | "x86" => (EM_386, None),
+        "aarch64" | "arm64" => (EM_AARCH64, None),
+        "arm" | "armv7" | "armhf" => (EM_ARM, None),
+        "riscv64" => (EM_RISCV, Some(64)),
+        "riscv32" => (EM_RISCV, Some(32)),
+        "ppc64" | "ppc64le" | "powerpc64" => (EM_PPC64, None),
+        "ppc" | "powerpc" => (EM_PPC, None),
+        "s390x" | "s390" => (EM_S390, None),
+        "mips" | "mipsel" | "mips64" | "mips64el" => (EM_MIPS, None),
+        "loongarch64" => (EM_LOONGARCH, None),
         _ => return None,
-    })
+    };
+    Some((machine.0, class))
 }
 
 /// Why a file cannot go into the initramfs.
@@ -124,71 +126,69 @@ pub fn parse(data: &[u8]) -> std::result::Result<ElfFacts, ElfProblem> {
         let head = String::from_utf8_lossy(data.get(..16).unwrap_or(data)).into_owned();
         return Err(ElfProblem::NotElf(format!("starts with {head:?}")));
     }
-    let class_bits = match data.get(4) {
-        Some(1) => 32,
-        Some(2) => 64,
+    let class_bits = match data.get(4).copied() {
+        Some(c) if c == ELFCLASS32.0 => 32,
+        Some(c) if c == ELFCLASS64.0 => 64,
         _ => return Err(ElfProblem::Malformed("unknown ELF class")),
     };
-    let r = Reader {
-        data,
-        little: match data.get(5) {
-            Some(1) => true,
-            Some(2) => false,
-            _ => return Err(ElfProblem::Malformed("unknown byte order")),
-        },
-        wide: class_bits == 64,
+    let little_endian = match data.get(5).copied() {
+        Some(d) if d == ELFDATA2LSB.0 => true,
+        Some(d) if d == ELFDATA2MSB.0 => false,
+        _ => return Err(ElfProblem::Malformed("unknown byte order")),
     };
-    let header = "ELF header";
-    let e_type = r.u16(16).ok_or(ElfProblem::Malformed(header))?;
-    let e_machine = r.u16(18).ok_or(ElfProblem::Malformed(header))?;
-    let (phoff, phentsize, phnum) = if r.wide {
-        (r.u64(0x20), r.u16(0x36), r.u16(0x38))
+    let endian = if little_endian {
+        Endianness::Little
     } else {
-        (r.u32(0x1C).map(u64::from), r.u16(0x2A), r.u16(0x2C))
+        Endianness::Big
     };
-    let (phoff, phentsize, phnum) = match (phoff, phentsize, phnum) {
-        (Some(o), Some(s), Some(n)) => (o, u64::from(s), u64::from(n)),
-        _ => return Err(ElfProblem::Malformed(header)),
-    };
+    if class_bits == 64 {
+        facts::<FileHeader64<Endianness>>(data, endian)
+    } else {
+        facts::<FileHeader32<Endianness>>(data, endian)
+    }
+}
+
+/// [`parse`] past the identification bytes, in the file's class (`Elf`) and
+/// byte order.
+fn facts<Elf: FileHeader<Endian = Endianness>>(
+    data: &[u8],
+    endian: Endianness,
+) -> std::result::Result<ElfFacts, ElfProblem> {
+    // Read in place, not with `FileHeader::parse`, which also refuses an
+    // `EI_VERSION` other than 1: the kernel's loader ignores that byte.
+    let header: &Elf = data
+        .read_at(0)
+        .map_err(|()| ElfProblem::Malformed("ELF header"))?;
     let mut facts = ElfFacts {
-        class_bits,
-        little_endian: r.little,
-        e_type,
-        e_machine,
+        class_bits: if header.is_type_64() { 64 } else { 32 },
+        little_endian: endian == Endianness::Little,
+        e_type: header.e_type(endian).0,
+        e_machine: header.e_machine(endian).0,
         interpreter: None,
         needed: 0,
     };
-    let ph_problem = ElfProblem::Malformed("program header");
-    for i in 0..phnum {
-        let ph = i
-            .checked_mul(phentsize)
-            .and_then(|o| o.checked_add(phoff))
-            .and_then(|o| usize::try_from(o).ok())
-            .ok_or(ph_problem.clone())?;
-        let p_type = r.u32(ph).ok_or(ph_problem.clone())?;
-        let (offset, size) = if r.wide {
-            (r.u64(ph + 8), r.u64(ph + 0x20))
-        } else {
-            (r.u32(ph + 4).map(u64::from), r.u32(ph + 16).map(u64::from))
-        };
-        let (Some(offset), Some(size)) = (offset, size) else {
-            return Err(ph_problem);
-        };
-        match p_type {
-            PT_INTERP => {
-                let bytes = r
-                    .slice(offset, size)
-                    .ok_or(ElfProblem::Malformed("PT_INTERP"))?;
-                let path = bytes.split(|b| *b == 0).next().unwrap_or(bytes);
-                facts.interpreter = Some(String::from_utf8_lossy(path).into_owned());
-            }
-            PT_DYNAMIC => {
-                let dynamic = r
-                    .slice(offset, size)
-                    .ok_or(ElfProblem::Malformed("PT_DYNAMIC"))?;
-                facts.needed += r.needed_entries(dynamic);
-            }
-            _ => {}
+    let program_headers = header
+        .program_headers(endian, data)
+        .map_err(|_| ElfProblem::Malformed("program header"))?;
+    for ph in program_headers {
+        let p_type = ph.p_type(endian);
+        if p_type == PT_INTERP {
+            let bytes = ph
+                .data(endian, data)
+                .map_err(|()| ElfProblem::Malformed("PT_INTERP"))?;
+            let path = bytes.split(|b| *b == 0).next().unwrap_or(bytes);
+            facts.interpreter = Some(String::from_utf8_lossy(path).into_owned());
+        } else if p_type == PT_DYNAMIC {
+            let entries = ph
+                .dynamic(endian, data)
+                .map_err(|_| ElfProblem::Malformed("PT_DYNAMIC"))?
+                .unwrap_or_default();
+            facts.needed += entries
+                .iter()
+                .map(|entry| entry.d_tag(endian))
+                .take_while(|tag| *tag != DT_NULL)
+                .filter(|tag| *tag == DT_NEEDED)
+                .count();
         }
     }
     Ok(facts)
@@ -262,82 +262,6 @@ pub fn qemu_arch(qemu: &Path) -> Option<String> {
         .strip_prefix("qemu-system-")
         .filter(|a| !a.is_empty())
         .map(str::to_string)
-}
-
-/// Bounds-checked reads in the file's class and byte order.
-struct Reader<'a> {
-    data: &'a [u8],
-    little: bool,
-    wide: bool,
-}
-
-impl Reader<'_> {
-    fn bytes<const N: usize>(&self, at: usize) -> Option<[u8; N]> {
-        let end = at.checked_add(N)?;
-        self.data.get(at..end)?.try_into().ok()
-    }
-
-    fn u16(&self, at: usize) -> Option<u16> {
-        let b = self.bytes::<2>(at)?;
-        Some(if self.little {
-            u16::from_le_bytes(b)
-        } else {
-            u16::from_be_bytes(b)
-        })
-    }
-
-    fn u32(&self, at: usize) -> Option<u32> {
-        let b = self.bytes::<4>(at)?;
-        Some(if self.little {
-            u32::from_le_bytes(b)
-        } else {
-            u32::from_be_bytes(b)
-        })
-    }
-
-    fn u64(&self, at: usize) -> Option<u64> {
-        let b = self.bytes::<8>(at)?;
-        Some(if self.little {
-            u64::from_le_bytes(b)
-        } else {
-            u64::from_be_bytes(b)
-        })
-    }
-
-    /// The class-sized word at `at` (ELF64: 8 bytes, ELF32: 4).
-    fn word(&self, at: usize) -> Option<u64> {
-        if self.wide {
-            self.u64(at)
-        } else {
-            self.u32(at).map(u64::from)
-        }
-    }
-
-    fn slice(&self, offset: u64, size: u64) -> Option<&[u8]> {
-        let start = usize::try_from(offset).ok()?;
-        let end = start.checked_add(usize::try_from(size).ok()?)?;
-        self.data.get(start..end)
-    }
-
-    /// DT_NEEDED entries of a dynamic segment, up to DT_NULL.
-    fn needed_entries(&self, dynamic: &[u8]) -> usize {
-        let sub = Reader {
-            data: dynamic,
-            little: self.little,
-            wide: self.wide,
-        };
-        let entry = if self.wide { 16 } else { 8 };
-        let half = entry / 2;
-        let mut needed = 0;
-        for at in (0..dynamic.len() / entry).map(|i| i * entry) {
-            match sub.word(at) {
-                Some(DT_NULL) | None => break,
-                Some(DT_NEEDED) if sub.word(at + half).is_some() => needed += 1,
-                Some(_) => {}
-            }
-        }
-        needed
-    }
 }
 
 #[cfg(test)]
@@ -528,12 +452,12 @@ mod tests {
         f[..4].copy_from_slice(b"\x7fELF");
         f[4] = 1; // ELFCLASS32
         f[5] = 2; // big endian
-        f[16..18].copy_from_slice(&ET_EXEC.to_be_bytes());
+        f[16..18].copy_from_slice(&ET_EXEC.0.to_be_bytes());
         f[18..20].copy_from_slice(&20u16.to_be_bytes()); // EM_PPC
         f[0x1C..0x20].copy_from_slice(&52u32.to_be_bytes()); // e_phoff
         f[0x2A..0x2C].copy_from_slice(&32u16.to_be_bytes()); // e_phentsize
         f[0x2C..0x2E].copy_from_slice(&1u16.to_be_bytes()); // e_phnum
-        f[52..56].copy_from_slice(&PT_INTERP.to_be_bytes());
+        f[52..56].copy_from_slice(&PT_INTERP.0.to_be_bytes());
         f[56..60].copy_from_slice(&84u32.to_be_bytes()); // p_offset
         f[68..72].copy_from_slice(&8u32.to_be_bytes()); // p_filesz
         f[84..92].copy_from_slice(b"/lib/ld\0");

@@ -1,39 +1,30 @@
 //! The GNU build id of a kernel: from the built vmlinux (its SHT_NOTE
 //! sections) and from the running kernel (/sys/kernel/notes), so an agent
-//! that kexec'd can tell it runs the kernel it built.
+//! that kexec'd can tell it runs the kernel it built. The `object` crate
+//! reads the section headers and walks the notes.
 
 use std::path::Path;
 
+use object::elf::{FileHeader64, ELF_NOTE_GNU, NT_GNU_BUILD_ID};
+use object::read::elf::{FileHeader, NoteIterator, SectionHeader};
+use object::LittleEndian;
+
 use crate::error::{AgentError, Result};
 
-const NT_GNU_BUILD_ID: u32 = 3;
-const SHT_NOTE: u32 = 7;
-
-/// The build id in a raw ELF note blob (little-endian), as hex.
-pub fn build_id_in_notes(mut notes: &[u8]) -> Option<String> {
-    let u32_at = |b: &[u8], i: usize| {
-        b.get(i..i + 4)
-            .map(|s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
-    };
-    while notes.len() >= 12 {
-        let namesz = u32_at(notes, 0)? as usize;
-        let descsz = u32_at(notes, 4)? as usize;
-        let kind = u32_at(notes, 8)?;
-        let name_end = 12 + namesz;
-        let desc_start = 12 + align4(namesz);
-        let desc_end = desc_start + descsz;
-        let name = notes.get(12..name_end)?;
-        let desc = notes.get(desc_start..desc_end)?;
-        if kind == NT_GNU_BUILD_ID && name == b"GNU\0" {
-            return Some(hex::encode(desc));
+/// The build id among `notes`, as hex.
+fn gnu_build_id(mut notes: NoteIterator<'_, FileHeader64<LittleEndian>>) -> Option<String> {
+    // A malformed note ends the walk (`next` then fails) without an id.
+    while let Ok(Some(note)) = notes.next() {
+        if note.name() == ELF_NOTE_GNU && note.n_type(LittleEndian) == NT_GNU_BUILD_ID {
+            return Some(hex::encode(note.desc()));
         }
-        notes = notes.get(desc_start + align4(descsz)..)?;
     }
     None
 }
 
-fn align4(n: usize) -> usize {
-    (n + 3) & !3
+/// The build id in a raw ELF note blob (little-endian), as hex.
+pub fn build_id_in_notes(notes: &[u8]) -> Option<String> {
+    gnu_build_id(NoteIterator::new(LittleEndian, 4, notes).ok()?)
 }
 
 /// The build id of an ELF64 little-endian file (vmlinux), if it has one.
@@ -43,33 +34,16 @@ pub fn build_id_of_file(path: &Path) -> Result<Option<String>> {
     Ok(build_id_of_elf(&data))
 }
 
+/// The build id in the SHT_NOTE sections of `data`, an ELF64 little-endian
+/// file; `None` for any other file.
 pub fn build_id_of_elf(data: &[u8]) -> Option<String> {
-    if data.get(0..4)? != b"\x7fELF" || *data.get(4)? != 2 || *data.get(5)? != 1 {
-        return None;
-    }
-    let u16_at = |i: usize| {
-        data.get(i..i + 2)
-            .map(|s| u16::from_le_bytes([s[0], s[1]]) as usize)
-    };
-    let u32_at = |i: usize| {
-        data.get(i..i + 4)
-            .map(|s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
-    };
-    let u64_at = |i: usize| {
-        data.get(i..i + 8)
-            .and_then(|s| <[u8; 8]>::try_from(s).ok())
-            .and_then(|b| usize::try_from(u64::from_le_bytes(b)).ok())
-    };
-    let shoff = u64_at(0x28)?;
-    let shentsize = u16_at(0x3A)?;
-    let shnum = u16_at(0x3C)?;
-    (0..shnum).find_map(|i| {
-        let sh = shoff + i * shentsize;
-        if u32_at(sh + 4)? != SHT_NOTE {
-            return None;
-        }
-        let (off, size) = (u64_at(sh + 0x18)?, u64_at(sh + 0x20)?);
-        build_id_in_notes(data.get(off..off + size)?)
+    let header = FileHeader64::<LittleEndian>::parse(data).ok()?;
+    // `LittleEndian` reads any file as little-endian: refuse a big-endian one.
+    let endian = header.endian().ok()?;
+    let sections = header.section_headers(endian, data).ok()?;
+    sections.iter().find_map(|section| {
+        // Not SHT_NOTE (`Ok(None)`), or its data out of the file: next one.
+        gnu_build_id(section.notes(endian, data).ok()??)
     })
 }
 
@@ -83,6 +57,10 @@ pub fn running_build_id() -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn align4(n: usize) -> usize {
+        (n + 3) & !3
+    }
 
     fn note(name: &[u8], kind: u32, desc: &[u8]) -> Vec<u8> {
         let mut v = Vec::new();

@@ -25,6 +25,15 @@ pub const AARCH64_BUSYBOX: &str = "/usr/local/lib/kbot/aarch64/busybox";
 /// The QEMU character device id of the aarch64 results channel.
 const RESULTS_CHARDEV: &str = "kbot-results";
 
+/// The x86_64 guest kernel's command line. `oops=panic` and `panic=-1`: a broken
+/// kernel ends the VM at once. The rest keeps the guest quiet while it
+/// measures: `tsc=reliable` stops the clocksource watchdog (a timer every
+/// 0.5 s that, under wall-clock TCG, can declare the TSC unstable and switch
+/// clocksources in the middle of a run), `nowatchdog` the lockup detectors'
+/// per-CPU timers, `audit=0` audit records.
+pub const KERNEL_CMDLINE: &str =
+    "console=ttyS0 panic=-1 oops=panic rdinit=/init tsc=reliable nowatchdog audit=0";
+
 impl GuestArch {
     /// `uname -m` in the guest.
     pub fn name(self) -> &'static str {
@@ -154,11 +163,11 @@ impl GuestArch {
         args
     }
 
-    /// The guest kernel's command line (see [`crate::qemu::KERNEL_CMDLINE`]
-    /// for why each word is there; `tsc=reliable` is x86's).
+    /// The guest kernel's command line (see [`KERNEL_CMDLINE`] for why each
+    /// word is there; `tsc=reliable` is x86's).
     pub fn kernel_cmdline(self) -> &'static str {
         match self {
-            GuestArch::X86_64 => crate::qemu::KERNEL_CMDLINE,
+            GuestArch::X86_64 => KERNEL_CMDLINE,
             GuestArch::Aarch64 => {
                 "console=ttyAMA0 panic=-1 oops=panic rdinit=/init nowatchdog audit=0"
             }

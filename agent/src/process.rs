@@ -16,7 +16,7 @@ use nix::unistd::Pid;
 
 use crate::error::{AgentError, Result};
 
-pub use crate::tied::{spawn_tied, TiedChild};
+pub use crate::tied::{describe, spawn_tied, TiedChild};
 
 /// Set by the heartbeat task when the server cancels the job.
 #[derive(Debug, Clone, Default)]
@@ -130,24 +130,7 @@ pub fn output(cmd: &mut Command) -> Result<String> {
     Ok(String::from_utf8_lossy(&stdout).into_owned())
 }
 
-/// The command line, for messages.
-pub fn describe(cmd: &Command) -> String {
-    std::iter::once(cmd.get_program())
-        .chain(cmd.get_args())
-        .map(|s| s.to_string_lossy())
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 /// Whether `program` is found on PATH.
-/// A test that cannot run here says so and returns; under CI (`CI` set),
-/// where `scripts/test` installs everything, a missing part is a failure.
-#[cfg(test)]
-pub(crate) fn skip_outside_ci(why: &str) {
-    assert!(std::env::var_os("CI").is_none(), "{why}");
-    eprintln!("skipping: {why}");
-}
-
 pub fn on_path(program: &str) -> bool {
     std::env::var_os("PATH")
         .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
@@ -157,6 +140,15 @@ pub fn on_path(program: &str) -> bool {
 pub fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// For unit tests whose tool or binary is missing here: the test says so
+/// and returns; under CI (`CI` set), where `scripts/test` installs
+/// everything, a missing part is a failure.
+#[cfg(test)]
+pub(crate) fn skip_outside_ci(why: &str) {
+    assert!(std::env::var_os("CI").is_none(), "{why}");
+    eprintln!("skipping: {why}");
 }
 
 #[cfg(test)]

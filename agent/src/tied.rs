@@ -85,7 +85,7 @@ pub fn spawn_tied(cmd: &mut Command) -> Result<TiedChild> {
     // SAFETY: the closure runs between fork and exec and makes only
     // async-signal-safe system calls (prctl, getppid), allocating nothing.
     unsafe { cmd.pre_exec(move || die_with(parent)) };
-    let what = crate::process::describe(cmd);
+    let what = describe(cmd);
     let fail = |detail: &str| AgentError::Command {
         command: what.clone(),
         detail: detail.to_string(),
@@ -100,6 +100,15 @@ pub fn spawn_tied(cmd: &mut Command) -> Result<TiedChild> {
         .map_err(|_| fail("the spawner thread did not answer"))?;
     *cmd = back;
     spawned.map_err(|e| AgentError::io(format!("starting `{what}`"), e))
+}
+
+/// The command line, for messages.
+pub fn describe(cmd: &Command) -> String {
+    std::iter::once(cmd.get_program())
+        .chain(cmd.get_args())
+        .map(|s| s.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// In the child, before exec: die when the agent's spawner thread does.
