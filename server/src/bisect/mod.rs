@@ -36,12 +36,13 @@ use tokio::sync::broadcast::error::RecvError;
 use crate::comparisons::{self, BootedCommits, PairComparison};
 use crate::db::Tx;
 use crate::error::{Error, Result};
+use crate::jobs::SubmissionState;
 use crate::regressions;
 use crate::repos::{self, StoredCommit};
 use crate::state::AppState;
 use crate::submissions::{self, NewPair};
-pub use store::BisectionRow;
-use store::{CommitRuns, Conclusion, StepRow};
+pub use store::{BisectionRow, BisectionState};
+use store::{CommitRuns, Conclusion, StepRow, StepState};
 
 /// How often the worker looks at open bisections without an upload to wake it.
 const TICK: Duration = Duration::from_secs(2);
@@ -117,7 +118,7 @@ pub async fn start(
             job_name: format!("bisect {}", pc.job.testcase),
             job_file: &origin.job_file,
             // Probes run one atomic job the origin queued: nothing skipped.
-            skipped: "[]".to_string(),
+            skipped: crate::db::JsonText(&[]),
             base_commit_id: pc.base.id,
             head_commit_id: pc.head.id,
             priority: origin.priority,
@@ -256,9 +257,9 @@ pub async fn advance_all(state: &AppState) {
 /// Takes one bisection as far as the finished runs allow.
 pub async fn advance(state: &AppState, id: i64) -> Result<()> {
     let b = store::get(&state.db, id).await?;
-    match b.state.as_str() {
-        "running" => step(state, &b).await,
-        "verifying" => check_verification(state, &b).await,
+    match b.state {
+        BisectionState::Running => step(state, &b).await,
+        BisectionState::Verifying => check_verification(state, &b).await,
         _ => Ok(()),
     }
 }
@@ -305,7 +306,7 @@ pub(super) fn metric_values(runs: &CommitRuns, metric: &str) -> Vec<f64> {
 #[derive(Default)]
 struct Plan {
     /// Steps that ended: (step id, state, change vs good, detail).
-    finished: Vec<(i64, &'static str, Option<f64>, String)>,
+    finished: Vec<(i64, StepState, Option<f64>, String)>,
     /// Commits that need more runs, and how many.
     more_runs: Vec<(i64, u32)>,
     /// Testing steps the range has moved past: (step id, commit id).
@@ -335,12 +336,12 @@ async fn step(state: &AppState, b: &BisectionRow) -> Result<()> {
     let steps = store::steps(&state.db, b.id).await?;
     let samples = Samples::load(state, b).await?;
     let mut plan = Plan::default();
-    let mut decided: HashMap<i64, &'static str> = steps
+    let mut decided: HashMap<i64, StepState> = steps
         .iter()
-        .filter(|s| s.state != "testing")
-        .map(|s| (s.commit_id, state_str(&s.state)))
+        .filter(|s| s.state != StepState::Testing)
+        .map(|s| (s.commit_id, s.state))
         .collect();
-    for s in steps.iter().filter(|s| s.state == "testing") {
+    for s in steps.iter().filter(|s| s.state == StepState::Testing) {
         if let Some(outcome) = judge_step(b, s, &samples, &mut plan) {
             decided.insert(s.commit_id, outcome);
         }
@@ -349,23 +350,13 @@ async fn step(state: &AppState, b: &BisectionRow) -> Result<()> {
     apply(state, b, &steps, plan).await
 }
 
-fn state_str(state: &str) -> &'static str {
-    match state {
-        "good" => "good",
-        "bad" => "bad",
-        "skip" => "skip",
-        "undecided" => "undecided",
-        _ => "cancelled",
-    }
-}
-
 /// Classifies a testing step whose runs are all in; `None` while it waits.
 fn judge_step(
     b: &BisectionRow,
     s: &StepRow,
     samples: &Samples,
     plan: &mut Plan,
-) -> Option<&'static str> {
+) -> Option<StepState> {
     let runs = samples
         .probes
         .get(&s.commit_id)
@@ -392,20 +383,20 @@ fn judge_step(
             .unwrap_or("no run reported the metric");
         plan.finished.push((
             s.id,
-            "skip",
+            StepState::Skip,
             None,
             format!("skipped: {why} ({} runs)", runs.failed),
         ));
-        return Some("skip");
+        return Some(StepState::Skip);
     }
     if samples.good.is_empty() || samples.bad.is_empty() {
         plan.finished.push((
             s.id,
-            "undecided",
+            StepState::Undecided,
             None,
             "an end of the range has no sample of the metric".into(),
         ));
-        return Some("undecided");
+        return Some(StepState::Undecided);
     }
     let cap = u32::try_from(b.runs_cap).unwrap_or(0);
     let cfg = comparisons::stats_config(cap);
@@ -422,12 +413,12 @@ fn judge_step(
     );
     match v.class {
         StepClass::Good => {
-            plan.finished.push((s.id, "good", change, detail));
-            Some("good")
+            plan.finished.push((s.id, StepState::Good, change, detail));
+            Some(StepState::Good)
         }
         StepClass::Bad => {
-            plan.finished.push((s.id, "bad", change, detail));
-            Some("bad")
+            plan.finished.push((s.id, StepState::Bad, change, detail));
+            Some(StepState::Bad)
         }
         StepClass::Unknown if runs.total() < cap => {
             let more = crate::submissions::expand::extra_runs(runs.total(), cap);
@@ -435,8 +426,9 @@ fn judge_step(
             None
         }
         StepClass::Unknown => {
-            plan.finished.push((s.id, "undecided", change, detail));
-            Some("undecided")
+            plan.finished
+                .push((s.id, StepState::Undecided, change, detail));
+            Some(StepState::Undecided)
         }
     }
 }
@@ -447,7 +439,7 @@ async fn plan_range(
     state: &AppState,
     b: &BisectionRow,
     steps: &[StepRow],
-    decided: &HashMap<i64, &'static str>,
+    decided: &HashMap<i64, StepState>,
     plan: &mut Plan,
 ) -> Result<()> {
     let repo = repos::repo_by_id(&state.db, b.repo_id).await?;
@@ -458,16 +450,16 @@ async fn plan_range(
         .iter()
         .map(|s| (s.commit_id, s.sha.as_str()))
         .collect();
-    let with = |wanted: &str| -> Vec<String> {
+    let with = |wanted: StepState| -> Vec<String> {
         decided
             .iter()
             .filter(|(_, st)| **st == wanted)
             .filter_map(|(id, _)| sha_of.get(id).map(|s| (*s).to_owned()))
             .collect()
     };
-    let mut goods = with("good");
+    let mut goods = with(StepState::Good);
     goods.push(good_end.sha.clone());
-    let mut bads = with("bad");
+    let mut bads = with(StepState::Bad);
     bads.push(bad_end.sha.clone());
     // The bad commit with the smallest range below it, as `git bisect` keeps
     // only the newest bad mark.
@@ -491,7 +483,7 @@ async fn plan_range(
     let in_range: HashSet<&str> = candidates.iter().map(String::as_str).collect();
     let testing: Vec<&StepRow> = steps
         .iter()
-        .filter(|s| s.state == "testing" && !decided.contains_key(&s.commit_id))
+        .filter(|s| s.state == StepState::Testing && !decided.contains_key(&s.commit_id))
         .collect();
     for s in &testing {
         if !in_range.contains(s.sha.as_str()) {
@@ -512,14 +504,13 @@ async fn plan_range(
             let mut remaining: Vec<String> = candidates.clone();
             remaining.push(bad.clone());
             plan.conclusion = Some(Conclusion {
-                state: "inconclusive",
                 reason: Some(format!(
                     "only skipped or undecided commits are left: the first bad commit is one \
                      of these {} (a build or boot failure, or runs that did not decide)",
                     remaining.len()
                 )),
                 remaining,
-                ..Conclusion::default()
+                ..Conclusion::ended(BisectionState::Inconclusive)
             });
         }
         return Ok(());
@@ -591,14 +582,14 @@ async fn apply(state: &AppState, b: &BisectionRow, steps: &[StepRow], plan: Plan
         return Ok(());
     }
     for (step_id, st, change, detail) in &plan.finished {
-        store::finish_step(&mut tx, *step_id, st, *change, detail).await?;
+        store::finish_step(&mut tx, *step_id, *st, *change, detail).await?;
     }
     for (step_id, commit_id) in &plan.dropped {
         store::cancel_queued_runs(&mut tx, probe_job, *commit_id).await?;
         store::finish_step(
             &mut tx,
             *step_id,
-            "cancelled",
+            StepState::Cancelled,
             None,
             "outside the range left",
         )
@@ -642,7 +633,7 @@ async fn apply(state: &AppState, b: &BisectionRow, steps: &[StepRow], plan: Plan
         if let Some(probe) = b.probe_submission_id {
             store::close_submission(&mut tx, probe).await?;
         }
-        tracing::info!(bisection = b.id, state = c.state, reason = ?c.reason, "bisection ended");
+        tracing::info!(bisection = b.id, state = c.state.as_str(), reason = ?c.reason, "bisection ended");
     }
     tx.commit().await?;
     state.wake_lessees();
@@ -724,7 +715,7 @@ async fn check_verification(state: &AppState, b: &BisectionRow) -> Result<()> {
         return Err(anyhow::anyhow!("bisection {} verifies nothing", b.id).into());
     };
     let verify_state = store::submission_state(&state.db, verify_id).await?;
-    if verify_state == "active" {
+    if verify_state == SubmissionState::Active {
         return Ok(());
     }
     let atomic_job_id = store::atomic_job_of(&state.db, verify_id).await?;
@@ -736,7 +727,7 @@ async fn check_verification(state: &AppState, b: &BisectionRow) -> Result<()> {
             .find(|m| m.metric == b.metric)
             .filter(|m| m.kbot.outcome == Outcome::Different && m.impact == Impact::Regression)
     });
-    let mut conclusion = Conclusion::default();
+    let mut conclusion = Conclusion::ended(BisectionState::NotConfirmed);
     let mut report = None;
     match (confirmed, &compared) {
         (Some(m), Some(pc)) => {
@@ -749,20 +740,20 @@ async fn check_verification(state: &AppState, b: &BisectionRow) -> Result<()> {
             };
             conclusion.patch_id = patch_id;
             if let Some(earlier) = earlier {
-                conclusion.state = "duplicate";
+                conclusion.state = BisectionState::Duplicate;
                 conclusion.duplicate_of = Some(earlier);
                 conclusion.reason = Some(format!(
                     "the same patch was reported by bisection {earlier}: no new mail"
                 ));
             } else {
-                conclusion.state = "reported";
+                conclusion.state = BisectionState::Reported;
                 report = Some((pc, m));
             }
         }
         _ => {
-            conclusion.state = "not_confirmed";
+            conclusion.state = BisectionState::NotConfirmed;
             conclusion.reason = Some(not_confirmed_reason(
-                &verify_state,
+                verify_state,
                 compared.as_ref(),
                 &b.metric,
             ));
@@ -786,24 +777,29 @@ async fn check_verification(state: &AppState, b: &BisectionRow) -> Result<()> {
             regressions::link_report(&mut tx, b.id, report).await?;
         }
     }
-    if conclusion.state == "duplicate" {
+    if conclusion.state == BisectionState::Duplicate {
         let reason = conclusion.reason.as_deref().unwrap_or_default();
-        regressions::mark_by_robot(&mut tx, b.id, "duplicate", reason).await?;
+        regressions::mark_by_robot(&mut tx, b.id, regressions::TriageState::Duplicate, reason)
+            .await?;
     }
     store::conclude(&mut tx, b, &conclusion).await?;
     tx.commit().await?;
     tracing::info!(
         bisection = b.id,
-        state = conclusion.state,
+        state = conclusion.state.as_str(),
         "bisection ended"
     );
     Ok(())
 }
 
 /// Why a verification did not confirm the regression.
-fn not_confirmed_reason(verify_state: &str, pc: Option<&PairComparison>, metric: &str) -> String {
+fn not_confirmed_reason(
+    verify_state: SubmissionState,
+    pc: Option<&PairComparison>,
+    metric: &str,
+) -> String {
     match pc.and_then(|pc| pc.comparison.metrics.iter().find(|m| m.metric == metric)) {
-        _ if verify_state == "cancelled" => "the verification was cancelled".into(),
+        _ if verify_state == SubmissionState::Cancelled => "the verification was cancelled".into(),
         None => {
             "the verification pair has no finished run on a side (build or boot failure)".into()
         }
@@ -849,7 +845,7 @@ async fn still_on(
 /// Cancels an open bisection and its queued runs.
 pub async fn cancel(state: &AppState, id: i64, by: &str) -> Result<BisectionRow> {
     let b = store::get(&state.db, id).await?;
-    if !matches!(b.state.as_str(), "running" | "verifying") {
+    if !b.state.is_open() {
         return Err(Error::Conflict(format!(
             "bisection {id} has already ended ({})",
             b.state
@@ -869,9 +865,8 @@ pub async fn cancel(state: &AppState, id: i64, by: &str) -> Result<BisectionRow>
         crate::jobs::cancel_submission(&mut tx, sub, &reason).await?;
     }
     let conclusion = Conclusion {
-        state: "cancelled",
         reason: Some(reason),
-        ..Conclusion::default()
+        ..Conclusion::ended(BisectionState::Cancelled)
     };
     store::conclude(&mut tx, &b, &conclusion).await?;
     tx.commit().await?;

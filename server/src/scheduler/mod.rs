@@ -29,10 +29,11 @@
 
 use std::time::Duration;
 
+use kbot_core::api::JobState;
 use kbot_core::api::{KconfigSpec, LeasedJob, RepoSpec};
 use kbot_core::job::AtomicJob;
 use sqlx::any::AnyRow;
-use sqlx::{AnyConnection, Row};
+use sqlx::{AnyConnection, FromRow};
 
 use crate::agents::AgentRecord;
 use crate::db::{join_writes, Backend, Db, Tx};
@@ -133,8 +134,9 @@ pub async fn lease_once(state: &AppState, agent: &AgentRecord) -> Result<LeaseAt
 }
 
 /// The row a claim took.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, sqlx::FromRow)]
 pub struct Claim {
+    #[sqlx(rename = "id")]
     pub job_id: i64,
     pub submission_id: i64,
     pub atomic_job_id: i64,
@@ -278,7 +280,7 @@ async fn try_claim(db: &Db, agent: &AgentRecord, lease_ms: i64) -> Result<TryOut
         (tx, picked)
     };
     let mut retake = optimistic;
-    let (row, needs_pin) = loop {
+    let (claim, needs_pin) = loop {
         let Some(job) = picked else {
             tx.rollback().await?;
             if !optimistic && queued_for(db, agent).await? {
@@ -288,9 +290,9 @@ async fn try_claim(db: &Db, agent: &AgentRecord, lease_ms: i64) -> Result<TryOut
             }
             return Ok(TryOutcome::Empty);
         };
-        let (job_id, needs_pin) = picked_job(&job, agent)?;
-        if let Some(row) = take(&mut tx, agent, job_id, lease_ms, now).await? {
-            break (row, needs_pin);
+        let (job_id, needs_pin) = picked_job(&job, agent);
+        if let Some(claim) = take(&mut tx, agent, job_id, lease_ms, now).await? {
+            break (claim, needs_pin);
         }
         if !retake {
             tx.rollback().await?;
@@ -298,15 +300,6 @@ async fn try_claim(db: &Db, agent: &AgentRecord, lease_ms: i64) -> Result<TryOut
         }
         retake = false;
         picked = pick(db, &mut tx, agent).await?;
-    };
-    let claim = Claim {
-        job_id: row.try_get("id")?,
-        submission_id: row.try_get("submission_id")?,
-        atomic_job_id: row.try_get("atomic_job_id")?,
-        commit_id: row.try_get("commit_id")?,
-        run_index: row.try_get("run_index")?,
-        attempts: row.try_get("attempts")?,
-        lease_expires_at: row.try_get("lease_expires_at")?,
     };
     if !record_claim(&mut tx, agent, &claim, needs_pin, now).await? {
         tx.rollback().await?;
@@ -316,11 +309,20 @@ async fn try_claim(db: &Db, agent: &AgentRecord, lease_ms: i64) -> Result<TryOut
     Ok(TryOutcome::Claimed(claim))
 }
 
+/// A job the pick chose, with its pair's pins.
+#[derive(sqlx::FromRow)]
+struct Picked {
+    id: i64,
+    pinned_group: Option<String>,
+    pinned_agent: Option<i64>,
+}
+
 /// The best queued job for `agent` by the order in the module docs, with
 /// its pair's pins; on PostgreSQL its row stays locked for the transaction.
-async fn pick(db: &Db, conn: &mut AnyConnection, agent: &AgentRecord) -> Result<Option<AnyRow>> {
+async fn pick(db: &Db, conn: &mut AnyConnection, agent: &AgentRecord) -> Result<Option<Picked>> {
     let sql = pick_sql(db.backend(), &db.skip_locked("j"));
     let picked = bind_pick(sqlx::query(&sql), agent)
+        .try_map(|row: AnyRow| Picked::from_row(&row))
         .fetch_optional(conn)
         .await?;
     Ok(picked)
@@ -385,12 +387,10 @@ async fn queued_for(db: &Db, agent: &AgentRecord) -> Result<bool> {
 /// never undone: a pair already pinned to this group (and to a preferred
 /// agent) needs no write to its atomic_jobs row, which would otherwise be a
 /// hot row every claim of the pair waits for.
-fn picked_job(picked: &AnyRow, agent: &AgentRecord) -> Result<(i64, bool)> {
-    let pinned_group: Option<String> = picked.try_get("pinned_group")?;
-    let pinned_agent: Option<i64> = picked.try_get("pinned_agent")?;
-    let needs_pin =
-        pinned_group.as_deref() != Some(agent.tbox_group.as_str()) || pinned_agent.is_none();
-    Ok((picked.try_get("id")?, needs_pin))
+fn picked_job(picked: &Picked, agent: &AgentRecord) -> (i64, bool) {
+    let needs_pin = picked.pinned_group.as_deref() != Some(agent.tbox_group.as_str())
+        || picked.pinned_agent.is_none();
+    (picked.id, needs_pin)
 }
 
 /// Leases job `job_id` to `agent` if it is still queued.
@@ -400,8 +400,8 @@ async fn take(
     job_id: i64,
     lease_ms: i64,
     now: i64,
-) -> Result<Option<AnyRow>> {
-    let row = sqlx::query(
+) -> Result<Option<Claim>> {
+    let row = sqlx::query_as::<_, Claim>(
         "UPDATE jobs SET state = 'leased', lease_owner = $1, lease_expires_at = $2, \
              attempts = attempts + 1, updated_at = $3 \
          WHERE id = $4 AND state = 'queued' \
@@ -437,7 +437,7 @@ async fn record_claim(
     let event = Event {
         job_id: claim.job_id,
         agent_id: Some(agent.id),
-        state: "leased",
+        state: JobState::Leased,
         failure: None,
         detail: &detail,
     };
@@ -461,7 +461,7 @@ async fn record_claim(
 /// as its preferred runner, where not yet pinned. False when the pair is
 /// pinned to another group.
 async fn pin_pair(tx: &mut Tx, agent: &AgentRecord, claim: &Claim) -> Result<bool> {
-    let pinned = sqlx::query(
+    let group: String = sqlx::query_scalar(
         "UPDATE atomic_jobs SET \
              tbox_group = COALESCE(tbox_group, $1), \
              preferred_agent_id = COALESCE(preferred_agent_id, $2) \
@@ -472,7 +472,6 @@ async fn pin_pair(tx: &mut Tx, agent: &AgentRecord, claim: &Claim) -> Result<boo
     .bind(claim.atomic_job_id)
     .fetch_one(&mut **tx)
     .await?;
-    let group: String = pinned.try_get("tbox_group")?;
     Ok(group == agent.tbox_group)
 }
 
@@ -485,10 +484,26 @@ async fn mark_agent_seen(db: &Db, agent_id: i64) -> Result<()> {
     Ok(())
 }
 
+/// What [`leased_job`] reads: the atomic job, where its commit is, and its
+/// kernel config's `kconfigs` columns (NULL when the table does not know
+/// the name: then it is taken as a make target, `defconfig`, `tinyconfig`,
+/// ...).
+#[derive(sqlx::FromRow)]
+struct LeaseRow {
+    spec: String,
+    repo_name: String,
+    repo_url: String,
+    sha: String,
+    kconfig_id: Option<i64>,
+    base: Option<String>,
+    fragment: Option<String>,
+    full_artifact: Option<String>,
+}
+
 /// Everything the agent needs to run the claimed job, read at once with
 /// its kernel config's row (the job's `kconfig` names it).
 async fn leased_job(state: &AppState, agent: &AgentRecord, claim: &Claim) -> Result<LeasedJob> {
-    let row = sqlx::query(
+    let row = sqlx::query_as::<_, LeaseRow>(
         "SELECT a.spec, r.name AS repo_name, r.url AS repo_url, c.sha, \
                 k.id AS kconfig_id, k.base, k.fragment, k.full_artifact \
          FROM atomic_jobs a \
@@ -502,16 +517,15 @@ async fn leased_job(state: &AppState, agent: &AgentRecord, claim: &Claim) -> Res
     .bind(claim.atomic_job_id)
     .fetch_one(state.db.read())
     .await?;
-    let spec: String = row.try_get("spec")?;
-    let mut job: AtomicJob = serde_json::from_str(&spec)
+    let mut job: AtomicJob = serde_json::from_str(&row.spec)
         .map_err(|e| Error::Unrunnable(format!("stored atomic job is not valid: {e}")))?;
     // Results of different machine classes must never share a result path.
     job.tbox_group = Some(agent.tbox_group.clone());
     let resolved = job
         .resolve(&agent.hardware)
         .map_err(|e| Error::Unrunnable(e.to_string()))?;
-    let commit: String = row.try_get("sha")?;
     let kconfig = kconfig_spec(state, &job.kconfig, &row).await?;
+    let commit = row.sha;
     Ok(LeasedJob {
         job_id: claim.job_id,
         submission_id: claim.submission_id,
@@ -519,8 +533,8 @@ async fn leased_job(state: &AppState, agent: &AgentRecord, claim: &Claim) -> Res
         lease_expires_at: claim.lease_expires_at,
         heartbeat_interval_secs: state.config.heartbeat_interval_secs,
         repo: RepoSpec {
-            name: row.try_get("repo_name")?,
-            url: row.try_get("repo_url")?,
+            name: row.repo_name,
+            url: row.repo_url,
         },
         result_path: job.result_path(&commit),
         commit,
@@ -531,12 +545,9 @@ async fn leased_job(state: &AppState, agent: &AgentRecord, claim: &Claim) -> Res
     })
 }
 
-/// The named kernel config from its `kconfigs` columns in `row` (NULL when
-/// the table does not know the name: then it is taken as a make target,
-/// `defconfig`, `tinyconfig`, ...).
-async fn kconfig_spec(state: &AppState, name: &str, row: &AnyRow) -> Result<KconfigSpec> {
-    let known: Option<i64> = row.try_get("kconfig_id")?;
-    if known.is_none() {
+/// The named kernel config from its `kconfigs` columns in `row`.
+async fn kconfig_spec(state: &AppState, name: &str, row: &LeaseRow) -> Result<KconfigSpec> {
+    if row.kconfig_id.is_none() {
         return Ok(KconfigSpec {
             name: name.to_string(),
             base: Some(name.to_string()),
@@ -544,19 +555,19 @@ async fn kconfig_spec(state: &AppState, name: &str, row: &AnyRow) -> Result<Kcon
             full: None,
         });
     }
-    let full_artifact: Option<String> = row.try_get("full_artifact")?;
-    let full = match full_artifact {
+    let full = match &row.full_artifact {
         Some(path) => Some(
             crate::artifacts::ArtifactStore::new(&state.config.artifact_dir)
-                .get(&path)
+                .get(path)
                 .await?,
         ),
         None => None,
     };
     Ok(KconfigSpec {
         name: name.to_string(),
-        base: row.try_get("base")?,
-        fragment: row.try_get("fragment")?,
+        base: row.base.clone(),
+        // NOT NULL in a `kconfigs` row (NULL only where none joined).
+        fragment: row.fragment.clone().unwrap_or_default(),
         full,
     })
 }
