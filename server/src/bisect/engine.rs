@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use kbot_core::stats::bisect::{classify, StepClass};
 
 use super::samples::{metric_values, Samples};
-use super::store::{self, BisectionRow, Conclusion, StepRow};
+use super::store::{self, BisectionRow, BisectionState, Conclusion, StepRow, StepState};
 use super::verify::{queue_verification, verification_pair};
 use crate::comparisons;
 use crate::error::Result;
@@ -22,7 +22,7 @@ const MAX_PARALLEL_PROBES: i64 = 7;
 #[derive(Default)]
 struct Plan {
     /// Steps that ended: (step id, state, change vs good, detail).
-    finished: Vec<(i64, &'static str, Option<f64>, String)>,
+    finished: Vec<(i64, StepState, Option<f64>, String)>,
     /// Commits that need more runs, and how many.
     more_runs: Vec<(i64, u32)>,
     /// Testing steps the range has moved past: (step id, commit id).
@@ -52,12 +52,12 @@ pub(super) async fn step(state: &AppState, b: &BisectionRow) -> Result<()> {
     let steps = store::steps(&state.db, b.id).await?;
     let samples = Samples::load(state, b).await?;
     let mut plan = Plan::default();
-    let mut decided: HashMap<i64, &'static str> = steps
+    let mut decided: HashMap<i64, StepState> = steps
         .iter()
-        .filter(|s| s.state != "testing")
-        .map(|s| (s.commit_id, state_str(&s.state)))
+        .filter(|s| s.state != StepState::Testing)
+        .map(|s| (s.commit_id, s.state))
         .collect();
-    for s in steps.iter().filter(|s| s.state == "testing") {
+    for s in steps.iter().filter(|s| s.state == StepState::Testing) {
         if let Some(outcome) = judge_step(b, s, &samples, &mut plan) {
             decided.insert(s.commit_id, outcome);
         }
@@ -66,23 +66,13 @@ pub(super) async fn step(state: &AppState, b: &BisectionRow) -> Result<()> {
     apply(state, b, &steps, plan).await
 }
 
-fn state_str(state: &str) -> &'static str {
-    match state {
-        "good" => "good",
-        "bad" => "bad",
-        "skip" => "skip",
-        "undecided" => "undecided",
-        _ => "cancelled",
-    }
-}
-
 /// Classifies a testing step whose runs are all in; `None` while it waits.
 fn judge_step(
     b: &BisectionRow,
     s: &StepRow,
     samples: &Samples,
     plan: &mut Plan,
-) -> Option<&'static str> {
+) -> Option<StepState> {
     let runs = samples
         .probes
         .get(&s.commit_id)
@@ -109,20 +99,20 @@ fn judge_step(
             .unwrap_or("no run reported the metric");
         plan.finished.push((
             s.id,
-            "skip",
+            StepState::Skip,
             None,
             format!("skipped: {why} ({} runs)", runs.failed),
         ));
-        return Some("skip");
+        return Some(StepState::Skip);
     }
     if samples.good.is_empty() || samples.bad.is_empty() {
         plan.finished.push((
             s.id,
-            "undecided",
+            StepState::Undecided,
             None,
             "an end of the range has no sample of the metric".into(),
         ));
-        return Some("undecided");
+        return Some(StepState::Undecided);
     }
     let cap = u32::try_from(b.runs_cap).unwrap_or(0);
     let cfg = comparisons::stats_config(cap);
@@ -139,12 +129,12 @@ fn judge_step(
     );
     match v.class {
         StepClass::Good => {
-            plan.finished.push((s.id, "good", change, detail));
-            Some("good")
+            plan.finished.push((s.id, StepState::Good, change, detail));
+            Some(StepState::Good)
         }
         StepClass::Bad => {
-            plan.finished.push((s.id, "bad", change, detail));
-            Some("bad")
+            plan.finished.push((s.id, StepState::Bad, change, detail));
+            Some(StepState::Bad)
         }
         StepClass::Unknown if runs.total() < cap => {
             let more = crate::submissions::expand::extra_runs(runs.total(), cap);
@@ -152,8 +142,9 @@ fn judge_step(
             None
         }
         StepClass::Unknown => {
-            plan.finished.push((s.id, "undecided", change, detail));
-            Some("undecided")
+            plan.finished
+                .push((s.id, StepState::Undecided, change, detail));
+            Some(StepState::Undecided)
         }
     }
 }
@@ -164,7 +155,7 @@ async fn plan_range(
     state: &AppState,
     b: &BisectionRow,
     steps: &[StepRow],
-    decided: &HashMap<i64, &'static str>,
+    decided: &HashMap<i64, StepState>,
     plan: &mut Plan,
 ) -> Result<()> {
     let repo = repos::repo_by_id(&state.db, b.repo_id).await?;
@@ -175,16 +166,16 @@ async fn plan_range(
         .iter()
         .map(|s| (s.commit_id, s.sha.as_str()))
         .collect();
-    let with = |wanted: &str| -> Vec<String> {
+    let with = |wanted: StepState| -> Vec<String> {
         decided
             .iter()
             .filter(|(_, st)| **st == wanted)
             .filter_map(|(id, _)| sha_of.get(id).map(|s| (*s).to_owned()))
             .collect()
     };
-    let mut goods = with("good");
+    let mut goods = with(StepState::Good);
     goods.push(good_end.sha.clone());
-    let mut bads = with("bad");
+    let mut bads = with(StepState::Bad);
     bads.push(bad_end.sha.clone());
     // The bad commit with the smallest range below it, as `git bisect` keeps
     // only the newest bad mark.
@@ -208,7 +199,7 @@ async fn plan_range(
     let in_range: HashSet<&str> = candidates.iter().map(String::as_str).collect();
     let testing: Vec<&StepRow> = steps
         .iter()
-        .filter(|s| s.state == "testing" && !decided.contains_key(&s.commit_id))
+        .filter(|s| s.state == StepState::Testing && !decided.contains_key(&s.commit_id))
         .collect();
     for s in &testing {
         if !in_range.contains(s.sha.as_str()) {
@@ -229,14 +220,13 @@ async fn plan_range(
             let mut remaining: Vec<String> = candidates.clone();
             remaining.push(bad.clone());
             plan.conclusion = Some(Conclusion {
-                state: "inconclusive",
                 reason: Some(format!(
                     "only skipped or undecided commits are left: the first bad commit is one \
                      of these {} (a build or boot failure, or runs that did not decide)",
                     remaining.len()
                 )),
                 remaining,
-                ..Conclusion::default()
+                ..Conclusion::ended(BisectionState::Inconclusive)
             });
         }
         return Ok(());
@@ -308,14 +298,14 @@ async fn apply(state: &AppState, b: &BisectionRow, steps: &[StepRow], plan: Plan
         return Ok(());
     }
     for (step_id, st, change, detail) in &plan.finished {
-        store::finish_step(&mut tx, *step_id, st, *change, detail).await?;
+        store::finish_step(&mut tx, *step_id, *st, *change, detail).await?;
     }
     for (step_id, commit_id) in &plan.dropped {
         store::cancel_queued_runs(&mut tx, probe_job, *commit_id).await?;
         store::finish_step(
             &mut tx,
             *step_id,
-            "cancelled",
+            StepState::Cancelled,
             None,
             "outside the range left",
         )
@@ -359,7 +349,7 @@ async fn apply(state: &AppState, b: &BisectionRow, steps: &[StepRow], plan: Plan
         if let Some(probe) = b.probe_submission_id {
             store::close_submission(&mut tx, probe).await?;
         }
-        tracing::info!(bisection = b.id, state = c.state, reason = ?c.reason, "bisection ended");
+        tracing::info!(bisection = b.id, state = c.state.as_str(), reason = ?c.reason, "bisection ended");
     }
     tx.commit().await?;
     state.wake_lessees();

@@ -39,16 +39,16 @@ mod worker;
 use crate::error::{Error, Result};
 use crate::state::AppState;
 pub use start::{adjacent, on_pair_settled, regressed_kpi, settled, start};
-pub use store::BisectionRow;
 use store::Conclusion;
+pub use store::{BisectionRow, BisectionState};
 pub use worker::{advance_all, spawn_worker};
 
 /// Takes one bisection as far as the finished runs allow.
 pub async fn advance(state: &AppState, id: i64) -> Result<()> {
     let b = store::get(&state.db, id).await?;
-    match b.state.as_str() {
-        "running" => engine::step(state, &b).await,
-        "verifying" => verify::check_verification(state, &b).await,
+    match b.state {
+        BisectionState::Running => engine::step(state, &b).await,
+        BisectionState::Verifying => verify::check_verification(state, &b).await,
         _ => Ok(()),
     }
 }
@@ -56,7 +56,7 @@ pub async fn advance(state: &AppState, id: i64) -> Result<()> {
 /// Cancels an open bisection and its queued runs.
 pub async fn cancel(state: &AppState, id: i64, by: &str) -> Result<BisectionRow> {
     let b = store::get(&state.db, id).await?;
-    if !matches!(b.state.as_str(), "running" | "verifying") {
+    if !b.state.is_open() {
         return Err(Error::Conflict(format!(
             "bisection {id} has already ended ({})",
             b.state
@@ -76,9 +76,8 @@ pub async fn cancel(state: &AppState, id: i64, by: &str) -> Result<BisectionRow>
         crate::jobs::cancel_submission(&mut tx, sub, &reason).await?;
     }
     let conclusion = Conclusion {
-        state: "cancelled",
         reason: Some(reason),
-        ..Conclusion::default()
+        ..Conclusion::ended(BisectionState::Cancelled)
     };
     store::conclude(&mut tx, &b, &conclusion).await?;
     tx.commit().await?;

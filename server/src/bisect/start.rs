@@ -83,7 +83,7 @@ pub async fn start(
             job_name: format!("bisect {}", pc.job.testcase),
             job_file: &origin.job_file,
             // Probes run one atomic job the origin queued: nothing skipped.
-            skipped: "[]".to_string(),
+            skipped: crate::db::JsonText(&[]),
             base_commit_id: pc.base.id,
             head_commit_id: pc.head.id,
             priority: origin.priority,

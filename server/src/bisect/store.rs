@@ -3,20 +3,51 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use sqlx::any::AnyRow;
-use sqlx::{AnyConnection, Row};
+use kbot_api::agent::JobState;
+use sqlx::AnyConnection;
 
-use crate::db::{Db, NullableF64, Tx};
+use crate::db::{text_enum, Db, JsonText, NullableF64, Tx};
 use crate::error::{Error, Result};
-use crate::jobs::results::parse_metrics;
-use crate::jobs::ACTIVE_STATES_SQL;
+use crate::jobs::{StoredJobState, SubmissionState, ACTIVE_STATES_SQL};
 use crate::time::now_ms;
 
 /// States in which a bisection still has work to do.
 pub const OPEN_STATES_SQL: &str = "('running', 'verifying')";
 
+text_enum! {
+    /// `bisections.state`.
+    pub enum BisectionState {
+        Running = "running",
+        Verifying = "verifying",
+        Reported = "reported",
+        Duplicate = "duplicate",
+        NotConfirmed = "not_confirmed",
+        Inconclusive = "inconclusive",
+        Cancelled = "cancelled",
+    }
+}
+
+impl BisectionState {
+    /// Whether it still has work to do (see [`OPEN_STATES_SQL`]).
+    pub fn is_open(self) -> bool {
+        matches!(self, BisectionState::Running | BisectionState::Verifying)
+    }
+}
+
+text_enum! {
+    /// `bisection_steps.state`.
+    pub enum StepState {
+        Testing = "testing",
+        Good = "good",
+        Bad = "bad",
+        Skip = "skip",
+        Undecided = "undecided",
+        Cancelled = "cancelled",
+    }
+}
+
 /// A `bisections` row with its repo's name.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, sqlx::FromRow)]
 pub struct BisectionRow {
     pub id: i64,
     pub repo_id: i64,
@@ -31,7 +62,8 @@ pub struct BisectionRow {
     pub metric: String,
     pub tbox_group: String,
     pub job_key: String,
-    pub state: String,
+    #[sqlx(try_from = "String")]
+    pub state: BisectionState,
     pub first_bad_commit_id: Option<i64>,
     pub patch_id: Option<String>,
     pub duplicate_of: Option<i64>,
@@ -50,63 +82,30 @@ const BISECTION_SELECT: &str = "SELECT b.id, b.repo_id, r.name AS repo_name, \
      b.duplicate_of, b.reason, b.remaining, b.runs_cap, b.rev, b.created_at, b.finished_at \
      FROM bisections b JOIN repos r ON r.id = b.repo_id";
 
-impl BisectionRow {
-    fn from_row(row: &AnyRow) -> Result<BisectionRow> {
-        Ok(BisectionRow {
-            id: row.try_get("id")?,
-            repo_id: row.try_get("repo_id")?,
-            repo_name: row.try_get("repo_name")?,
-            origin_submission_id: row.try_get("origin_submission_id")?,
-            origin_atomic_job_id: row.try_get("origin_atomic_job_id")?,
-            probe_submission_id: row.try_get("probe_submission_id")?,
-            probe_atomic_job_id: row.try_get("probe_atomic_job_id")?,
-            verify_submission_id: row.try_get("verify_submission_id")?,
-            good_commit_id: row.try_get("good_commit_id")?,
-            bad_commit_id: row.try_get("bad_commit_id")?,
-            metric: row.try_get("metric")?,
-            tbox_group: row.try_get("tbox_group")?,
-            job_key: row.try_get("job_key")?,
-            state: row.try_get("state")?,
-            first_bad_commit_id: row.try_get("first_bad_commit_id")?,
-            patch_id: row.try_get("patch_id")?,
-            duplicate_of: row.try_get("duplicate_of")?,
-            reason: row.try_get("reason")?,
-            remaining: row.try_get("remaining")?,
-            runs_cap: row.try_get("runs_cap")?,
-            rev: row.try_get("rev")?,
-            created_at: row.try_get("created_at")?,
-            finished_at: row.try_get("finished_at")?,
-        })
-    }
-}
-
 pub async fn get(db: &Db, id: i64) -> Result<BisectionRow> {
-    let row = sqlx::query(&format!("{BISECTION_SELECT} WHERE b.id = $1"))
+    sqlx::query_as::<_, BisectionRow>(&format!("{BISECTION_SELECT} WHERE b.id = $1"))
         .bind(id)
         .fetch_optional(db.read())
         .await?
-        .ok_or_else(|| Error::not_found("bisection", id))?;
-    BisectionRow::from_row(&row)
+        .ok_or_else(|| Error::not_found("bisection", id))
 }
 
 /// Newest first.
 pub async fn list(db: &Db, limit: i64) -> Result<Vec<BisectionRow>> {
-    let rows = sqlx::query(&format!("{BISECTION_SELECT} ORDER BY b.id DESC LIMIT $1"))
-        .bind(limit)
-        .fetch_all(db.read())
-        .await?;
-    rows.iter().map(BisectionRow::from_row).collect()
+    Ok(sqlx::query_as::<_, BisectionRow>(&format!(
+        "{BISECTION_SELECT} ORDER BY b.id DESC LIMIT $1"
+    ))
+    .bind(limit)
+    .fetch_all(db.read())
+    .await?)
 }
 
 pub async fn open_ids(db: &Db) -> Result<Vec<i64>> {
-    let rows = sqlx::query(&format!(
+    Ok(sqlx::query_scalar::<_, i64>(&format!(
         "SELECT id FROM bisections WHERE state IN {OPEN_STATES_SQL} ORDER BY id"
     ))
     .fetch_all(db.read())
-    .await?;
-    rows.iter()
-        .map(|r| r.try_get::<i64, _>("id").map_err(Error::from))
-        .collect()
+    .await?)
 }
 
 /// What a new bisection starts from.
@@ -126,7 +125,7 @@ pub struct NewBisection<'a> {
 /// Inserts a bisection unless one with the same key is open; its id, or
 /// `None` for a duplicate.
 pub async fn insert(tx: &mut Tx, b: &NewBisection<'_>) -> Result<Option<i64>> {
-    let row = sqlx::query(
+    let id = sqlx::query_scalar::<_, i64>(
         "INSERT INTO bisections (repo_id, origin_submission_id, origin_atomic_job_id, \
              good_commit_id, bad_commit_id, metric, tbox_group, job_key, dedup_key, runs_cap, \
              created_at) \
@@ -146,7 +145,7 @@ pub async fn insert(tx: &mut Tx, b: &NewBisection<'_>) -> Result<Option<i64>> {
     .bind(now_ms())
     .fetch_optional(&mut **tx)
     .await?;
-    Ok(row.map(|r| r.get::<i64, _>(0)))
+    Ok(id)
 }
 
 pub async fn set_probe(tx: &mut Tx, id: i64, submission_id: i64, atomic_job_id: i64) -> Result<()> {
@@ -169,7 +168,7 @@ pub async fn take(tx: &mut Tx, b: &BisectionRow) -> Result<bool> {
     )
     .bind(b.id)
     .bind(b.rev)
-    .bind(&b.state)
+    .bind(b.state.as_str())
     .execute(&mut **tx)
     .await?;
     Ok(done.rows_affected() == 1)
@@ -182,9 +181,10 @@ pub async fn start_verifying(
     verify_submission_id: i64,
 ) -> Result<()> {
     sqlx::query(
-        "UPDATE bisections SET state = 'verifying', first_bad_commit_id = $1, \
-             verify_submission_id = $2 WHERE id = $3",
+        "UPDATE bisections SET state = $1, first_bad_commit_id = $2, \
+             verify_submission_id = $3 WHERE id = $4",
     )
+    .bind(BisectionState::Verifying.as_str())
     .bind(first_bad_commit_id)
     .bind(verify_submission_id)
     .bind(id)
@@ -194,13 +194,26 @@ pub async fn start_verifying(
 }
 
 /// How a bisection ended.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Conclusion {
-    pub state: &'static str,
+    pub state: BisectionState,
     pub reason: Option<String>,
     pub remaining: Vec<String>,
     pub patch_id: Option<String>,
     pub duplicate_of: Option<i64>,
+}
+
+impl Conclusion {
+    /// An end in `state` with nothing more said yet.
+    pub fn ended(state: BisectionState) -> Conclusion {
+        Conclusion {
+            state,
+            reason: None,
+            remaining: Vec::new(),
+            patch_id: None,
+            duplicate_of: None,
+        }
+    }
 }
 
 /// Ends a bisection; its probe submission is done (queued probes cancelled).
@@ -211,7 +224,7 @@ pub async fn conclude(tx: &mut Tx, b: &BisectionRow, c: &Conclusion) -> Result<(
              patch_id = COALESCE($4, patch_id), duplicate_of = $5, finished_at = $6 \
          WHERE id = $7",
     )
-    .bind(c.state)
+    .bind(c.state.as_str())
     .bind(c.reason.as_deref())
     .bind(c.remaining.join(" "))
     .bind(c.patch_id.as_deref())
@@ -221,25 +234,28 @@ pub async fn conclude(tx: &mut Tx, b: &BisectionRow, c: &Conclusion) -> Result<(
     .execute(&mut **tx)
     .await?;
     sqlx::query(
-        "UPDATE bisection_steps SET state = 'cancelled', finished_at = $1 \
-         WHERE bisection_id = $2 AND state = 'testing'",
+        "UPDATE bisection_steps SET state = $1, finished_at = $2 \
+         WHERE bisection_id = $3 AND state = $4",
     )
+    .bind(StepState::Cancelled.as_str())
     .bind(now)
     .bind(b.id)
+    .bind(StepState::Testing.as_str())
     .execute(&mut **tx)
     .await?;
     Ok(())
 }
 
 /// A bisection's step with its commit.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, sqlx::FromRow)]
 pub struct StepRow {
     pub id: i64,
     pub idx: i64,
     pub commit_id: i64,
     pub sha: String,
     pub subject: String,
-    pub state: String,
+    #[sqlx(try_from = "String")]
+    pub state: StepState,
     pub change_pct: Option<f64>,
     pub detail: String,
     pub started_at: i64,
@@ -247,7 +263,7 @@ pub struct StepRow {
 }
 
 pub async fn steps(db: &Db, bisection_id: i64) -> Result<Vec<StepRow>> {
-    let rows = sqlx::query(
+    Ok(sqlx::query_as::<_, StepRow>(
         "SELECT s.id, s.idx, s.commit_id, c.sha, c.subject, s.state, s.change_pct, s.detail, \
              s.started_at, s.finished_at \
          FROM bisection_steps s JOIN commits c ON c.id = s.commit_id \
@@ -255,23 +271,7 @@ pub async fn steps(db: &Db, bisection_id: i64) -> Result<Vec<StepRow>> {
     )
     .bind(bisection_id)
     .fetch_all(db.read())
-    .await?;
-    rows.iter()
-        .map(|r| {
-            Ok(StepRow {
-                id: r.try_get("id")?,
-                idx: r.try_get("idx")?,
-                commit_id: r.try_get("commit_id")?,
-                sha: r.try_get("sha")?,
-                subject: r.try_get("subject")?,
-                state: r.try_get("state")?,
-                change_pct: r.try_get("change_pct")?,
-                detail: r.try_get("detail")?,
-                started_at: r.try_get("started_at")?,
-                finished_at: r.try_get("finished_at")?,
-            })
-        })
-        .collect()
+    .await?)
 }
 
 pub async fn insert_step(tx: &mut Tx, bisection_id: i64, idx: i64, commit_id: i64) -> Result<()> {
@@ -291,7 +291,7 @@ pub async fn insert_step(tx: &mut Tx, bisection_id: i64, idx: i64, commit_id: i6
 pub async fn finish_step(
     tx: &mut Tx,
     step_id: i64,
-    state: &str,
+    state: StepState,
     change_pct: Option<f64>,
     detail: &str,
 ) -> Result<()> {
@@ -299,7 +299,7 @@ pub async fn finish_step(
         "UPDATE bisection_steps SET state = $1, change_pct = $2, detail = $3, finished_at = $4 \
          WHERE id = $5",
     )
-    .bind(state)
+    .bind(state.as_str())
     .bind(NullableF64::from(change_pct))
     .bind(detail)
     .bind(now_ms())
@@ -326,33 +326,40 @@ impl CommitRuns {
     }
 }
 
+/// A run of an atomic job at a commit, with its result's metrics when it has one.
+#[derive(sqlx::FromRow)]
+struct RunRow {
+    commit_id: i64,
+    #[sqlx(try_from = "String")]
+    state: StoredJobState,
+    failure: Option<String>,
+    metrics: Option<JsonText<BTreeMap<String, f64>>>,
+}
+
 /// The runs of `atomic_job_ids` per commit (cancelled runs left out).
 pub async fn runs_by_commit(db: &Db, atomic_job_ids: &[i64]) -> Result<HashMap<i64, CommitRuns>> {
     let mut out: HashMap<i64, CommitRuns> = HashMap::new();
     for &atomic_job_id in atomic_job_ids {
-        let rows = sqlx::query(
-            "SELECT j.commit_id, j.state, j.failure, r.id AS result_id, r.metrics \
+        let rows = sqlx::query_as::<_, RunRow>(
+            "SELECT j.commit_id, j.state, j.failure, r.metrics \
              FROM jobs j LEFT JOIN results r ON r.job_id = j.id \
              WHERE j.atomic_job_id = $1 AND j.state <> 'cancelled' ORDER BY j.id",
         )
         .bind(atomic_job_id)
         .fetch_all(db.read())
         .await?;
-        for row in &rows {
-            let runs = out.entry(row.try_get("commit_id")?).or_default();
-            let state: String = row.try_get("state")?;
-            match state.as_str() {
-                "finished" => {
-                    let result_id: Option<i64> = row.try_get("result_id")?;
-                    let metrics: Option<String> = row.try_get("metrics")?;
-                    if let (Some(id), Some(metrics)) = (result_id, metrics) {
-                        runs.finished.push(parse_metrics(id, &metrics)?);
+        for row in rows {
+            let runs = out.entry(row.commit_id).or_default();
+            match row.state.0 {
+                JobState::Finished => {
+                    if let Some(JsonText(metrics)) = row.metrics {
+                        runs.finished.push(metrics);
                     }
                 }
-                "failed" => {
+                JobState::Failed => {
                     runs.failed += 1;
                     if runs.failure.is_none() {
-                        runs.failure = row.try_get("failure")?;
+                        runs.failure = row.failure;
                     }
                 }
                 _ => runs.pending += 1,
@@ -416,8 +423,36 @@ pub struct OriginJob {
     pub runs_cap: i64,
 }
 
+/// [`OriginJob`] as stored (`bisect` is 0 or 1).
+#[derive(sqlx::FromRow)]
+struct OriginJobRow {
+    tbox_group: Option<String>,
+    preferred_agent_id: Option<i64>,
+    user_id: i64,
+    priority: i64,
+    job_file: String,
+    kind: String,
+    bisect: i64,
+    runs_cap: i64,
+}
+
+impl From<OriginJobRow> for OriginJob {
+    fn from(r: OriginJobRow) -> OriginJob {
+        OriginJob {
+            tbox_group: r.tbox_group,
+            preferred_agent_id: r.preferred_agent_id,
+            user_id: r.user_id,
+            priority: r.priority,
+            job_file: r.job_file,
+            kind: r.kind,
+            bisect: r.bisect != 0,
+            runs_cap: r.runs_cap,
+        }
+    }
+}
+
 pub async fn origin_job(conn: &mut AnyConnection, atomic_job_id: i64) -> Result<OriginJob> {
-    let row = sqlx::query(
+    sqlx::query_as::<_, OriginJobRow>(
         "SELECT a.tbox_group, a.preferred_agent_id, s.user_id, s.priority, s.job_file, s.kind, \
              s.bisect, s.runs_cap FROM atomic_jobs a JOIN submissions s ON s.id = a.submission_id \
          WHERE a.id = $1",
@@ -425,59 +460,48 @@ pub async fn origin_job(conn: &mut AnyConnection, atomic_job_id: i64) -> Result<
     .bind(atomic_job_id)
     .fetch_optional(&mut *conn)
     .await?
-    .ok_or_else(|| Error::not_found("atomic job", atomic_job_id))?;
-    Ok(OriginJob {
-        tbox_group: row.try_get("tbox_group")?,
-        preferred_agent_id: row.try_get("preferred_agent_id")?,
-        user_id: row.try_get("user_id")?,
-        priority: row.try_get("priority")?,
-        job_file: row.try_get("job_file")?,
-        kind: row.try_get("kind")?,
-        bisect: row.try_get::<i64, _>("bisect")? != 0,
-        runs_cap: row.try_get("runs_cap")?,
-    })
+    .map(OriginJob::from)
+    .ok_or_else(|| Error::not_found("atomic job", atomic_job_id))
 }
 
 /// The atomic job a probe runs.
 pub async fn job_spec(db: &Db, atomic_job_id: i64) -> Result<kbot_core::job::AtomicJob> {
-    let row = sqlx::query("SELECT spec FROM atomic_jobs WHERE id = $1")
+    let spec: String = sqlx::query_scalar("SELECT spec FROM atomic_jobs WHERE id = $1")
         .bind(atomic_job_id)
         .fetch_optional(db.read())
         .await?
         .ok_or_else(|| Error::not_found("atomic job", atomic_job_id))?;
-    crate::jobs::parse_spec(atomic_job_id, &row.try_get::<String, _>("spec")?)
+    crate::jobs::parse_spec(atomic_job_id, &spec)
 }
 
 /// Agents of a tbox group that are not offline: how many probes can run at once.
 pub async fn group_agents(db: &Db, tbox_group: &str) -> Result<i64> {
-    let row = sqlx::query(
+    Ok(sqlx::query_scalar(
         "SELECT COUNT(*) AS n FROM agents WHERE tbox_group = $1 AND state <> 'offline'",
     )
     .bind(tbox_group)
     .fetch_one(db.read())
-    .await?;
-    Ok(row.try_get("n")?)
+    .await?)
 }
 
-/// A submission's stored state (`active`, `done`, `cancelled`).
-pub async fn submission_state(db: &Db, submission_id: i64) -> Result<String> {
-    let row = sqlx::query("SELECT state FROM submissions WHERE id = $1")
+/// A submission's stored state.
+pub async fn submission_state(db: &Db, submission_id: i64) -> Result<SubmissionState> {
+    let state: String = sqlx::query_scalar("SELECT state FROM submissions WHERE id = $1")
         .bind(submission_id)
         .fetch_optional(db.read())
         .await?
         .ok_or_else(|| Error::not_found("submission", submission_id))?;
-    Ok(row.try_get("state")?)
+    SubmissionState::try_from(state).map_err(|e| anyhow::anyhow!(e).into())
 }
 
 pub async fn atomic_job_of(db: &Db, submission_id: i64) -> Result<i64> {
-    let row = sqlx::query(
+    sqlx::query_scalar(
         "SELECT id FROM atomic_jobs WHERE submission_id = $1 ORDER BY position LIMIT 1",
     )
     .bind(submission_id)
     .fetch_optional(db.read())
     .await?
-    .ok_or_else(|| Error::not_found("atomic job of submission", submission_id))?;
-    Ok(row.try_get("id")?)
+    .ok_or_else(|| Error::not_found("atomic job of submission", submission_id))
 }
 
 /// An earlier bisection that reported the same patch on the same job and metric.
@@ -488,25 +512,24 @@ pub async fn reported_with_patch(
     metric: &str,
     before_id: i64,
 ) -> Result<Option<i64>> {
-    let row = sqlx::query(
+    Ok(sqlx::query_scalar(
         "SELECT id FROM bisections WHERE patch_id = $1 AND job_key = $2 AND metric = $3 \
-         AND state = 'reported' AND id <> $4 ORDER BY id LIMIT 1",
+         AND state = $4 AND id <> $5 ORDER BY id LIMIT 1",
     )
     .bind(patch_id)
     .bind(job_key)
     .bind(metric)
+    .bind(BisectionState::Reported.as_str())
     .bind(before_id)
     .fetch_optional(db.read())
-    .await?;
-    row.map(|r| r.try_get::<i64, _>("id").map_err(Error::from))
-        .transpose()
+    .await?)
 }
 
 /// Builds (commits a kernel was needed for) and runs (finished or failed)
 /// of the probe and verification submissions.
 pub async fn effort(db: &Db, b: &BisectionRow) -> Result<(i64, i64)> {
     let ids = [b.probe_submission_id, b.verify_submission_id];
-    let row = sqlx::query(
+    let (builds, runs): (i64, Option<i64>) = sqlx::query_as(
         "SELECT COUNT(DISTINCT commit_id) AS builds, \
              SUM(CASE WHEN state IN ('finished', 'failed') THEN 1 ELSE 0 END) AS runs \
          FROM jobs WHERE submission_id IN ($1, $2) AND state <> 'cancelled'",
@@ -515,18 +538,15 @@ pub async fn effort(db: &Db, b: &BisectionRow) -> Result<(i64, i64)> {
     .bind(ids[1].unwrap_or(-1))
     .fetch_one(db.read())
     .await?;
-    let runs: Option<i64> = row.try_get("runs")?;
-    Ok((row.try_get("builds")?, runs.unwrap_or(0)))
+    Ok((builds, runs.unwrap_or(0)))
 }
 
 /// The id of the report a bisection wrote, if any.
 pub async fn report_of(db: &Db, bisection_id: i64) -> Result<Option<(i64, String)>> {
-    let row = sqlx::query(
+    Ok(sqlx::query_as(
         "SELECT id, message_id FROM report_outbox WHERE bisection_id = $1 ORDER BY id LIMIT 1",
     )
     .bind(bisection_id)
     .fetch_optional(db.read())
-    .await?;
-    row.map(|r| Ok((r.try_get("id")?, r.try_get("message_id")?)))
-        .transpose()
+    .await?)
 }

@@ -7,10 +7,11 @@ use kbot_core::job::AtomicJob;
 use kbot_core::metrics::Impact;
 use kbot_core::stats::Outcome;
 
-use super::store::{self, BisectionRow, Conclusion};
+use super::store::{self, BisectionRow, BisectionState, Conclusion};
 use crate::comparisons::{self, PairComparison};
 use crate::db::Tx;
 use crate::error::Result;
+use crate::jobs::SubmissionState;
 use crate::regressions;
 use crate::repos::{self, StoredCommit};
 use crate::state::AppState;
@@ -91,7 +92,7 @@ pub(super) async fn check_verification(state: &AppState, b: &BisectionRow) -> Re
         return Err(anyhow::anyhow!("bisection {} verifies nothing", b.id).into());
     };
     let verify_state = store::submission_state(&state.db, verify_id).await?;
-    if verify_state == "active" {
+    if verify_state == SubmissionState::Active {
         return Ok(());
     }
     let atomic_job_id = store::atomic_job_of(&state.db, verify_id).await?;
@@ -103,7 +104,7 @@ pub(super) async fn check_verification(state: &AppState, b: &BisectionRow) -> Re
             .find(|m| m.metric == b.metric)
             .filter(|m| m.kbot.outcome == Outcome::Different && m.impact == Impact::Regression)
     });
-    let mut conclusion = Conclusion::default();
+    let mut conclusion = Conclusion::ended(BisectionState::NotConfirmed);
     let mut report = None;
     match (confirmed, &compared) {
         (Some(m), Some(pc)) => {
@@ -116,20 +117,20 @@ pub(super) async fn check_verification(state: &AppState, b: &BisectionRow) -> Re
             };
             conclusion.patch_id = patch_id;
             if let Some(earlier) = earlier {
-                conclusion.state = "duplicate";
+                conclusion.state = BisectionState::Duplicate;
                 conclusion.duplicate_of = Some(earlier);
                 conclusion.reason = Some(format!(
                     "the same patch was reported by bisection {earlier}: no new mail"
                 ));
             } else {
-                conclusion.state = "reported";
+                conclusion.state = BisectionState::Reported;
                 report = Some((pc, m));
             }
         }
         _ => {
-            conclusion.state = "not_confirmed";
+            conclusion.state = BisectionState::NotConfirmed;
             conclusion.reason = Some(not_confirmed_reason(
-                &verify_state,
+                verify_state,
                 compared.as_ref(),
                 &b.metric,
             ));
@@ -153,24 +154,29 @@ pub(super) async fn check_verification(state: &AppState, b: &BisectionRow) -> Re
             regressions::link_report(&mut tx, b.id, report).await?;
         }
     }
-    if conclusion.state == "duplicate" {
+    if conclusion.state == BisectionState::Duplicate {
         let reason = conclusion.reason.as_deref().unwrap_or_default();
-        regressions::mark_by_robot(&mut tx, b.id, "duplicate", reason).await?;
+        regressions::mark_by_robot(&mut tx, b.id, regressions::TriageState::Duplicate, reason)
+            .await?;
     }
     store::conclude(&mut tx, b, &conclusion).await?;
     tx.commit().await?;
     tracing::info!(
         bisection = b.id,
-        state = conclusion.state,
+        state = conclusion.state.as_str(),
         "bisection ended"
     );
     Ok(())
 }
 
 /// Why a verification did not confirm the regression.
-fn not_confirmed_reason(verify_state: &str, pc: Option<&PairComparison>, metric: &str) -> String {
+fn not_confirmed_reason(
+    verify_state: SubmissionState,
+    pc: Option<&PairComparison>,
+    metric: &str,
+) -> String {
     match pc.and_then(|pc| pc.comparison.metrics.iter().find(|m| m.metric == metric)) {
-        _ if verify_state == "cancelled" => "the verification was cancelled".into(),
+        _ if verify_state == SubmissionState::Cancelled => "the verification was cancelled".into(),
         None => {
             "the verification pair has no finished run on a side (build or boot failure)".into()
         }

@@ -41,7 +41,7 @@ pub async fn view(state: &AppState, b: &BisectionRow) -> Result<BisectionView> {
     Ok(BisectionView {
         id: b.id,
         repo: b.repo_name.clone(),
-        state: b.state.clone(),
+        state: b.state.as_str().to_owned(),
         good: commit_by_id(read, b.good_commit_id).await?.sha,
         bad: commit_by_id(read, b.bad_commit_id).await?.sha,
         metric: b.metric.clone(),
@@ -76,7 +76,7 @@ async fn steps(state: &AppState, b: &BisectionRow, samples: &Samples) -> Result<
                 index: u32::try_from(s.idx).unwrap_or(0),
                 sha: s.sha,
                 subject: s.subject,
-                state: s.state,
+                state: s.state.as_str().to_owned(),
                 runs: u32::try_from(r.finished.len()).unwrap_or(u32::MAX),
                 failed_runs: r.failed,
                 samples: metric_values(r, &b.metric),

@@ -19,8 +19,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use kbot_core::conditions;
 
 use serde::{Deserialize, Serialize};
-use sqlx::any::AnyRow;
-use sqlx::Row;
 
 use crate::db::Db;
 use crate::error::Result;
@@ -164,6 +162,17 @@ struct RunGroup {
     runs: u32,
 }
 
+/// A row of [`JOB_RUNS_BY_BACKEND`] or [`SUBMISSION_RUNS_BY_BACKEND`].
+#[derive(sqlx::FromRow)]
+struct RunGroupRow {
+    k: i64,
+    side: String,
+    backend: Option<String>,
+    kernel_release: String,
+    tuning: String,
+    n: i64,
+}
+
 /// The finished runs of an atomic job, by side, backend, kernel release and
 /// tuning.
 const JOB_RUNS_BY_BACKEND: &str = "SELECT j.atomic_job_id AS k, j.side, ag.backend, \
@@ -184,11 +193,11 @@ const SUBMISSION_RUNS_BY_BACKEND: &str = "SELECT a.position AS k, j.side, ag.bac
 /// (qemu or kexec), or some ran on the host backend (or on an agent that is
 /// gone). See [`BootedCommits::tests_the_commits`] and [`BootedCommits::note`].
 pub async fn booted_commits(db: &Db, atomic_job_id: i64) -> Result<BootedCommits> {
-    let rows = sqlx::query(JOB_RUNS_BY_BACKEND)
+    let rows = sqlx::query_as::<_, RunGroupRow>(JOB_RUNS_BY_BACKEND)
         .bind(atomic_job_id)
         .fetch_all(db.read())
         .await?;
-    Ok(fold(&rows)?.remove(&atomic_job_id).unwrap_or_default())
+    Ok(fold(rows).remove(&atomic_job_id).unwrap_or_default())
 }
 
 /// [`booted_commits`] of every atomic job of a submission that has finished
@@ -197,26 +206,25 @@ pub async fn booted_commits_by_position(
     db: &Db,
     submission_id: i64,
 ) -> Result<BTreeMap<i64, BootedCommits>> {
-    let rows = sqlx::query(SUBMISSION_RUNS_BY_BACKEND)
+    let rows = sqlx::query_as::<_, RunGroupRow>(SUBMISSION_RUNS_BY_BACKEND)
         .bind(submission_id)
         .fetch_all(db.read())
         .await?;
-    fold(&rows)
+    Ok(fold(rows))
 }
 
-fn fold(rows: &[AnyRow]) -> Result<BTreeMap<i64, BootedCommits>> {
+fn fold(rows: Vec<RunGroupRow>) -> BTreeMap<i64, BootedCommits> {
     let mut out: BTreeMap<i64, BootedCommits> = BTreeMap::new();
     for row in rows {
-        let key: i64 = row.try_get("k")?;
-        out.entry(key).or_default().add(RunGroup {
-            side: row.try_get("side")?,
-            backend: row.try_get("backend")?,
-            kernel_release: row.try_get("kernel_release")?,
-            tuning: row.try_get("tuning")?,
-            runs: u32::try_from(row.try_get::<i64, _>("n")?).unwrap_or(u32::MAX),
+        out.entry(row.k).or_default().add(RunGroup {
+            side: row.side,
+            backend: row.backend,
+            kernel_release: row.kernel_release,
+            tuning: row.tuning,
+            runs: u32::try_from(row.n).unwrap_or(u32::MAX),
         });
     }
-    Ok(out)
+    out
 }
 
 #[cfg(test)]

@@ -3,14 +3,14 @@
 
 use std::collections::BTreeMap;
 
+use kbot_api::agent::JobState;
 use kbot_core::job::AtomicJob;
 use kbot_core::stats::{Comparison, MetricComparison};
-use sqlx::{AnyConnection, Row};
+use sqlx::AnyConnection;
 
-use crate::db::{Backend, Db, NullableF64, Tx};
+use crate::db::{Db, JsonText, NullableF64, Tx};
 use crate::error::{Error, Result};
-use crate::jobs::results::parse_metrics;
-use crate::jobs::ACTIVE_STATES_SQL;
+use crate::jobs::{Side, StoredJobState, SubmissionState, ACTIVE_STATES_SQL};
 use crate::time::now_ms;
 
 /// The shape of an atomic job's runs; two equal counts mean nothing happened
@@ -41,6 +41,24 @@ pub struct SideRuns {
     pub head: Vec<BTreeMap<String, f64>>,
 }
 
+/// The submission an atomic job belongs to, as [`run_counts_on`] reads it.
+#[derive(sqlx::FromRow)]
+struct PairHead {
+    #[sqlx(try_from = "String")]
+    state: SubmissionState,
+    kind: String,
+    settled_at: Option<i64>,
+}
+
+/// How many jobs of one side are in one state.
+#[derive(sqlx::FromRow)]
+struct SideCount {
+    side: String,
+    #[sqlx(try_from = "String")]
+    state: StoredJobState,
+    n: i64,
+}
+
 pub async fn run_counts(db: &Db, atomic_job_id: i64) -> Result<RunCounts> {
     let mut conn = db.read().acquire().await?;
     run_counts_on(&mut conn, atomic_job_id).await
@@ -51,7 +69,7 @@ pub async fn run_counts_tx(tx: &mut Tx, atomic_job_id: i64) -> Result<RunCounts>
 }
 
 async fn run_counts_on(conn: &mut AnyConnection, atomic_job_id: i64) -> Result<RunCounts> {
-    let head = sqlx::query(
+    let head = sqlx::query_as::<_, PairHead>(
         "SELECT s.state, s.kind, a.settled_at FROM atomic_jobs a \
          JOIN submissions s ON s.id = a.submission_id WHERE a.id = $1",
     )
@@ -59,43 +77,48 @@ async fn run_counts_on(conn: &mut AnyConnection, atomic_job_id: i64) -> Result<R
     .fetch_optional(&mut *conn)
     .await?
     .ok_or_else(|| Error::not_found("atomic job", atomic_job_id))?;
-    let state: String = head.try_get("state")?;
-    let kind: String = head.try_get("kind")?;
-    let settled_at: Option<i64> = head.try_get("settled_at")?;
     let mut counts = RunCounts {
         // A bisection judges its own probe runs (crate::bisect).
-        submission_active: state == "active" && kind != "bisect",
-        settled: settled_at.is_some(),
+        submission_active: head.state == SubmissionState::Active && head.kind != "bisect",
+        settled: head.settled_at.is_some(),
         ..RunCounts::default()
     };
-    let rows = sqlx::query(
+    let rows = sqlx::query_as::<_, SideCount>(
         "SELECT side, state, COUNT(*) AS n FROM jobs WHERE atomic_job_id = $1 GROUP BY side, state",
     )
     .bind(atomic_job_id)
     .fetch_all(&mut *conn)
     .await?;
-    for row in &rows {
-        let side: String = row.try_get("side")?;
-        let state: String = row.try_get("state")?;
-        let n = u32::try_from(row.try_get::<i64, _>("n")?).unwrap_or(u32::MAX);
-        let base = side == "base";
+    for row in rows {
+        let n = u32::try_from(row.n).unwrap_or(u32::MAX);
+        let base = row.side == Side::Base.as_str();
         if base {
             counts.base_total += n;
         } else {
             counts.head_total += n;
         }
-        match state.as_str() {
-            "finished" if base => counts.base_finished += n,
-            "finished" => counts.head_finished += n,
-            "failed" | "cancelled" => {}
+        match row.state.0 {
+            JobState::Finished if base => counts.base_finished += n,
+            JobState::Finished => counts.head_finished += n,
+            JobState::Failed | JobState::Cancelled => {}
             _ => counts.pending += n,
         }
     }
     Ok(counts)
 }
 
+/// [`AtomicJobInfo`] as stored.
+#[derive(sqlx::FromRow)]
+struct AtomicJobRecord {
+    spec: String,
+    submission_id: i64,
+    base_commit_id: i64,
+    head_commit_id: i64,
+    runs_cap: i64,
+}
+
 pub async fn atomic_job_info(db: &Db, atomic_job_id: i64) -> Result<AtomicJobInfo> {
-    let row = sqlx::query(
+    let row = sqlx::query_as::<_, AtomicJobRecord>(
         "SELECT a.spec, a.submission_id, s.base_commit_id, s.head_commit_id, s.runs_cap \
          FROM atomic_jobs a JOIN submissions s ON s.id = a.submission_id WHERE a.id = $1",
     )
@@ -103,19 +126,18 @@ pub async fn atomic_job_info(db: &Db, atomic_job_id: i64) -> Result<AtomicJobInf
     .fetch_optional(db.read())
     .await?
     .ok_or_else(|| Error::not_found("atomic job", atomic_job_id))?;
-    let job = crate::jobs::parse_spec(atomic_job_id, &row.try_get::<String, _>("spec")?)?;
     Ok(AtomicJobInfo {
-        job,
-        submission_id: row.try_get("submission_id")?,
-        base_commit_id: row.try_get("base_commit_id")?,
-        head_commit_id: row.try_get("head_commit_id")?,
-        runs_cap: u32::try_from(row.try_get::<i64, _>("runs_cap")?).unwrap_or(0),
+        job: crate::jobs::parse_spec(atomic_job_id, &row.spec)?,
+        submission_id: row.submission_id,
+        base_commit_id: row.base_commit_id,
+        head_commit_id: row.head_commit_id,
+        runs_cap: u32::try_from(row.runs_cap).unwrap_or(0),
     })
 }
 
 pub async fn finished_runs(db: &Db, atomic_job_id: i64) -> Result<SideRuns> {
-    let rows = sqlx::query(
-        "SELECT j.side, r.id AS result_id, r.metrics \
+    let rows: Vec<(String, JsonText<BTreeMap<String, f64>>)> = sqlx::query_as(
+        "SELECT j.side, r.metrics \
          FROM jobs j JOIN results r ON r.job_id = j.id \
          WHERE j.atomic_job_id = $1 AND j.state = 'finished' \
          ORDER BY r.id",
@@ -127,12 +149,8 @@ pub async fn finished_runs(db: &Db, atomic_job_id: i64) -> Result<SideRuns> {
         base: Vec::new(),
         head: Vec::new(),
     };
-    for row in &rows {
-        let side: String = row.try_get("side")?;
-        let result_id: i64 = row.try_get("result_id")?;
-        let metrics: String = row.try_get("metrics")?;
-        let metrics = parse_metrics(result_id, &metrics)?;
-        if side == "base" {
+    for (side, JsonText(metrics)) in rows {
+        if side == Side::Base.as_str() {
             runs.base.push(metrics);
         } else {
             runs.head.push(metrics);
@@ -144,10 +162,7 @@ pub async fn finished_runs(db: &Db, atomic_job_id: i64) -> Result<SideRuns> {
 /// Locks the atomic job's row for this transaction (PostgreSQL; SQLite's
 /// single writer already serialises). False when another replica holds it.
 pub async fn lock_atomic_job(tx: &mut Tx, db: &Db, atomic_job_id: i64) -> Result<bool> {
-    let lock = match db.backend() {
-        Backend::Postgres => " FOR UPDATE SKIP LOCKED",
-        Backend::Sqlite => "",
-    };
+    let lock = db.skip_locked("atomic_jobs");
     let row = sqlx::query(&format!("SELECT id FROM atomic_jobs WHERE id = $1{lock}"))
         .bind(atomic_job_id)
         .fetch_optional(&mut **tx)
@@ -177,8 +192,6 @@ async fn upsert_metric(
 ) -> Result<()> {
     // serde_json writes NaN as null, which is what the API shows for
     // undefined ratios.
-    let detail = serde_json::to_string(m)
-        .map_err(|e| anyhow::anyhow!("metric comparison does not serialise: {e}"))?;
     sqlx::query(
         "INSERT INTO comparisons (submission_id, atomic_job_id, metric, verdict, change_pct, \
              base_n, head_n, base_mean, head_mean, base_stddev, head_stddev, p_value, detail, \
@@ -203,7 +216,7 @@ async fn upsert_metric(
     .bind(NullableF64::finite(m.base.stddev))
     .bind(NullableF64::finite(m.head.stddev))
     .bind(NullableF64::finite(m.kbot.p_value))
-    .bind(detail)
+    .bind(JsonText(m))
     .bind(now)
     .bind(now)
     .execute(&mut **tx)
@@ -235,7 +248,7 @@ pub async fn settle(tx: &mut Tx, submission_id: i64, atomic_job_id: i64) -> Resu
 
 /// Unsettled atomic jobs of active submissions with nothing queued or running.
 pub async fn settled_candidates(db: &Db) -> Result<Vec<i64>> {
-    let rows = sqlx::query(&format!(
+    Ok(sqlx::query_scalar(&format!(
         "SELECT a.id FROM atomic_jobs a JOIN submissions s ON s.id = a.submission_id \
          WHERE s.state = 'active' AND s.kind <> 'bisect' AND a.settled_at IS NULL AND NOT EXISTS \
              (SELECT 1 FROM jobs j WHERE j.atomic_job_id = a.id \
@@ -243,18 +256,14 @@ pub async fn settled_candidates(db: &Db) -> Result<Vec<i64>> {
          ORDER BY a.id LIMIT 1000"
     ))
     .fetch_all(db.read())
-    .await?;
-    rows.iter()
-        .map(|r| r.try_get::<i64, _>("id").map_err(Error::from))
-        .collect()
+    .await?)
 }
 
 pub async fn atomic_job_ids(db: &Db, submission_id: i64) -> Result<Vec<i64>> {
-    let rows = sqlx::query("SELECT id FROM atomic_jobs WHERE submission_id = $1 ORDER BY position")
-        .bind(submission_id)
-        .fetch_all(db.read())
-        .await?;
-    rows.iter()
-        .map(|r| r.try_get::<i64, _>("id").map_err(Error::from))
-        .collect()
+    Ok(
+        sqlx::query_scalar("SELECT id FROM atomic_jobs WHERE submission_id = $1 ORDER BY position")
+            .bind(submission_id)
+            .fetch_all(db.read())
+            .await?,
+    )
 }

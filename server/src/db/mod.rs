@@ -6,8 +6,27 @@
 //! Unix-millisecond times, no booleans, nullable floats bound as
 //! [`NullableF64`] (a plain `None::<f64>` breaks PostgreSQL statements; see
 //! there). The dialect switches are
-//! [`Db::skip_locked`] and [`join_writes`]; the claim's pick (scheduler) runs
-//! at a different place per backend.
+//! [`Db::skip_locked`], [`Db::set_full_sync`] and [`join_writes`]; the claim's
+//! pick (scheduler) runs at a different place per backend.
+//!
+//! Rows are read into `#[derive(sqlx::FromRow)]` structs with
+//! `sqlx::query_as`, states through enums declared with [`text_enum!`]
+//! (`#[sqlx(try_from = "String")]`), JSON columns through [`JsonText`] (see
+//! `columns`).
+//!
+//! Why `Any` and not a store per backend: the two backends differ in a
+//! handful of places (the switches above), while the stores hold some 180
+//! statements; a store per backend would write each of them twice, or make
+//! every store function generic over `sqlx::Database` with bounds for each
+//! bound and decoded type. What `Any` costs is contained here: nullable
+//! floats need [`NullableF64`] (its null binds with the wrong type on
+//! PostgreSQL), placeholders are numbered by hand ([`placeholders`],
+//! [`value_rows`], [`join_writes`]: `Any` passes the SQL through, and
+//! SQLite's `?` is not PostgreSQL's `$N`), JSON goes through TEXT ([`JsonText`]:
+//! `Any` has no `Json<T>`), and each row is copied once into `Any`'s own
+//! values, which is small beside the statement's round trip. The
+//! compile-time checked `query!` macros do not support `Any`; typed rows
+//! check the columns' names and types when a row is read instead.
 //!
 //! SQLite has a single writer. Rather than let connections fight over the
 //! write lock (a deferred transaction that reads and then writes gets
@@ -28,10 +47,13 @@ use sqlx::{Any, AnyPool, Executor, Transaction};
 
 use crate::error::{Error, Result};
 
+mod columns;
 mod float;
 pub mod sqlite;
 mod writer;
 
+pub(crate) use columns::text_enum;
+pub use columns::{JsonOrDefault, JsonText};
 pub use float::NullableF64;
 
 use writer::Writer;
@@ -229,6 +251,22 @@ impl Db {
             Backend::Sqlite => String::new(),
             Backend::Postgres => format!(" FOR UPDATE OF {table} SKIP LOCKED"),
         }
+    }
+
+    /// On SQLite, makes the next commits on `conn` wait for the disk
+    /// (`synchronous = FULL`) while `full`, and back to the default
+    /// (`NORMAL`: a power cut may lose the last commits) after. PostgreSQL's
+    /// write pool always waits for the flush, so there it does nothing.
+    pub async fn set_full_sync(&self, conn: &mut sqlx::AnyConnection, full: bool) -> Result<()> {
+        if self.backend == Backend::Sqlite {
+            let pragma = if full {
+                "PRAGMA synchronous = FULL"
+            } else {
+                "PRAGMA synchronous = NORMAL"
+            };
+            sqlx::query(pragma).execute(&mut *conn).await?;
+        }
+        Ok(())
     }
 
     pub async fn close(&self) {

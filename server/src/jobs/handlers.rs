@@ -6,13 +6,12 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use kbot_api::agent::{EventRequest, FailureKind, HeartbeatResponse, JobState};
-use sqlx::any::AnyRow;
-use sqlx::{AnyConnection, Row};
+use sqlx::AnyConnection;
 
 use crate::auth::AgentAuth;
 use crate::db::{join_writes, Db, Tx};
 use crate::error::{ApiJson, Error, Result};
-use crate::jobs::{self, Event, ACTIVE_STATES_SQL};
+use crate::jobs::{self, Event, StoredJobState, ACTIVE_STATES_SQL};
 use crate::state::AppState;
 use crate::time::now_ms;
 
@@ -55,7 +54,7 @@ pub async fn heartbeat(
                     ),
                 ],
             );
-            let rows = sqlx::query(&sql)
+            let rows: Vec<i64> = sqlx::query_scalar(&sql)
                 .bind(now)
                 .bind(agent_id)
                 .bind(expires)
@@ -68,8 +67,8 @@ pub async fn heartbeat(
         })
         .await?;
     let response = match rows.first() {
-        Some(row) => HeartbeatResponse {
-            lease_expires_at: row.try_get("lease_expires_at")?,
+        Some(&lease_expires_at) => HeartbeatResponse {
+            lease_expires_at,
             cancelled: false,
         },
         None => {
@@ -173,7 +172,7 @@ async fn progress(tx: &mut Tx, job_id: i64, agent_id: i64, req: &EventRequest) -
     let event = Event {
         job_id,
         agent_id: Some(agent_id),
-        state: req.state.as_str(),
+        state: req.state,
         failure: None,
         detail: &req.detail,
     };
@@ -216,7 +215,7 @@ async fn fail(
     let event = Event {
         job_id,
         agent_id: Some(agent_id),
-        state: "failed",
+        state: JobState::Failed,
         failure: Some(failure),
         detail,
     };
@@ -230,18 +229,27 @@ pub(crate) struct JobOwner {
     pub submission_id: i64,
 }
 
-impl JobOwner {
-    /// From a row with the `jobs` columns `state`, `lease_owner`, `submission_id`.
-    pub fn from_row(job_id: i64, row: &AnyRow) -> Result<JobOwner> {
-        let state: String = row.try_get("state")?;
-        Ok(JobOwner {
-            state: JobState::parse(&state)
-                .ok_or_else(|| anyhow::anyhow!("job {job_id} has unknown state {state:?}"))?,
-            lease_owner: row.try_get("lease_owner")?,
-            submission_id: row.try_get("submission_id")?,
-        })
-    }
+/// A [`JobOwner`] as stored: the `jobs` columns `state`, `lease_owner`,
+/// `submission_id`.
+#[derive(sqlx::FromRow)]
+pub(crate) struct JobOwnerRow {
+    #[sqlx(try_from = "String")]
+    state: StoredJobState,
+    lease_owner: Option<i64>,
+    submission_id: i64,
+}
 
+impl From<JobOwnerRow> for JobOwner {
+    fn from(r: JobOwnerRow) -> JobOwner {
+        JobOwner {
+            state: r.state.0,
+            lease_owner: r.lease_owner,
+            submission_id: r.submission_id,
+        }
+    }
+}
+
+impl JobOwner {
     /// An agent may only touch a job leased to it. One that held the lease
     /// before (expired, re-queued, re-leased) is told it lost the lease;
     /// any other agent is refused outright.
@@ -254,11 +262,12 @@ impl JobOwner {
         if self.lease_owner == Some(agent_id) {
             return Ok(());
         }
-        let held_before = sqlx::query(
-            "SELECT id FROM job_events WHERE job_id = $1 AND agent_id = $2 AND state = 'leased' LIMIT 1",
+        let held_before: Option<i64> = sqlx::query_scalar(
+            "SELECT id FROM job_events WHERE job_id = $1 AND agent_id = $2 AND state = $3 LIMIT 1",
         )
         .bind(job_id)
         .bind(agent_id)
+        .bind(JobState::Leased.as_str())
         .fetch_optional(&mut *conn)
         .await?;
         match held_before {
@@ -286,10 +295,12 @@ impl ActiveState for JobState {
 }
 
 pub(crate) async fn load_job_owner(conn: &mut AnyConnection, job_id: i64) -> Result<JobOwner> {
-    let row = sqlx::query("SELECT state, lease_owner, submission_id FROM jobs WHERE id = $1")
-        .bind(job_id)
-        .fetch_optional(&mut *conn)
-        .await?
-        .ok_or_else(|| Error::not_found("job", job_id))?;
-    JobOwner::from_row(job_id, &row)
+    sqlx::query_as::<_, JobOwnerRow>(
+        "SELECT state, lease_owner, submission_id FROM jobs WHERE id = $1",
+    )
+    .bind(job_id)
+    .fetch_optional(&mut *conn)
+    .await?
+    .map(JobOwner::from)
+    .ok_or_else(|| Error::not_found("job", job_id))
 }

@@ -10,12 +10,11 @@
 //! attempt counted; past `max_attempts` it fails with the reason recorded.
 //! Every change is a row in `job_events`.
 
-use kbot_api::agent::FailureKind;
+use kbot_api::agent::{FailureKind, JobState};
 use kbot_core::job::AtomicJob;
 use kbot_core::needs::Needs;
-use sqlx::Row;
 
-use crate::db::{join_writes, Tx};
+use crate::db::{join_writes, text_enum, JsonText, Tx};
 use crate::error::{Error, Result};
 use crate::time::now_ms;
 
@@ -26,6 +25,30 @@ pub mod summaries;
 
 /// States in which a job is held by an agent's lease, as an SQL list.
 pub const ACTIVE_STATES_SQL: &str = "('leased', 'building', 'booting', 'running', 'uploading')";
+
+text_enum! {
+    /// `submissions.state`: `active` until every job is settled (kept here,
+    /// beside the jobs, as the comparisons and the cancelling read it too).
+    pub enum SubmissionState {
+        Active = "active",
+        Done = "done",
+        Cancelled = "cancelled",
+    }
+}
+
+/// A `jobs.state` column read as the [`JobState`] whose `as_str` writes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoredJobState(pub JobState);
+
+impl TryFrom<String> for StoredJobState {
+    type Error = String;
+
+    fn try_from(text: String) -> std::result::Result<StoredJobState, String> {
+        JobState::parse(&text)
+            .map(StoredJobState)
+            .ok_or_else(|| format!("unknown job state {text:?}"))
+    }
+}
 
 /// Which commit of a pair a job runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,13 +123,25 @@ pub async fn enqueue_pair(
 
 /// Adds `extra_runs` runs of both sides to an atomic job (an `unknown`
 /// verdict asks for more data). Returns how many jobs were queued.
+/// An atomic job with its pair and the last run index it has, as
+/// [`enqueue_more_runs`] reads it.
+#[derive(sqlx::FromRow)]
+struct MoreRunsRow {
+    spec: String,
+    submission_id: i64,
+    base_commit_id: i64,
+    head_commit_id: i64,
+    priority: i64,
+    last_run: i64,
+}
+
 pub async fn enqueue_more_runs(
     tx: &mut Tx,
     atomic_job_id: i64,
     extra_runs: u32,
     max_attempts: u32,
 ) -> Result<u64> {
-    let row = sqlx::query(
+    let row = sqlx::query_as::<_, MoreRunsRow>(
         "SELECT a.spec, s.id AS submission_id, s.base_commit_id, s.head_commit_id, \
                 s.priority, (SELECT COALESCE(MAX(j.run_index), -1) FROM jobs j \
                              WHERE j.atomic_job_id = a.id) AS last_run \
@@ -117,21 +152,20 @@ pub async fn enqueue_more_runs(
     .fetch_optional(&mut **tx)
     .await?
     .ok_or_else(|| Error::not_found("atomic job", atomic_job_id))?;
-    let job = parse_spec(atomic_job_id, &row.try_get::<String, _>("spec")?)?;
+    let job = parse_spec(atomic_job_id, &row.spec)?;
     let pair = Pair {
-        submission_id: row.try_get("submission_id")?,
-        base_commit_id: row.try_get("base_commit_id")?,
-        head_commit_id: row.try_get("head_commit_id")?,
+        submission_id: row.submission_id,
+        base_commit_id: row.base_commit_id,
+        head_commit_id: row.head_commit_id,
     };
-    let last_run: i64 = row.try_get("last_run")?;
     let spec = JobSpec {
         pair,
         atomic_job_id,
         needs: &job.needs,
-        priority: row.try_get("priority")?,
+        priority: row.priority,
         max_attempts,
     };
-    let first = u32::try_from(last_run + 1).unwrap_or(0);
+    let first = u32::try_from(row.last_run + 1).unwrap_or(0);
     insert_runs(tx, &spec, first, extra_runs).await?;
     Ok(u64::from(extra_runs) * 2)
 }
@@ -140,18 +174,17 @@ pub async fn enqueue_more_runs(
 /// one learn it from their next heartbeat. Returns the number of jobs
 /// cancelled (0 when the submission had already ended).
 pub async fn cancel_submission(tx: &mut Tx, submission_id: i64, reason: &str) -> Result<u64> {
-    let row = sqlx::query("SELECT state FROM submissions WHERE id = $1")
+    let state: String = sqlx::query_scalar("SELECT state FROM submissions WHERE id = $1")
         .bind(submission_id)
         .fetch_optional(&mut **tx)
         .await?
         .ok_or_else(|| Error::not_found("submission", submission_id))?;
-    let state: String = row.try_get("state")?;
-    if state != "active" {
+    if state != SubmissionState::Active.as_str() {
         return Ok(0);
     }
     let now = now_ms();
     // Jobs before the submission row: the lock order of every writer.
-    let cancelled = sqlx::query(&format!(
+    let cancelled: Vec<i64> = sqlx::query_scalar(&format!(
         "UPDATE jobs SET state = 'cancelled', updated_at = $1, finished_at = $2 \
          WHERE submission_id = $3 AND (state = 'queued' OR state IN {ACTIVE_STATES_SQL}) \
          RETURNING id"
@@ -169,12 +202,11 @@ pub async fn cancel_submission(tx: &mut Tx, submission_id: i64, reason: &str) ->
     .bind(submission_id)
     .execute(&mut **tx)
     .await?;
-    for row in &cancelled {
-        let job_id: i64 = row.try_get("id")?;
+    for &job_id in &cancelled {
         let event = Event {
             job_id,
             agent_id: None,
-            state: "cancelled",
+            state: JobState::Cancelled,
             failure: None,
             detail: reason,
         };
@@ -188,7 +220,7 @@ pub async fn cancel_submission(tx: &mut Tx, submission_id: i64, reason: &str) ->
 pub struct Event<'a> {
     pub job_id: i64,
     pub agent_id: Option<i64>,
-    pub state: &'a str,
+    pub state: JobState,
     pub failure: Option<FailureKind>,
     pub detail: &'a str,
 }
@@ -204,7 +236,7 @@ pub fn bind_event<'q>(query: AnyQuery<'q>, event: &Event<'q>) -> AnyQuery<'q> {
         .bind(event.job_id)
         .bind(event.agent_id)
         .bind(now_ms())
-        .bind(event.state)
+        .bind(event.state.as_str())
         .bind(event.failure.map(failure_str))
         .bind(truncate(event.detail, MAX_DETAIL_BYTES))
 }
@@ -244,6 +276,15 @@ pub fn failure_str(kind: FailureKind) -> &'static str {
     }
 }
 
+/// What [`requeue_or_fail`] made of a job.
+#[derive(sqlx::FromRow)]
+struct Requeued {
+    #[sqlx(try_from = "String")]
+    state: StoredJobState,
+    submission_id: i64,
+    attempts: i64,
+}
+
 /// Ends an agent's hold on a job without a result: back to `queued` with the
 /// attempt counted, or `failed` when the attempts are used up. Returns the
 /// new state. The caller has checked the job is active.
@@ -253,9 +294,9 @@ pub async fn requeue_or_fail(
     agent_id: Option<i64>,
     failure: FailureKind,
     detail: &str,
-) -> Result<&'static str> {
+) -> Result<JobState> {
     let now = now_ms();
-    let row = sqlx::query(&format!(
+    let row = sqlx::query_as::<_, Requeued>(&format!(
         "UPDATE jobs SET \
              state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END, \
              failure = CASE WHEN attempts >= max_attempts THEN $1 ELSE NULL END, \
@@ -273,17 +314,19 @@ pub async fn requeue_or_fail(
     .fetch_optional(&mut **tx)
     .await?
     .ok_or(Error::LeaseLost(job_id))?;
-    let state: String = row.try_get("state")?;
-    let submission_id: i64 = row.try_get("submission_id")?;
-    let attempts: i64 = row.try_get("attempts")?;
-    let (new_state, event_detail) = if state == "failed" {
+    let Requeued {
+        state: StoredJobState(state),
+        submission_id,
+        attempts,
+    } = row;
+    let (new_state, event_detail) = if state == JobState::Failed {
         (
-            "failed",
+            JobState::Failed,
             format!("{detail} (attempt {attempts}, no attempts left)"),
         )
     } else {
         (
-            "queued",
+            JobState::Queued,
             format!("{detail} (attempt {attempts}, re-queued)"),
         )
     };
@@ -411,6 +454,16 @@ pub async fn add_pinned_atomic_job(
 /// Queues `runs` more runs of one commit of an atomic job (a bisection
 /// probe), numbered after the runs that commit already has. Returns how many
 /// were queued.
+/// An atomic job with the last run index one commit has, as
+/// [`enqueue_commit_runs`] reads it.
+#[derive(sqlx::FromRow)]
+struct CommitRunsRow {
+    spec: String,
+    submission_id: i64,
+    priority: i64,
+    last_run: i64,
+}
+
 pub async fn enqueue_commit_runs(
     tx: &mut Tx,
     atomic_job_id: i64,
@@ -418,7 +471,7 @@ pub async fn enqueue_commit_runs(
     runs: u32,
     max_attempts: u32,
 ) -> Result<u32> {
-    let row = sqlx::query(
+    let row = sqlx::query_as::<_, CommitRunsRow>(
         "SELECT a.spec, a.submission_id, s.priority, (SELECT COALESCE(MAX(j.run_index), -1) \
              FROM jobs j WHERE j.atomic_job_id = a.id AND j.commit_id = $1) AS last_run \
          FROM atomic_jobs a JOIN submissions s ON s.id = a.submission_id WHERE a.id = $2",
@@ -428,20 +481,19 @@ pub async fn enqueue_commit_runs(
     .fetch_optional(&mut **tx)
     .await?
     .ok_or_else(|| Error::not_found("atomic job", atomic_job_id))?;
-    let job = parse_spec(atomic_job_id, &row.try_get::<String, _>("spec")?)?;
-    let submission_id: i64 = row.try_get("submission_id")?;
+    let job = parse_spec(atomic_job_id, &row.spec)?;
     let spec = JobSpec {
         pair: Pair {
-            submission_id,
+            submission_id: row.submission_id,
             base_commit_id: commit_id,
             head_commit_id: commit_id,
         },
         atomic_job_id,
         needs: &job.needs,
-        priority: row.try_get("priority")?,
+        priority: row.priority,
         max_attempts,
     };
-    let first = u32::try_from(row.try_get::<i64, _>("last_run")? + 1).unwrap_or(0);
+    let first = u32::try_from(row.last_run + 1).unwrap_or(0);
     for run in first..first.saturating_add(runs) {
         insert_job(tx, &spec, commit_id, Side::Head, run).await?;
     }
@@ -449,22 +501,20 @@ pub async fn enqueue_commit_runs(
 }
 
 async fn submission_priority(tx: &mut Tx, submission_id: i64) -> Result<i64> {
-    let row = sqlx::query("SELECT priority FROM submissions WHERE id = $1")
+    sqlx::query_scalar("SELECT priority FROM submissions WHERE id = $1")
         .bind(submission_id)
         .fetch_optional(&mut **tx)
         .await?
-        .ok_or_else(|| Error::not_found("submission", submission_id))?;
-    Ok(row.try_get("priority")?)
+        .ok_or_else(|| Error::not_found("submission", submission_id))
 }
 
 async fn next_position(tx: &mut Tx, submission_id: i64) -> Result<i64> {
-    let row = sqlx::query(
+    Ok(sqlx::query_scalar(
         "SELECT COALESCE(MAX(position), -1) + 1 AS next FROM atomic_jobs WHERE submission_id = $1",
     )
     .bind(submission_id)
     .fetch_one(&mut **tx)
-    .await?;
-    Ok(row.try_get("next")?)
+    .await?)
 }
 
 async fn insert_atomic_job(
@@ -473,22 +523,19 @@ async fn insert_atomic_job(
     position: i64,
     job: &AtomicJob,
 ) -> Result<i64> {
-    let spec = serde_json::to_string(job)
-        .map_err(|e| anyhow::anyhow!("atomic job does not serialise: {e}"))?;
-    let row = sqlx::query(
+    Ok(sqlx::query_scalar(
         "INSERT INTO atomic_jobs (submission_id, position, spec, testcase, tbox_group, kconfig, compiler) \
          VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
     )
     .bind(submission_id)
     .bind(position)
-    .bind(spec)
+    .bind(JsonText(job))
     .bind(&job.testcase)
     .bind(job.tbox_group.as_deref())
     .bind(&job.kconfig)
     .bind(&job.compiler)
     .fetch_one(&mut **tx)
-    .await?;
-    Ok(row.try_get("id")?)
+    .await?)
 }
 
 /// A byte count as a BIGINT column holds it.

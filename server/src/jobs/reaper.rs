@@ -3,7 +3,6 @@
 use std::time::Duration;
 
 use kbot_api::agent::FailureKind;
-use sqlx::Row;
 
 use crate::db::Db;
 use crate::error::{error_chain, Result};
@@ -17,7 +16,7 @@ const BATCH: i64 = 200;
 /// Re-queues (or fails, past the attempt limit) every job whose lease
 /// expired before `now`. Returns how many jobs it took back.
 pub async fn reap_expired(db: &Db, now: i64) -> Result<u64> {
-    let rows = sqlx::query(&format!(
+    let rows: Vec<(i64, Option<i64>, i64)> = sqlx::query_as(&format!(
         "SELECT id, lease_owner, lease_expires_at FROM jobs \
          WHERE state IN {ACTIVE_STATES_SQL} AND lease_expires_at < $1 \
          ORDER BY lease_expires_at LIMIT $2"
@@ -27,13 +26,10 @@ pub async fn reap_expired(db: &Db, now: i64) -> Result<u64> {
     .fetch_all(db.read())
     .await?;
     let mut reaped = 0;
-    for row in rows {
-        let job_id: i64 = row.try_get("id")?;
-        let owner: Option<i64> = row.try_get("lease_owner")?;
-        let expired_at: i64 = row.try_get("lease_expires_at")?;
+    for (job_id, owner, expired_at) in rows {
         let mut tx = db.begin().await?;
         // A heartbeat may have landed since the select: re-check in the transaction.
-        let still_expired = sqlx::query(&format!(
+        let still_expired: Option<i64> = sqlx::query_scalar(&format!(
             "SELECT id FROM jobs WHERE id = $1 AND state IN {ACTIVE_STATES_SQL} \
              AND lease_expires_at < $2"
         ))
@@ -49,7 +45,7 @@ pub async fn reap_expired(db: &Db, now: i64) -> Result<u64> {
             jobs::requeue_or_fail(&mut tx, job_id, owner, FailureKind::Infrastructure, &detail)
                 .await?;
         tx.commit().await?;
-        tracing::warn!(job_id, agent_id = ?owner, new_state = state, "lease expired");
+        tracing::warn!(job_id, agent_id = ?owner, new_state = state.as_str(), "lease expired");
         reaped += 1;
     }
     Ok(reaped)

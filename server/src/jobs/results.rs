@@ -5,18 +5,16 @@
 //! first result's id and changes nothing. Big text goes to the artifact
 //! directory before the transaction that references it commits.
 
-use std::collections::BTreeMap;
-
 use axum::extract::{Path, State};
 use axum::Json;
 use kbot_api::agent::{JobState, ResultUpload, UploadResponse};
-use sqlx::{AnyConnection, Row};
+use sqlx::AnyConnection;
 
 use crate::artifacts::ArtifactStore;
 use crate::auth::AgentAuth;
-use crate::db::Tx;
+use crate::db::{JsonText, Tx};
 use crate::error::{ApiJson, Error, Result};
-use crate::jobs::handlers::{ActiveState, JobOwner};
+use crate::jobs::handlers::{ActiveState, JobOwner, JobOwnerRow};
 use crate::jobs::{self, summaries, Event, ACTIVE_STATES_SQL};
 use crate::state::{AppState, JobDone};
 use crate::time::now_ms;
@@ -110,11 +108,20 @@ pub fn validate(upload: &ResultUpload) -> Result<()> {
 
 /// The job an upload is for, and the id and uploader of the result already
 /// stored for it, if any; one read.
+/// What [`upload_target`] reads.
+#[derive(sqlx::FromRow)]
+struct UploadTarget {
+    #[sqlx(flatten)]
+    job: JobOwnerRow,
+    result_id: Option<i64>,
+    result_agent: Option<i64>,
+}
+
 async fn upload_target(
     conn: &mut AnyConnection,
     job_id: i64,
 ) -> Result<(JobOwner, Option<(i64, Option<i64>)>)> {
-    let row = sqlx::query(
+    let row = sqlx::query_as::<_, UploadTarget>(
         "SELECT j.state, j.lease_owner, j.submission_id, r.id AS result_id, \
                 r.agent_id AS result_agent \
          FROM jobs j LEFT JOIN results r ON r.job_id = j.id WHERE j.id = $1",
@@ -123,13 +130,8 @@ async fn upload_target(
     .fetch_optional(&mut *conn)
     .await?
     .ok_or_else(|| Error::not_found("job", job_id))?;
-    let job = JobOwner::from_row(job_id, &row)?;
-    let result_id: Option<i64> = row.try_get("result_id")?;
-    let stored = match result_id {
-        Some(id) => Some((id, row.try_get("result_agent")?)),
-        None => None,
-    };
-    Ok((job, stored))
+    let stored = row.result_id.map(|id| (id, row.result_agent));
+    Ok((row.job.into(), stored))
 }
 
 /// The answer to a second upload of a stored run: its first result, if
@@ -151,12 +153,15 @@ async fn existing_result(
     job_id: i64,
     agent_id: i64,
 ) -> Result<Option<UploadResponse>> {
-    let row = sqlx::query("SELECT id, agent_id FROM results WHERE job_id = $1")
-        .bind(job_id)
-        .fetch_optional(state.db.read())
-        .await?;
-    let Some(row) = row else { return Ok(None) };
-    already_stored(row.try_get("id")?, row.try_get("agent_id")?, agent_id).map(Some)
+    let row: Option<(i64, Option<i64>)> =
+        sqlx::query_as("SELECT id, agent_id FROM results WHERE job_id = $1")
+            .bind(job_id)
+            .fetch_optional(state.db.read())
+            .await?;
+    let Some((id, owner)) = row else {
+        return Ok(None);
+    };
+    already_stored(id, owner, agent_id).map(Some)
 }
 
 struct ArtifactPaths {
@@ -205,13 +210,9 @@ async fn insert_result(
     upload: &ResultUpload,
     paths: &ArtifactPaths,
 ) -> Result<Option<i64>> {
-    let tuning = serde_json::to_string(&upload.tuning)
-        .map_err(|e| anyhow::anyhow!("tuning map does not serialise: {e}"))?;
     // One JSON object per run (migration 0006 says why); `validate` has
     // refused the non-finite values JSON cannot carry.
-    let metrics = serde_json::to_string(&upload.metrics)
-        .map_err(|e| anyhow::anyhow!("metrics map does not serialise: {e}"))?;
-    let row = sqlx::query(
+    Ok(sqlx::query_scalar(
         "INSERT INTO results (job_id, agent_id, kernel_release, tuning, metrics, \
              raw_output_path, console_path, kconfig_path, started_at, finished_at, uploaded_at) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
@@ -220,8 +221,8 @@ async fn insert_result(
     .bind(job_id)
     .bind(agent_id)
     .bind(&upload.kernel_release)
-    .bind(tuning)
-    .bind(metrics)
+    .bind(JsonText(&upload.tuning))
+    .bind(JsonText(&upload.metrics))
     .bind(&paths.raw_output)
     .bind(paths.console.as_deref())
     .bind(paths.kconfig.as_deref())
@@ -229,25 +230,13 @@ async fn insert_result(
     .bind(upload.finished_at)
     .bind(now_ms())
     .fetch_optional(&mut **tx)
-    .await?;
-    row.map(|r| r.try_get("id"))
-        .transpose()
-        .map_err(Error::from)
-}
-
-/// A run's metrics as stored on its `results` row.
-pub fn parse_metrics(result_id: i64, stored: &str) -> Result<BTreeMap<String, f64>> {
-    serde_json::from_str(stored).map_err(|e| {
-        Error::Other(anyhow::anyhow!(
-            "stored metrics of result {result_id} are not a JSON object of numbers: {e}"
-        ))
-    })
+    .await?)
 }
 
 /// Marks the job finished; returns its atomic job id.
 async fn finish_job(tx: &mut Tx, job_id: i64, agent_id: i64, submission_id: i64) -> Result<i64> {
     let now = now_ms();
-    let row = sqlx::query(&format!(
+    let atomic_job_id: i64 = sqlx::query_scalar(&format!(
         "UPDATE jobs SET state = 'finished', finished_at = $1, updated_at = $2, \
              lease_expires_at = NULL \
          WHERE id = $3 AND lease_owner = $4 AND state IN {ACTIVE_STATES_SQL} \
@@ -263,10 +252,10 @@ async fn finish_job(tx: &mut Tx, job_id: i64, agent_id: i64, submission_id: i64)
     let event = Event {
         job_id,
         agent_id: Some(agent_id),
-        state: "finished",
+        state: JobState::Finished,
         failure: None,
         detail: "result stored",
     };
     jobs::release_slot(tx, submission_id, event).await?;
-    Ok(row.try_get("atomic_job_id")?)
+    Ok(atomic_job_id)
 }

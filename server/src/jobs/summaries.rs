@@ -10,12 +10,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use sqlx::any::AnyRow;
-use sqlx::{AnyConnection, Row};
+use sqlx::AnyConnection;
 
-use crate::db::{self, Db, Tx};
+use crate::db::{self, Db, JsonText, Tx};
 use crate::error::Result;
-use crate::jobs::results::parse_metrics;
 use crate::jobs::{job_label, parse_spec};
 
 /// The name of this backfill in `pending_backfills`.
@@ -41,9 +39,28 @@ const WATCH_RUNS_SQL: &str =
      FROM jobs j JOIN atomic_jobs a ON a.id = j.atomic_job_id \
      JOIN submissions s ON s.id = j.submission_id JOIN watches w ON w.id = s.watch_id";
 
+/// A row of [`WATCH_RUNS_SQL`].
+#[derive(sqlx::FromRow)]
+struct WatchRun {
+    repo_id: i64,
+    branch: String,
+    tbox_group: String,
+    atomic_job_id: i64,
+    spec: String,
+    commit_id: i64,
+}
+
+/// A finished watch run with its result's metrics.
+#[derive(sqlx::FromRow)]
+struct FinishedRun {
+    #[sqlx(flatten)]
+    run: WatchRun,
+    metrics: JsonText<BTreeMap<String, f64>>,
+}
+
 /// Adds one run's metrics to its commit's summaries, if it is a watch run.
 pub async fn add_run(tx: &mut Tx, job_id: i64, metrics: &BTreeMap<String, f64>) -> Result<()> {
-    let row = sqlx::query(&format!(
+    let row = sqlx::query_as::<_, WatchRun>(&format!(
         "{WATCH_RUNS_SQL} WHERE j.id = $1 AND s.kind = 'watch'"
     ))
     .bind(job_id)
@@ -60,10 +77,11 @@ pub async fn add_run(tx: &mut Tx, job_id: i64, metrics: &BTreeMap<String, f64>) 
 
 /// Runs [`rebuild`] if migration 0014 asked for it and it has not run yet.
 pub async fn backfill_pending(db: &Db) -> Result<()> {
-    let pending = sqlx::query("SELECT name FROM pending_backfills WHERE name = $1")
-        .bind(BACKFILL)
-        .fetch_optional(db.read())
-        .await?;
+    let pending: Option<String> =
+        sqlx::query_scalar("SELECT name FROM pending_backfills WHERE name = $1")
+            .bind(BACKFILL)
+            .fetch_optional(db.read())
+            .await?;
     if pending.is_some() {
         let rows = rebuild(db).await?;
         tracing::info!(rows, "metric summaries backfilled from the stored results");
@@ -98,7 +116,7 @@ pub async fn rebuild(db: &Db) -> Result<usize> {
 
 /// Every finished watch run's values, per key and metric.
 async fn collect(conn: &mut AnyConnection) -> Result<BTreeMap<(Key, String), Vec<f64>>> {
-    let rows = sqlx::query(&format!(
+    let rows = sqlx::query_as::<_, FinishedRun>(&format!(
         "SELECT k.*, res.id AS result_id, res.metrics FROM ({WATCH_RUNS_SQL} \
              WHERE s.kind = 'watch' AND j.state = 'finished') k \
          JOIN results res ON res.job_id = k.job_id"
@@ -107,13 +125,9 @@ async fn collect(conn: &mut AnyConnection) -> Result<BTreeMap<(Key, String), Vec
     .await?;
     let mut labels = HashMap::new();
     let mut out: BTreeMap<(Key, String), Vec<f64>> = BTreeMap::new();
-    for row in &rows {
-        let key = key(row, &mut labels)?;
-        let metrics = parse_metrics(
-            row.try_get("result_id")?,
-            &row.try_get::<String, _>("metrics")?,
-        )?;
-        for (name, value) in metrics {
+    for row in rows {
+        let key = key(&row.run, &mut labels)?;
+        for (name, value) in row.metrics.0 {
             out.entry((key.clone(), name)).or_default().push(value);
         }
     }
@@ -122,23 +136,23 @@ async fn collect(conn: &mut AnyConnection) -> Result<BTreeMap<(Key, String), Vec
 
 /// A row of [`WATCH_RUNS_SQL`]'s key; `labels` caches each atomic job's
 /// label, parsed from its spec once.
-fn key(row: &AnyRow, labels: &mut HashMap<i64, String>) -> Result<Key> {
-    let atomic_job_id: i64 = row.try_get("atomic_job_id")?;
+fn key(row: &WatchRun, labels: &mut HashMap<i64, String>) -> Result<Key> {
+    let atomic_job_id = row.atomic_job_id;
     let job = match labels.get(&atomic_job_id) {
         Some(label) => label.clone(),
         None => {
-            let spec = parse_spec(atomic_job_id, &row.try_get::<String, _>("spec")?)?;
+            let spec = parse_spec(atomic_job_id, &row.spec)?;
             let label = job_label(Some(&spec));
             labels.insert(atomic_job_id, label.clone());
             label
         }
     };
     Ok(Key {
-        repo_id: row.try_get("repo_id")?,
-        branch: row.try_get("branch")?,
-        tbox_group: row.try_get("tbox_group")?,
+        repo_id: row.repo_id,
+        branch: row.branch.clone(),
+        tbox_group: row.tbox_group.clone(),
         job,
-        commit_id: row.try_get("commit_id")?,
+        commit_id: row.commit_id,
     })
 }
 

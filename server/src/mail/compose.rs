@@ -7,7 +7,6 @@ use kbot_core::metrics::Impact;
 use kbot_core::report::{self, mbox, ChangeKind, OtherImpact, ReportData, StillOn};
 use kbot_core::stats::{MetricComparison, Outcome};
 use kbot_core::table::{self, RowFilter, TableInput};
-use sqlx::Row;
 
 use super::outbox::{self, NewReport};
 use crate::comparisons::PairComparison;
@@ -109,9 +108,9 @@ async fn enqueue(tx: &mut Tx, config: &MailConfig, blame: &Blame<'_>) -> Result<
         bisection_id: blame.bisection_id,
         kind: data.kind.as_str(),
         state: if config.enabled {
-            "pending"
+            outbox::OutboxState::Pending.as_str()
         } else {
-            "mail_off"
+            outbox::OutboxState::MailOff.as_str()
         },
         subject: rendered.subject,
         envelope_from: config.report.robot_address.clone(),
@@ -136,16 +135,33 @@ struct Context {
     tbox_group: String,
 }
 
+/// The machine a run was measured on, as its `agents` row holds it.
+#[derive(sqlx::FromRow)]
+struct MachineRow {
+    arch: String,
+    cpu_model: String,
+    sockets: i64,
+    cores: i64,
+    threads: i64,
+    numa_nodes: i64,
+    memory_bytes: i64,
+    page_size: i64,
+    microcode: Option<String>,
+    kernel: String,
+    tbox_group: String,
+}
+
 async fn load_context(tx: &mut Tx, submission_id: i64, atomic_job_id: i64) -> Result<Context> {
-    let repo = sqlx::query(
-        "SELECT r.name, r.url, r.default_branch, s.created_at \
+    let (repo_name, repo_url, branch, submission_created_at): (String, String, String, i64) =
+        sqlx::query_as(
+            "SELECT r.name, r.url, r.default_branch, s.created_at \
          FROM submissions s JOIN repos r ON r.id = s.repo_id WHERE s.id = $1",
-    )
-    .bind(submission_id)
-    .fetch_one(&mut **tx)
-    .await?;
+        )
+        .bind(submission_id)
+        .fetch_one(&mut **tx)
+        .await?;
     // The machine of the head's runs: the one the regression was measured on.
-    let agent = sqlx::query(
+    let agent = sqlx::query_as::<_, MachineRow>(
         "SELECT a.arch, a.cpu_model, a.sockets, a.cores, a.threads, a.numa_nodes, \
          a.memory_bytes, a.page_size, a.microcode, a.kernel, a.tbox_group \
          FROM jobs j JOIN results res ON res.job_id = j.id JOIN agents a ON a.id = res.agent_id \
@@ -157,26 +173,26 @@ async fn load_context(tx: &mut Tx, submission_id: i64, atomic_job_id: i64) -> Re
     let (machine, tbox_group) = match agent {
         Some(a) => (
             Hardware {
-                arch: a.get(0),
-                cpu_model: a.get(1),
-                sockets: count(a.get(2)),
-                cores: count(a.get(3)),
-                threads: count(a.get(4)),
-                numa_nodes: count(a.get(5)),
-                memory_bytes: u64::try_from(a.get::<i64, _>(6)).unwrap_or(0),
-                page_size: u64::try_from(a.get::<i64, _>(7)).unwrap_or(0),
-                microcode: a.get(8),
-                kernel: a.get(9),
+                arch: a.arch,
+                cpu_model: a.cpu_model,
+                sockets: count(a.sockets),
+                cores: count(a.cores),
+                threads: count(a.threads),
+                numa_nodes: count(a.numa_nodes),
+                memory_bytes: u64::try_from(a.memory_bytes).unwrap_or(0),
+                page_size: u64::try_from(a.page_size).unwrap_or(0),
+                microcode: a.microcode,
+                kernel: a.kernel,
             },
-            a.get(10),
+            a.tbox_group,
         ),
         None => (unknown_machine(), String::new()),
     };
     Ok(Context {
-        repo_name: repo.get(0),
-        repo_url: repo.get(1),
-        branch: repo.get(2),
-        submission_created_at: repo.get(3),
+        repo_name,
+        repo_url,
+        branch,
+        submission_created_at,
         machine,
         tbox_group,
     })

@@ -5,18 +5,31 @@
 use axum::extract::{Path, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use sqlx::Row;
 
 use crate::error::Error;
 use crate::state::AppState;
+
+/// What a report's materials are made of.
+#[derive(sqlx::FromRow)]
+struct Materials {
+    id: i64,
+    job_file: String,
+    name: String,
+    url: String,
+    base_sha: String,
+    head_sha: String,
+    spec: Option<String>,
+    kconfig: Option<String>,
+}
 
 /// `GET /archive/{day}/{message_id}`
 pub async fn materials(
     State(state): State<AppState>,
     Path((_day, message_id)): Path<(String, String)>,
 ) -> Result<Response, Error> {
-    let row = sqlx::query(
-        "SELECT s.id, s.job_file, r.name, r.url, bc.sha, hc.sha, aj.spec, aj.kconfig \
+    let row = sqlx::query_as::<_, Materials>(
+        "SELECT s.id, s.job_file, r.name, r.url, bc.sha AS base_sha, hc.sha AS head_sha, \
+             aj.spec, aj.kconfig \
          FROM report_outbox o JOIN submissions s ON s.id = o.submission_id \
          JOIN repos r ON r.id = s.repo_id \
          JOIN commits bc ON bc.id = s.base_commit_id JOIN commits hc ON hc.id = s.head_commit_id \
@@ -29,8 +42,8 @@ pub async fn materials(
         what: "report materials",
         key: message_id.clone(),
     })?;
-    let submission_id: i64 = row.get(0);
-    let kconfig_name: Option<String> = row.get(7);
+    let submission_id = row.id;
+    let kconfig_name = row.kconfig;
     let kconfig = match &kconfig_name {
         Some(name) => kconfig_text(&state, name).await?,
         None => "(unknown)".to_owned(),
@@ -52,12 +65,12 @@ pub async fn materials(
          kbot-server submit --repo {repo} --job job.yaml --base {base} --head {head}\n\n\
          == Raw results (per run: metrics, kernel release, tuning; raw output and console as artifacts)\n\
          {public}/api/v1/submissions/{submission_id}/results\n{public}/submissions/{submission_id}\n",
-        repo = row.get::<String, _>(2),
-        url = row.get::<String, _>(3),
-        base = row.get::<String, _>(4),
-        head = row.get::<String, _>(5),
-        job_file = row.get::<String, _>(1).trim_end(),
-        spec = row.get::<Option<String>, _>(6).unwrap_or_default().trim_end(),
+        repo = row.name,
+        url = row.url,
+        base = row.base_sha,
+        head = row.head_sha,
+        job_file = row.job_file.trim_end(),
+        spec = row.spec.unwrap_or_default().trim_end(),
         kname = kconfig_name.as_deref().unwrap_or(""),
     );
     Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response())
@@ -66,16 +79,16 @@ pub async fn materials(
 /// A stored kernel config as text: the make target and fragment, or a note
 /// that it is a plain make target.
 async fn kconfig_text(state: &AppState, name: &str) -> Result<String, Error> {
-    let row = sqlx::query("SELECT base, fragment FROM kconfigs WHERE name = $1")
-        .bind(name)
-        .fetch_optional(state.db.read())
-        .await?;
+    let row: Option<(Option<String>, String)> =
+        sqlx::query_as("SELECT base, fragment FROM kconfigs WHERE name = $1")
+            .bind(name)
+            .fetch_optional(state.db.read())
+            .await?;
     Ok(match row {
-        Some(r) => format!(
+        Some((base, fragment)) => format!(
             "make {}\nthen merged on top:\n{}",
-            r.get::<Option<String>, _>(0)
-                .unwrap_or_else(|| "(full .config)".into()),
-            r.get::<String, _>(1)
+            base.unwrap_or_else(|| "(full .config)".into()),
+            fragment
         ),
         None => format!("make {name}"),
     })

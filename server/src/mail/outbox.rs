@@ -12,10 +12,22 @@
 //! sends it again, and an operator may [`resend`] it.
 
 use kbot_api::reports::{Attempt, StoredReport};
-use sqlx::Row;
 
-use crate::db::{Backend, Db, Tx};
+use crate::db::{text_enum, Db, Tx};
 use crate::error::Result;
+
+text_enum! {
+    /// `report_outbox.state` (see [`StoredReport::state`]).
+    pub enum OutboxState {
+        MailOff = "mail_off",
+        Pending = "pending",
+        Sending = "sending",
+        Handed = "handed",
+        Sent = "sent",
+        Failed = "failed",
+        Uncertain = "uncertain",
+    }
+}
 
 /// A report to queue.
 #[derive(Debug, Clone)]
@@ -26,7 +38,8 @@ pub struct NewReport {
     pub bisection_id: Option<i64>,
     /// `regression` or `improvement`.
     pub kind: &'static str,
-    /// `pending` (to send) or `mail_off` (written while mail is off).
+    /// `pending` (to send) or `mail_off` (written while mail is off): an
+    /// [`OutboxState::as_str`].
     pub state: &'static str,
     pub subject: String,
     pub envelope_from: String,
@@ -37,15 +50,27 @@ pub struct NewReport {
 }
 
 /// A row claimed for one delivery attempt.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, sqlx::FromRow)]
 pub struct Claimed {
     pub id: i64,
     pub message_id: String,
     pub envelope_from: String,
-    pub recipients: Vec<String>,
+    #[sqlx(try_from = "String")]
+    pub recipients: Recipients,
     pub message: String,
     /// This attempt's number, from 1.
+    #[sqlx(rename = "attempts")]
     pub attempt: i64,
+}
+
+/// The `recipients` column: one address a line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recipients(pub Vec<String>);
+
+impl From<String> for Recipients {
+    fn from(stored: String) -> Recipients {
+        Recipients(split_recipients(&stored))
+    }
 }
 
 /// The outcome to record for an attempt.
@@ -64,7 +89,7 @@ pub enum Outcome {
 /// Queues a report inside the caller's transaction. `None` when a report with
 /// this Message-ID is already queued (the regression was recorded before).
 pub async fn insert(tx: &mut Tx, r: &NewReport) -> Result<Option<i64>> {
-    let row = sqlx::query(
+    let id = sqlx::query_scalar(
         "INSERT INTO report_outbox (message_id, submission_id, atomic_job_id, kind, subject, \
          envelope_from, recipients, message, next_attempt_at, created_at, bisection_id, state) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
@@ -84,7 +109,7 @@ pub async fn insert(tx: &mut Tx, r: &NewReport) -> Result<Option<i64>> {
     .bind(r.state)
     .fetch_optional(&mut **tx)
     .await?;
-    Ok(row.map(|r| r.get::<i64, _>(0)))
+    Ok(id)
 }
 
 /// Claims the most overdue report that is pending, or whose claim expired.
@@ -100,22 +125,14 @@ pub async fn claim(db: &Db, sender: &str, now: i64, claim_ttl_ms: i64) -> Result
          RETURNING id, message_id, envelope_from, recipients, message, attempts",
         db.skip_locked("report_outbox")
     );
-    let row = sqlx::query(&sql)
+    Ok(sqlx::query_as::<_, Claimed>(&sql)
         .bind(sender)
         .bind(now + claim_ttl_ms)
         .bind(now)
         .bind(now)
         .bind(now)
         .fetch_optional(db.write())
-        .await?;
-    Ok(row.map(|r| Claimed {
-        id: r.get(0),
-        message_id: r.get(1),
-        envelope_from: r.get(2),
-        recipients: split_recipients(&r.get::<String, _>(3)),
-        message: r.get(4),
-        attempt: r.get(5),
-    }))
+        .await?)
 }
 
 /// Records an attempt and moves the row on, if `sender` still holds its claim.
@@ -131,10 +148,12 @@ pub async fn finish(
 ) -> Result<bool> {
     let mut tx = db.begin().await?;
     let (state, next, sent_at, label) = match outcome {
-        Outcome::Sent => ("sent", finished_at, Some(finished_at), "sent"),
-        Outcome::Transient { next_attempt_at } => ("pending", next_attempt_at, None, "transient"),
-        Outcome::Permanent => ("failed", finished_at, None, "permanent"),
-        Outcome::Uncertain => ("uncertain", finished_at, None, "uncertain"),
+        Outcome::Sent => (OutboxState::Sent, finished_at, Some(finished_at), "sent"),
+        Outcome::Transient { next_attempt_at } => {
+            (OutboxState::Pending, next_attempt_at, None, "transient")
+        }
+        Outcome::Permanent => (OutboxState::Failed, finished_at, None, "permanent"),
+        Outcome::Uncertain => (OutboxState::Uncertain, finished_at, None, "uncertain"),
     };
     let last_error = (outcome != Outcome::Sent).then_some(detail);
     let updated = sqlx::query(
@@ -143,7 +162,7 @@ pub async fn finish(
          WHERE id = $5 AND state IN ('sending', 'handed', 'uncertain') AND claimed_by = $6 \
            AND attempts = $7",
     )
-    .bind(state)
+    .bind(state.as_str())
     .bind(next)
     .bind(sent_at)
     .bind(last_error)
@@ -176,12 +195,7 @@ pub async fn mark_handed(db: &Db, claimed: &Claimed, sender: &str, now: i64) -> 
     let mut conn = db.write().acquire().await?;
     // SQLite's WAL at `synchronous = NORMAL` survives a process crash but
     // may lose the last commits to a power cut: this one must not be lost.
-    let sqlite = db.backend() == Backend::Sqlite;
-    if sqlite {
-        sqlx::query("PRAGMA synchronous = FULL")
-            .execute(&mut *conn)
-            .await?;
-    }
+    db.set_full_sync(&mut conn, true).await?;
     let marked = sqlx::query(
         "UPDATE report_outbox SET state = 'handed', handed_at = $1 \
          WHERE id = $2 AND state = 'sending' AND claimed_by = $3 AND attempts = $4",
@@ -192,11 +206,7 @@ pub async fn mark_handed(db: &Db, claimed: &Claimed, sender: &str, now: i64) -> 
     .bind(claimed.attempt)
     .execute(&mut *conn)
     .await;
-    if sqlite {
-        sqlx::query("PRAGMA synchronous = NORMAL")
-            .execute(&mut *conn)
-            .await?;
-    }
+    db.set_full_sync(&mut conn, false).await?;
     Ok(marked?.rows_affected() == 1)
 }
 
@@ -206,7 +216,7 @@ pub async fn settle_abandoned(db: &Db, now: i64) -> Result<usize> {
     const WHY: &str = "the sender stopped while handing the message to the relay, which may \
                        have accepted it: not sent again unless an operator resends it";
     let mut tx = db.begin().await?;
-    let rows = sqlx::query(
+    let rows: Vec<(i64, i64, Option<String>, Option<i64>)> = sqlx::query_as(
         "UPDATE report_outbox SET state = 'uncertain', last_error = $1 \
          WHERE state = 'handed' AND claim_expires_at <= $2 \
          RETURNING id, attempts, claimed_by, handed_at",
@@ -215,15 +225,15 @@ pub async fn settle_abandoned(db: &Db, now: i64) -> Result<usize> {
     .bind(now)
     .fetch_all(&mut *tx)
     .await?;
-    for r in &rows {
+    for (id, attempt, claimed_by, handed_at) in &rows {
         sqlx::query(
             "INSERT INTO report_attempts (outbox_id, attempt, sender, started_at, finished_at, \
              outcome, detail) VALUES ($1, $2, $3, $4, $5, 'uncertain', $6)",
         )
-        .bind(r.get::<i64, _>(0))
-        .bind(r.get::<i64, _>(1))
-        .bind(r.get::<Option<String>, _>(2).unwrap_or_default())
-        .bind(r.get::<Option<i64>, _>(3).unwrap_or(now))
+        .bind(id)
+        .bind(attempt)
+        .bind(claimed_by.clone().unwrap_or_default())
+        .bind(handed_at.unwrap_or(now))
         .bind(now)
         .bind(WHY)
         .execute(&mut *tx)
@@ -234,11 +244,11 @@ pub async fn settle_abandoned(db: &Db, now: i64) -> Result<usize> {
 }
 
 /// The states an operator may send a report again from.
-const RESENDABLE: [&str; 2] = ["uncertain", "failed"];
+const RESENDABLE: [OutboxState; 2] = [OutboxState::Uncertain, OutboxState::Failed];
 
 /// Whether [`resend`] takes a report in `state`.
 pub fn is_resendable(state: &str) -> bool {
-    RESENDABLE.contains(&state)
+    OutboxState::parse(state).is_some_and(|s| RESENDABLE.contains(&s))
 }
 
 /// An operator's decision to send an `uncertain` or `failed` report (again):
@@ -250,8 +260,8 @@ pub async fn resend(db: &Db, id: i64, now: i64) -> Result<bool> {
     )
     .bind(now)
     .bind(id)
-    .bind(RESENDABLE[0])
-    .bind(RESENDABLE[1])
+    .bind(RESENDABLE[0].as_str())
+    .bind(RESENDABLE[1].as_str())
     .execute(db.write())
     .await?
     .rows_affected();
@@ -261,59 +271,82 @@ pub async fn resend(db: &Db, id: i64, now: i64) -> Result<bool> {
 const REPORT_COLUMNS: &str = "id, message_id, submission_id, kind, subject, recipients, message, \
      state, attempts, next_attempt_at, last_error, created_at, sent_at, bisection_id, handed_at";
 
-fn report_from_row(r: &sqlx::any::AnyRow) -> StoredReport {
-    StoredReport {
-        id: r.get(0),
-        message_id: r.get(1),
-        submission_id: r.get(2),
-        kind: r.get(3),
-        subject: r.get(4),
-        recipients: split_recipients(&r.get::<String, _>(5)),
-        message: r.get(6),
-        state: r.get(7),
-        attempts: r.get(8),
-        next_attempt_at: r.get(9),
-        last_error: r.get(10),
-        created_at: r.get(11),
-        sent_at: r.get(12),
-        bisection_id: r.get(13),
-        handed_at: r.get(14),
+/// A [`StoredReport`] as [`REPORT_COLUMNS`] reads it.
+#[derive(sqlx::FromRow)]
+struct ReportRecord {
+    id: i64,
+    message_id: String,
+    submission_id: Option<i64>,
+    kind: String,
+    subject: String,
+    #[sqlx(try_from = "String")]
+    recipients: Recipients,
+    message: String,
+    state: String,
+    attempts: i64,
+    next_attempt_at: i64,
+    last_error: Option<String>,
+    created_at: i64,
+    sent_at: Option<i64>,
+    bisection_id: Option<i64>,
+    handed_at: Option<i64>,
+}
+
+impl From<ReportRecord> for StoredReport {
+    fn from(r: ReportRecord) -> StoredReport {
+        StoredReport {
+            id: r.id,
+            message_id: r.message_id,
+            submission_id: r.submission_id,
+            kind: r.kind,
+            subject: r.subject,
+            recipients: r.recipients.0,
+            message: r.message,
+            state: r.state,
+            attempts: r.attempts,
+            next_attempt_at: r.next_attempt_at,
+            last_error: r.last_error,
+            created_at: r.created_at,
+            sent_at: r.sent_at,
+            bisection_id: r.bisection_id,
+            handed_at: r.handed_at,
+        }
     }
 }
 
 /// The newest reports first.
 pub async fn list(db: &Db, limit: i64) -> Result<Vec<StoredReport>> {
-    let rows = sqlx::query(&format!(
+    let rows = sqlx::query_as::<_, ReportRecord>(&format!(
         "SELECT {REPORT_COLUMNS} FROM report_outbox ORDER BY created_at DESC, id DESC LIMIT $1"
     ))
     .bind(limit)
     .fetch_all(db.read())
     .await?;
-    Ok(rows.iter().map(report_from_row).collect())
+    Ok(rows.into_iter().map(StoredReport::from).collect())
 }
 
 pub async fn by_id(db: &Db, id: i64) -> Result<Option<StoredReport>> {
-    let row = sqlx::query(&format!(
+    let row = sqlx::query_as::<_, ReportRecord>(&format!(
         "SELECT {REPORT_COLUMNS} FROM report_outbox WHERE id = $1"
     ))
     .bind(id)
     .fetch_optional(db.read())
     .await?;
-    Ok(row.as_ref().map(report_from_row))
+    Ok(row.map(StoredReport::from))
 }
 
 pub async fn by_message_id(db: &Db, message_id: &str) -> Result<Option<StoredReport>> {
-    let row = sqlx::query(&format!(
+    let row = sqlx::query_as::<_, ReportRecord>(&format!(
         "SELECT {REPORT_COLUMNS} FROM report_outbox WHERE message_id = $1"
     ))
     .bind(message_id)
     .fetch_optional(db.read())
     .await?;
-    Ok(row.as_ref().map(report_from_row))
+    Ok(row.map(StoredReport::from))
 }
 
 pub async fn attempts(db: &Db, outbox_id: i64) -> Result<Vec<Attempt>> {
-    let rows = sqlx::query(
+    let rows: Vec<(i64, String, i64, i64, String, String)> = sqlx::query_as(
         "SELECT attempt, sender, started_at, finished_at, outcome, detail \
          FROM report_attempts WHERE outbox_id = $1 ORDER BY id",
     )
@@ -321,15 +354,17 @@ pub async fn attempts(db: &Db, outbox_id: i64) -> Result<Vec<Attempt>> {
     .fetch_all(db.read())
     .await?;
     Ok(rows
-        .iter()
-        .map(|r| Attempt {
-            attempt: r.get(0),
-            sender: r.get(1),
-            started_at: r.get(2),
-            finished_at: r.get(3),
-            outcome: r.get(4),
-            detail: r.get(5),
-        })
+        .into_iter()
+        .map(
+            |(attempt, sender, started_at, finished_at, outcome, detail)| Attempt {
+                attempt,
+                sender,
+                started_at,
+                finished_at,
+                outcome,
+                detail,
+            },
+        )
         .collect())
 }
 

@@ -95,7 +95,7 @@ impl Sender {
         let delivery = smtp::deliver_with_handoff(
             &self.config.smtp,
             &claimed.envelope_from,
-            &claimed.recipients,
+            &claimed.recipients.0,
             &claimed.message,
             handoff,
         )

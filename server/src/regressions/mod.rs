@@ -15,18 +15,18 @@ mod store;
 
 pub use store::{
     get, history, link_report, list, mark_by_robot, record, set_state, Filter, HistoryRow,
-    NewRegression,
+    NewRegression, TriageState,
 };
 
 /// The triage states: stored value and what the dashboard calls it.
 pub const STATES: [(&str, &str); 7] = [
-    ("new", "new"),
-    ("confirmed", "confirmed"),
-    ("reported", "reported"),
-    ("fixed", "fixed"),
-    ("invalid", "invalid"),
-    ("wont_fix", "won't fix"),
-    ("duplicate", "duplicate"),
+    (TriageState::New.as_str(), "new"),
+    (TriageState::Confirmed.as_str(), "confirmed"),
+    (TriageState::Reported.as_str(), "reported"),
+    (TriageState::Fixed.as_str(), "fixed"),
+    (TriageState::Invalid.as_str(), "invalid"),
+    (TriageState::WontFix.as_str(), "won't fix"),
+    (TriageState::Duplicate.as_str(), "duplicate"),
 ];
 
 /// The dashboard's name of a stored state.

@@ -1,13 +1,24 @@
 //! The `regressions` and `regression_events` tables.
 
 use kbot_api::regressions::RegressionRow;
-use sqlx::any::AnyRow;
-use sqlx::Row;
 
 use crate::auth::UserAuth;
-use crate::db::{Db, NullableF64, Tx};
+use crate::db::{text_enum, Db, NullableF64, Tx};
 use crate::error::{Error, Result};
 use crate::time::now_ms;
+
+text_enum! {
+    /// `regressions.state`: the triage state (see [`super::STATES`]).
+    pub enum TriageState {
+        New = "new",
+        Confirmed = "confirmed",
+        Reported = "reported",
+        Fixed = "fixed",
+        Invalid = "invalid",
+        WontFix = "wont_fix",
+        Duplicate = "duplicate",
+    }
+}
 
 /// A regression to record.
 pub struct NewRegression<'a> {
@@ -25,7 +36,7 @@ pub struct NewRegression<'a> {
 /// metric was recorded before (a re-evaluated pair).
 pub async fn record(tx: &mut Tx, r: &NewRegression<'_>) -> Result<Option<i64>> {
     let now = now_ms();
-    let row = sqlx::query(
+    let id: Option<i64> = sqlx::query_scalar(
         "INSERT INTO regressions (repo_id, submission_id, atomic_job_id, metric, tbox_group, \
              change_pct, bisection_id, report_id, created_at, updated_at) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
@@ -43,7 +54,6 @@ pub async fn record(tx: &mut Tx, r: &NewRegression<'_>) -> Result<Option<i64>> {
     .bind(now)
     .fetch_optional(&mut **tx)
     .await?;
-    let id = row.map(|row| row.try_get("id")).transpose()?;
     if let Some(id) = id {
         tracing::info!(regression = id, metric = r.metric, "regression recorded");
     }
@@ -63,14 +73,21 @@ pub async fn link_report(tx: &mut Tx, bisection_id: i64, report_id: i64) -> Resu
 
 /// The robot's own triage (no user): moves the bisection's regressions
 /// still `new` to `to`, with `note` in their history.
-pub async fn mark_by_robot(tx: &mut Tx, bisection_id: i64, to: &str, note: &str) -> Result<()> {
-    let ids: Vec<(i64,)> =
-        sqlx::query_as("SELECT id FROM regressions WHERE bisection_id = $1 AND state = 'new'")
+pub async fn mark_by_robot(
+    tx: &mut Tx,
+    bisection_id: i64,
+    to: TriageState,
+    note: &str,
+) -> Result<()> {
+    let new = TriageState::New.as_str();
+    let ids: Vec<i64> =
+        sqlx::query_scalar("SELECT id FROM regressions WHERE bisection_id = $1 AND state = $2")
             .bind(bisection_id)
+            .bind(new)
             .fetch_all(&mut **tx)
             .await?;
-    for (id,) in ids {
-        change(tx, id, None, "new", to, note).await?;
+    for id in ids {
+        change(tx, id, None, new, to.as_str(), note).await?;
     }
     Ok(())
 }
@@ -81,11 +98,11 @@ pub async fn set_state(db: &Db, id: i64, user: &UserAuth, to: &str, note: &str) 
         return Err(Error::BadRequest(format!("no triage state {to:?}")));
     }
     let mut tx = db.begin().await?;
-    let from: Option<(String,)> = sqlx::query_as("SELECT state FROM regressions WHERE id = $1")
+    let from: String = sqlx::query_scalar("SELECT state FROM regressions WHERE id = $1")
         .bind(id)
         .fetch_optional(&mut *tx)
-        .await?;
-    let (from,) = from.ok_or_else(|| Error::not_found("regression", id))?;
+        .await?
+        .ok_or_else(|| Error::not_found("regression", id))?;
     change(&mut tx, id, Some(user.user_id), &from, to, note.trim()).await?;
     tx.commit().await?;
     tracing::info!(regression = id, user = %user.user_name, from, to, "regression triaged");
@@ -133,25 +150,48 @@ const SELECT: &str = "SELECT g.id, r.name AS repo, g.submission_id, g.metric, g.
     LEFT JOIN bisections b ON b.id = g.bisection_id \
     LEFT JOIN report_outbox o ON o.id = g.report_id";
 
-fn regression_from_row(row: &AnyRow) -> Result<RegressionRow> {
-    Ok(RegressionRow {
-        id: row.try_get("id")?,
-        repo: row.try_get("repo")?,
-        submission_id: row.try_get("submission_id")?,
-        metric: row.try_get("metric")?,
-        tbox_group: row.try_get("tbox_group")?,
-        change_pct: row.try_get("change_pct")?,
-        state: row.try_get("state")?,
-        head_sha: row.try_get("head_sha")?,
-        head_subject: row.try_get("head_subject")?,
-        bisection_id: row.try_get("bisection_id")?,
-        bisection_state: row.try_get("bisection_state")?,
-        report_id: row.try_get("report_id")?,
-        report_message_id: row.try_get("message_id")?,
-        report_subject: row.try_get("report_subject")?,
-        created_at: row.try_get("created_at")?,
-        updated_at: row.try_get("updated_at")?,
-    })
+/// A [`RegressionRow`] as [`SELECT`] reads it.
+#[derive(sqlx::FromRow)]
+struct Record {
+    id: i64,
+    repo: String,
+    submission_id: i64,
+    metric: String,
+    tbox_group: String,
+    change_pct: Option<f64>,
+    state: String,
+    head_sha: String,
+    head_subject: String,
+    bisection_id: Option<i64>,
+    bisection_state: Option<String>,
+    report_id: Option<i64>,
+    message_id: Option<String>,
+    report_subject: Option<String>,
+    created_at: i64,
+    updated_at: i64,
+}
+
+impl From<Record> for RegressionRow {
+    fn from(r: Record) -> RegressionRow {
+        RegressionRow {
+            id: r.id,
+            repo: r.repo,
+            submission_id: r.submission_id,
+            metric: r.metric,
+            tbox_group: r.tbox_group,
+            change_pct: r.change_pct,
+            state: r.state,
+            head_sha: r.head_sha,
+            head_subject: r.head_subject,
+            bisection_id: r.bisection_id,
+            bisection_state: r.bisection_state,
+            report_id: r.report_id,
+            report_message_id: r.message_id,
+            report_subject: r.report_subject,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        }
+    }
 }
 
 /// The list's filters, from the URL; empty fields do not filter.
@@ -194,29 +234,30 @@ pub async fn list(db: &Db, filter: &Filter, limit: i64, offset: i64) -> Result<V
         n + 1,
         n + 2
     );
-    let mut query = sqlx::query(&sql);
+    let mut query = sqlx::query_as::<_, Record>(&sql);
     for value in values {
         query = query.bind(value);
     }
     let rows = query.bind(limit).bind(offset).fetch_all(db.read()).await?;
-    rows.iter().map(regression_from_row).collect()
+    Ok(rows.into_iter().map(RegressionRow::from).collect())
 }
 
 /// One regression.
 pub async fn get(db: &Db, id: i64) -> Result<RegressionRow> {
-    let row = sqlx::query(&format!("{SELECT} WHERE g.id = $1"))
+    sqlx::query_as::<_, Record>(&format!("{SELECT} WHERE g.id = $1"))
         .bind(id)
         .fetch_optional(db.read())
         .await?
-        .ok_or_else(|| Error::not_found("regression", id))?;
-    regression_from_row(&row)
+        .map(RegressionRow::from)
+        .ok_or_else(|| Error::not_found("regression", id))
 }
 
 /// One change of a regression's triage state.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, sqlx::FromRow)]
 pub struct HistoryRow {
     pub at: i64,
     /// `None`: the robot.
+    #[sqlx(rename = "name")]
     pub user: Option<String>,
     pub from_state: String,
     pub to_state: String,
@@ -225,22 +266,11 @@ pub struct HistoryRow {
 
 /// Every change of regression `id`, oldest first.
 pub async fn history(db: &Db, id: i64) -> Result<Vec<HistoryRow>> {
-    let rows = sqlx::query(
+    Ok(sqlx::query_as::<_, HistoryRow>(
         "SELECT e.at, u.name, e.from_state, e.to_state, e.note FROM regression_events e \
          LEFT JOIN users u ON u.id = e.user_id WHERE e.regression_id = $1 ORDER BY e.id",
     )
     .bind(id)
     .fetch_all(db.read())
-    .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(HistoryRow {
-                at: row.try_get("at")?,
-                user: row.try_get("name")?,
-                from_state: row.try_get("from_state")?,
-                to_state: row.try_get("to_state")?,
-                note: row.try_get("note")?,
-            })
-        })
-        .collect()
+    .await?)
 }

@@ -1,7 +1,6 @@
 //! SQL for the `repos` and `commits` tables.
 
-use sqlx::any::AnyRow;
-use sqlx::{AnyPool, Row};
+use sqlx::AnyPool;
 
 use crate::db::Db;
 use crate::error::{Error, Result};
@@ -9,7 +8,7 @@ use crate::repos::git::CommitInfo;
 use crate::time::now_ms;
 use kbot_api::repos::{CommitView, RepoView};
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, sqlx::FromRow)]
 pub struct RepoRow {
     pub id: i64,
     pub name: String,
@@ -27,16 +26,6 @@ impl RepoRow {
             default_branch: self.default_branch.clone(),
             created_at: self.created_at,
         }
-    }
-
-    fn from_row(row: &AnyRow) -> Result<RepoRow> {
-        Ok(RepoRow {
-            id: row.try_get("id")?,
-            name: row.try_get("name")?,
-            url: row.try_get("url")?,
-            default_branch: row.try_get("default_branch")?,
-            created_at: row.try_get("created_at")?,
-        })
     }
 }
 
@@ -64,11 +53,12 @@ const COMMIT_COLUMNS: &str = "id, repo_id, sha, parents, subject, author_name, a
      committer_name, committer_email, authored_at, committed_at";
 
 pub(super) async fn find_repo(pool: &AnyPool, name: &str) -> Result<Option<RepoRow>> {
-    let row = sqlx::query(&format!("SELECT {REPO_COLUMNS} FROM repos WHERE name = $1"))
-        .bind(name)
-        .fetch_optional(pool)
-        .await?;
-    row.as_ref().map(RepoRow::from_row).transpose()
+    Ok(
+        sqlx::query_as::<_, RepoRow>(&format!("SELECT {REPO_COLUMNS} FROM repos WHERE name = $1"))
+            .bind(name)
+            .fetch_optional(pool)
+            .await?,
+    )
 }
 
 /// The registered repo called `name`, or `unknown_repo`.
@@ -80,19 +70,19 @@ pub async fn get_repo(db: &Db, name: &str) -> Result<RepoRow> {
 
 /// The registered repo with this id.
 pub async fn repo_by_id(db: &Db, id: i64) -> Result<RepoRow> {
-    let row = sqlx::query(&format!("SELECT {REPO_COLUMNS} FROM repos WHERE id = $1"))
+    sqlx::query_as::<_, RepoRow>(&format!("SELECT {REPO_COLUMNS} FROM repos WHERE id = $1"))
         .bind(id)
         .fetch_optional(db.read())
         .await?
-        .ok_or_else(|| Error::not_found("repo", id))?;
-    RepoRow::from_row(&row)
+        .ok_or_else(|| Error::not_found("repo", id))
 }
 
 pub async fn list_repos(db: &Db) -> Result<Vec<RepoRow>> {
-    let rows = sqlx::query(&format!("SELECT {REPO_COLUMNS} FROM repos ORDER BY name"))
-        .fetch_all(db.read())
-        .await?;
-    rows.iter().map(RepoRow::from_row).collect()
+    Ok(
+        sqlx::query_as::<_, RepoRow>(&format!("SELECT {REPO_COLUMNS} FROM repos ORDER BY name"))
+            .fetch_all(db.read())
+            .await?,
+    )
 }
 
 pub(super) async fn insert_repo(
@@ -101,7 +91,7 @@ pub(super) async fn insert_repo(
     url: &str,
     default_branch: &str,
 ) -> Result<RepoRow> {
-    let row = sqlx::query(&format!(
+    let row = sqlx::query_as::<_, RepoRow>(&format!(
         "INSERT INTO repos (name, url, default_branch, created_at) VALUES ($1, $2, $3, $4) \
          ON CONFLICT (name) DO NOTHING RETURNING {REPO_COLUMNS}"
     ))
@@ -112,7 +102,7 @@ pub(super) async fn insert_repo(
     .fetch_optional(db.write())
     .await?;
     match row {
-        Some(row) => RepoRow::from_row(&row),
+        Some(row) => Ok(row),
         // Lost a race with a concurrent registration of the same name.
         None => Err(Error::Conflict(format!(
             "repo {name:?} is already registered"
@@ -126,7 +116,7 @@ pub(super) async fn upsert_commit(
     repo_id: i64,
     info: &CommitInfo,
 ) -> Result<StoredCommit> {
-    let row = sqlx::query(&format!(
+    let row = sqlx::query_as::<_, CommitRecord>(&format!(
         "INSERT INTO commits (repo_id, sha, parents, subject, author_name, author_email, \
              committer_name, committer_email, authored_at, committed_at) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
@@ -146,39 +136,55 @@ pub(super) async fn upsert_commit(
     .bind(info.commit_time.saturating_mul(1000))
     .fetch_one(db.write())
     .await?;
-    commit_from_row(&row)
+    Ok(row.into())
 }
 
 pub async fn commit_by_id(pool: &AnyPool, id: i64) -> Result<StoredCommit> {
-    let row = sqlx::query(&format!(
+    sqlx::query_as::<_, CommitRecord>(&format!(
         "SELECT {COMMIT_COLUMNS} FROM commits WHERE id = $1"
     ))
     .bind(id)
     .fetch_optional(pool)
     .await?
-    .ok_or_else(|| Error::not_found("commit", id))?;
-    commit_from_row(&row)
+    .map(StoredCommit::from)
+    .ok_or_else(|| Error::not_found("commit", id))
 }
 
-fn commit_from_row(row: &AnyRow) -> Result<StoredCommit> {
-    let parents: String = row.try_get("parents")?;
-    let authored_at: i64 = row.try_get("authored_at")?;
-    let committed_at: i64 = row.try_get("committed_at")?;
-    let sha: String = row.try_get("sha")?;
-    Ok(StoredCommit {
-        id: row.try_get("id")?,
-        repo_id: row.try_get("repo_id")?,
-        sha: sha.clone(),
-        view: CommitView {
-            sha,
-            parents: parents.split_whitespace().map(str::to_owned).collect(),
-            subject: row.try_get("subject")?,
-            author_name: row.try_get("author_name")?,
-            author_email: row.try_get("author_email")?,
-            committer_name: row.try_get("committer_name")?,
-            committer_email: row.try_get("committer_email")?,
-            author_time: authored_at / 1000,
-            commit_time: committed_at / 1000,
-        },
-    })
+/// A `commits` row as [`COMMIT_COLUMNS`] reads it.
+#[derive(sqlx::FromRow)]
+struct CommitRecord {
+    id: i64,
+    repo_id: i64,
+    sha: String,
+    /// Space-separated shas.
+    parents: String,
+    subject: String,
+    author_name: String,
+    author_email: String,
+    committer_name: String,
+    committer_email: String,
+    /// Unix milliseconds.
+    authored_at: i64,
+    committed_at: i64,
+}
+
+impl From<CommitRecord> for StoredCommit {
+    fn from(r: CommitRecord) -> StoredCommit {
+        StoredCommit {
+            id: r.id,
+            repo_id: r.repo_id,
+            sha: r.sha.clone(),
+            view: CommitView {
+                sha: r.sha,
+                parents: r.parents.split_whitespace().map(str::to_owned).collect(),
+                subject: r.subject,
+                author_name: r.author_name,
+                author_email: r.author_email,
+                committer_name: r.committer_name,
+                committer_email: r.committer_email,
+                author_time: r.authored_at / 1000,
+                commit_time: r.committed_at / 1000,
+            },
+        }
+    }
 }

@@ -29,9 +29,9 @@
 
 use std::time::Duration;
 
-use kbot_api::agent::LeasedJob;
+use kbot_api::agent::{JobState, LeasedJob};
 use sqlx::any::AnyRow;
-use sqlx::{AnyConnection, Row};
+use sqlx::{AnyConnection, FromRow};
 
 use crate::auth::AgentRecord;
 use crate::db::{join_writes, Backend, Db, Tx};
@@ -136,8 +136,9 @@ pub async fn lease_once(state: &AppState, agent: &AgentRecord) -> Result<LeaseAt
 }
 
 /// The row a claim took.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, sqlx::FromRow)]
 pub struct Claim {
+    #[sqlx(rename = "id")]
     pub job_id: i64,
     pub submission_id: i64,
     pub atomic_job_id: i64,
@@ -281,7 +282,7 @@ async fn try_claim(db: &Db, agent: &AgentRecord, lease_ms: i64) -> Result<TryOut
         (tx, picked)
     };
     let mut retake = optimistic;
-    let (row, needs_pin) = loop {
+    let (claim, needs_pin) = loop {
         let Some(job) = picked else {
             tx.rollback().await?;
             if !optimistic && queued_for(db, agent).await? {
@@ -291,9 +292,9 @@ async fn try_claim(db: &Db, agent: &AgentRecord, lease_ms: i64) -> Result<TryOut
             }
             return Ok(TryOutcome::Empty);
         };
-        let (job_id, needs_pin) = picked_job(&job, agent)?;
-        if let Some(row) = take(&mut tx, agent, job_id, lease_ms, now).await? {
-            break (row, needs_pin);
+        let (job_id, needs_pin) = picked_job(&job, agent);
+        if let Some(claim) = take(&mut tx, agent, job_id, lease_ms, now).await? {
+            break (claim, needs_pin);
         }
         if !retake {
             tx.rollback().await?;
@@ -301,15 +302,6 @@ async fn try_claim(db: &Db, agent: &AgentRecord, lease_ms: i64) -> Result<TryOut
         }
         retake = false;
         picked = pick(db, &mut tx, agent).await?;
-    };
-    let claim = Claim {
-        job_id: row.try_get("id")?,
-        submission_id: row.try_get("submission_id")?,
-        atomic_job_id: row.try_get("atomic_job_id")?,
-        commit_id: row.try_get("commit_id")?,
-        run_index: row.try_get("run_index")?,
-        attempts: row.try_get("attempts")?,
-        lease_expires_at: row.try_get("lease_expires_at")?,
     };
     if !record_claim(&mut tx, agent, &claim, needs_pin, now).await? {
         tx.rollback().await?;
@@ -319,11 +311,20 @@ async fn try_claim(db: &Db, agent: &AgentRecord, lease_ms: i64) -> Result<TryOut
     Ok(TryOutcome::Claimed(claim))
 }
 
+/// A job the pick chose, with its pair's pins.
+#[derive(sqlx::FromRow)]
+struct Picked {
+    id: i64,
+    pinned_group: Option<String>,
+    pinned_agent: Option<i64>,
+}
+
 /// The best queued job for `agent` by the order in the module docs, with
 /// its pair's pins; on PostgreSQL its row stays locked for the transaction.
-async fn pick(db: &Db, conn: &mut AnyConnection, agent: &AgentRecord) -> Result<Option<AnyRow>> {
+async fn pick(db: &Db, conn: &mut AnyConnection, agent: &AgentRecord) -> Result<Option<Picked>> {
     let sql = pick_sql(db.backend(), &db.skip_locked("j"));
     let picked = bind_pick(sqlx::query(&sql), agent)
+        .try_map(|row: AnyRow| Picked::from_row(&row))
         .fetch_optional(conn)
         .await?;
     Ok(picked)
@@ -388,12 +389,10 @@ async fn queued_for(db: &Db, agent: &AgentRecord) -> Result<bool> {
 /// never undone: a pair already pinned to this group (and to a preferred
 /// agent) needs no write to its atomic_jobs row, which would otherwise be a
 /// hot row every claim of the pair waits for.
-fn picked_job(picked: &AnyRow, agent: &AgentRecord) -> Result<(i64, bool)> {
-    let pinned_group: Option<String> = picked.try_get("pinned_group")?;
-    let pinned_agent: Option<i64> = picked.try_get("pinned_agent")?;
-    let needs_pin =
-        pinned_group.as_deref() != Some(agent.tbox_group.as_str()) || pinned_agent.is_none();
-    Ok((picked.try_get("id")?, needs_pin))
+fn picked_job(picked: &Picked, agent: &AgentRecord) -> (i64, bool) {
+    let needs_pin = picked.pinned_group.as_deref() != Some(agent.tbox_group.as_str())
+        || picked.pinned_agent.is_none();
+    (picked.id, needs_pin)
 }
 
 /// Leases job `job_id` to `agent` if it is still queued.
@@ -403,8 +402,8 @@ async fn take(
     job_id: i64,
     lease_ms: i64,
     now: i64,
-) -> Result<Option<AnyRow>> {
-    let row = sqlx::query(
+) -> Result<Option<Claim>> {
+    let row = sqlx::query_as::<_, Claim>(
         "UPDATE jobs SET state = 'leased', lease_owner = $1, lease_expires_at = $2, \
              attempts = attempts + 1, updated_at = $3 \
          WHERE id = $4 AND state = 'queued' \
@@ -440,7 +439,7 @@ async fn record_claim(
     let event = Event {
         job_id: claim.job_id,
         agent_id: Some(agent.id),
-        state: "leased",
+        state: JobState::Leased,
         failure: None,
         detail: &detail,
     };
@@ -464,7 +463,7 @@ async fn record_claim(
 /// as its preferred runner, where not yet pinned. False when the pair is
 /// pinned to another group.
 async fn pin_pair(tx: &mut Tx, agent: &AgentRecord, claim: &Claim) -> Result<bool> {
-    let pinned = sqlx::query(
+    let group: String = sqlx::query_scalar(
         "UPDATE atomic_jobs SET \
              tbox_group = COALESCE(tbox_group, $1), \
              preferred_agent_id = COALESCE(preferred_agent_id, $2) \
@@ -475,7 +474,6 @@ async fn pin_pair(tx: &mut Tx, agent: &AgentRecord, claim: &Claim) -> Result<boo
     .bind(claim.atomic_job_id)
     .fetch_one(&mut **tx)
     .await?;
-    let group: String = pinned.try_get("tbox_group")?;
     Ok(group == agent.tbox_group)
 }
 

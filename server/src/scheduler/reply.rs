@@ -4,14 +4,28 @@
 
 use kbot_api::agent::{KconfigSpec, LeasedJob, RepoSpec};
 use kbot_core::job::AtomicJob;
-use sqlx::any::AnyRow;
-use sqlx::Row;
 
 use super::Claim;
 use crate::artifacts::ArtifactStore;
 use crate::auth::AgentRecord;
 use crate::error::{Error, Result};
 use crate::state::AppState;
+
+/// What [`leased_job`] reads: the atomic job, where its commit is, and its
+/// kernel config's `kconfigs` columns (NULL when the table does not know
+/// the name: then it is taken as a make target, `defconfig`, `tinyconfig`,
+/// ...).
+#[derive(sqlx::FromRow)]
+struct LeaseRow {
+    spec: String,
+    repo_name: String,
+    repo_url: String,
+    sha: String,
+    kconfig_id: Option<i64>,
+    base: Option<String>,
+    fragment: Option<String>,
+    full_artifact: Option<String>,
+}
 
 /// Everything the agent needs to run the claimed job, read at once with
 /// its kernel config's row (the job's `kconfig` names it).
@@ -20,7 +34,7 @@ pub(super) async fn leased_job(
     agent: &AgentRecord,
     claim: &Claim,
 ) -> Result<LeasedJob> {
-    let row = sqlx::query(
+    let row = sqlx::query_as::<_, LeaseRow>(
         "SELECT a.spec, r.name AS repo_name, r.url AS repo_url, c.sha, \
                 k.id AS kconfig_id, k.base, k.fragment, k.full_artifact \
          FROM atomic_jobs a \
@@ -34,16 +48,15 @@ pub(super) async fn leased_job(
     .bind(claim.atomic_job_id)
     .fetch_one(state.db.read())
     .await?;
-    let spec: String = row.try_get("spec")?;
-    let mut job: AtomicJob = serde_json::from_str(&spec)
+    let mut job: AtomicJob = serde_json::from_str(&row.spec)
         .map_err(|e| Error::Unrunnable(format!("stored atomic job is not valid: {e}")))?;
     // Results of different machine classes must never share a result path.
     job.tbox_group = Some(agent.tbox_group.clone());
     let resolved = job
         .resolve(&agent.hardware)
         .map_err(|e| Error::Unrunnable(e.to_string()))?;
-    let commit: String = row.try_get("sha")?;
     let kconfig = kconfig_spec(state, &job.kconfig, &row).await?;
+    let commit = row.sha;
     Ok(LeasedJob {
         job_id: claim.job_id,
         submission_id: claim.submission_id,
@@ -51,8 +64,8 @@ pub(super) async fn leased_job(
         lease_expires_at: claim.lease_expires_at,
         heartbeat_interval_secs: state.config.heartbeat_interval_secs,
         repo: RepoSpec {
-            name: row.try_get("repo_name")?,
-            url: row.try_get("repo_url")?,
+            name: row.repo_name,
+            url: row.repo_url,
         },
         result_path: job.result_path(&commit),
         commit,
@@ -63,12 +76,9 @@ pub(super) async fn leased_job(
     })
 }
 
-/// The named kernel config from its `kconfigs` columns in `row` (NULL when
-/// the table does not know the name: then it is taken as a make target,
-/// `defconfig`, `tinyconfig`, ...).
-async fn kconfig_spec(state: &AppState, name: &str, row: &AnyRow) -> Result<KconfigSpec> {
-    let known: Option<i64> = row.try_get("kconfig_id")?;
-    if known.is_none() {
+/// The named kernel config from its `kconfigs` columns in `row`.
+async fn kconfig_spec(state: &AppState, name: &str, row: &LeaseRow) -> Result<KconfigSpec> {
+    if row.kconfig_id.is_none() {
         return Ok(KconfigSpec {
             name: name.to_string(),
             base: Some(name.to_string()),
@@ -76,19 +86,19 @@ async fn kconfig_spec(state: &AppState, name: &str, row: &AnyRow) -> Result<Kcon
             full: None,
         });
     }
-    let full_artifact: Option<String> = row.try_get("full_artifact")?;
-    let full = match full_artifact {
+    let full = match &row.full_artifact {
         Some(path) => Some(
             ArtifactStore::new(&state.config.artifact_dir)
-                .get(&path)
+                .get(path)
                 .await?,
         ),
         None => None,
     };
     Ok(KconfigSpec {
         name: name.to_string(),
-        base: row.try_get("base")?,
-        fragment: row.try_get("fragment")?,
+        base: row.base.clone(),
+        // NOT NULL in a `kconfigs` row (NULL only where none joined).
+        fragment: row.fragment.clone().unwrap_or_default(),
         full,
     })
 }

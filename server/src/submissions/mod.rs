@@ -125,8 +125,7 @@ pub(crate) async fn queue_pair(
             repo_id: p.repo_id,
             job_name: job_name(p.atomic_jobs),
             job_file: p.job_file,
-            skipped: serde_json::to_string(p.skipped)
-                .map_err(|e| Error::Other(anyhow::anyhow!("cannot encode skipped jobs: {e}")))?,
+            skipped: crate::db::JsonText(p.skipped),
             base_commit_id: p.base.id,
             head_commit_id: p.head.id,
             priority: p.priority,

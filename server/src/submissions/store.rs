@@ -1,33 +1,35 @@
 //! SQL for submissions and what hangs off them (jobs, events, results,
 //! comparisons), as the user API and the dashboard read them.
 
-use kbot_core::job::{AtomicJob, Skipped};
-use sqlx::any::AnyRow;
-use sqlx::Row;
+use std::collections::BTreeMap;
 
-use crate::db::{Db, Tx};
+use kbot_api::agent::JobState;
+use kbot_core::job::{AtomicJob, Skipped};
+
+use crate::db::{Db, JsonOrDefault, JsonText, Tx};
 use crate::error::{Error, Result};
-use crate::jobs::results::parse_metrics;
+use crate::jobs::{StoredJobState, SubmissionState};
 use crate::repos::commit_by_id;
 use kbot_api::submissions::{
     ComparisonView, EventView, JobCounts, JobView, RunResult, SubmissionView,
 };
 
 /// A `submissions` row.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, sqlx::FromRow)]
 pub struct SubmissionRow {
     pub id: i64,
     pub user_name: String,
     pub repo_name: String,
     pub job_name: String,
     pub job_file: String,
-    /// JSON list of [`Skipped`] (migration 0008).
-    pub skipped: String,
+    /// The jobs the plan left out (migration 0008).
+    pub skipped: JsonText<Vec<Skipped>>,
     pub base_commit_id: i64,
     pub head_commit_id: i64,
     pub priority: i64,
     pub runs_cap: i64,
-    pub state: String,
+    #[sqlx(try_from = "String")]
+    pub state: SubmissionState,
     pub created_at: i64,
     pub finished_at: Option<i64>,
     pub kind: String,
@@ -43,7 +45,7 @@ pub(crate) struct NewSubmission<'a> {
     pub repo_id: i64,
     pub job_name: String,
     pub job_file: &'a str,
-    pub skipped: String,
+    pub skipped: JsonText<&'a [Skipped]>,
     pub base_commit_id: i64,
     pub head_commit_id: i64,
     pub priority: i64,
@@ -52,11 +54,11 @@ pub(crate) struct NewSubmission<'a> {
 }
 
 pub(crate) async fn insert_submission(tx: &mut Tx, s: &NewSubmission<'_>) -> Result<i64> {
-    let row = sqlx::query(
+    Ok(sqlx::query_scalar(
         "INSERT INTO submissions (user_id, repo_id, job_name, job_file, base_commit_id, \
              head_commit_id, priority, runs_cap, state, created_at, kind, bisect, watch_id, \
              skipped) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'active', $9, $10, $11, $12, $13) RETURNING id",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING id",
     )
     .bind(s.user_id)
     .bind(s.repo_id)
@@ -66,14 +68,14 @@ pub(crate) async fn insert_submission(tx: &mut Tx, s: &NewSubmission<'_>) -> Res
     .bind(s.head_commit_id)
     .bind(s.priority)
     .bind(s.runs_cap)
+    .bind(SubmissionState::Active.as_str())
     .bind(s.created_at)
     .bind(s.kind)
     .bind(i64::from(s.bisect))
     .bind(s.watch_id)
     .bind(&s.skipped)
     .fetch_one(&mut **tx)
-    .await?;
-    Ok(row.try_get("id")?)
+    .await?)
 }
 
 const SUBMISSION_SELECT: &str = "SELECT s.id, u.name AS user_name, r.name AS repo_name, \
@@ -81,34 +83,12 @@ const SUBMISSION_SELECT: &str = "SELECT s.id, u.name AS user_name, r.name AS rep
      s.state, s.created_at, s.finished_at, s.kind, s.skipped \
      FROM submissions s JOIN users u ON u.id = s.user_id JOIN repos r ON r.id = s.repo_id";
 
-impl SubmissionRow {
-    fn from_row(row: &AnyRow) -> Result<SubmissionRow> {
-        Ok(SubmissionRow {
-            id: row.try_get("id")?,
-            user_name: row.try_get("user_name")?,
-            repo_name: row.try_get("repo_name")?,
-            job_name: row.try_get("job_name")?,
-            job_file: row.try_get("job_file")?,
-            skipped: row.try_get("skipped")?,
-            base_commit_id: row.try_get("base_commit_id")?,
-            head_commit_id: row.try_get("head_commit_id")?,
-            priority: row.try_get("priority")?,
-            runs_cap: row.try_get("runs_cap")?,
-            state: row.try_get("state")?,
-            created_at: row.try_get("created_at")?,
-            finished_at: row.try_get("finished_at")?,
-            kind: row.try_get("kind")?,
-        })
-    }
-}
-
 pub async fn get_submission(db: &Db, id: i64) -> Result<SubmissionRow> {
-    let row = sqlx::query(&format!("{SUBMISSION_SELECT} WHERE s.id = $1"))
+    sqlx::query_as::<_, SubmissionRow>(&format!("{SUBMISSION_SELECT} WHERE s.id = $1"))
         .bind(id)
         .fetch_optional(db.read())
         .await?
-        .ok_or_else(|| Error::not_found("submission", id))?;
-    SubmissionRow::from_row(&row)
+        .ok_or_else(|| Error::not_found("submission", id))
 }
 
 /// Newest first.
@@ -117,7 +97,7 @@ pub async fn list_submissions(
     limit: u32,
     before: Option<i64>,
 ) -> Result<Vec<SubmissionView>> {
-    let rows = sqlx::query(&format!(
+    let rows = sqlx::query_as::<_, SubmissionRow>(&format!(
         "{SUBMISSION_SELECT} WHERE s.id < $1 ORDER BY s.id DESC LIMIT $2"
     ))
     .bind(before.unwrap_or(i64::MAX))
@@ -125,8 +105,8 @@ pub async fn list_submissions(
     .fetch_all(db.read())
     .await?;
     let mut out = Vec::with_capacity(rows.len());
-    for row in &rows {
-        out.push(view_of(db, SubmissionRow::from_row(row)?).await?);
+    for row in rows {
+        out.push(view_of(db, row).await?);
     }
     Ok(out)
 }
@@ -139,56 +119,51 @@ async fn view_of(db: &Db, s: SubmissionRow) -> Result<SubmissionView> {
     let base = commit_by_id(db.read(), s.base_commit_id).await?;
     let head = commit_by_id(db.read(), s.head_commit_id).await?;
     let jobs = job_counts(db, s.id).await?;
-    let skipped: Vec<Skipped> = serde_json::from_str(&s.skipped).map_err(|e| {
-        Error::Other(anyhow::anyhow!(
-            "stored skipped jobs are not valid JSON: {e}"
-        ))
-    })?;
     Ok(SubmissionView {
         id: s.id,
         repo: s.repo_name,
         submitter: s.user_name,
         kind: s.kind,
-        state: display_state(&s.state, &jobs).to_owned(),
+        state: display_state(s.state, &jobs).to_owned(),
         base: base.view,
         head: head.view,
         priority: i32::try_from(s.priority).unwrap_or(0),
         max_runs: u32::try_from(s.runs_cap).unwrap_or(0),
         created_at: s.created_at,
         jobs,
-        skipped,
+        skipped: s.skipped.0,
     })
 }
 
 /// The stored state says `active` until the submission is settled; users
 /// want to know whether anything has started yet.
-fn display_state(stored: &str, jobs: &JobCounts) -> &'static str {
+fn display_state(stored: SubmissionState, jobs: &JobCounts) -> &'static str {
     match stored {
-        "done" if jobs.finished == 0 && jobs.failed > 0 => "failed",
-        "done" => "done",
-        "cancelled" => "cancelled",
+        SubmissionState::Done if jobs.finished == 0 && jobs.failed > 0 => "failed",
+        SubmissionState::Done => "done",
+        SubmissionState::Cancelled => "cancelled",
         _ if jobs.active > 0 || jobs.finished > 0 || jobs.failed > 0 => "running",
         _ => "queued",
     }
 }
 
 async fn job_counts(db: &Db, submission_id: i64) -> Result<JobCounts> {
-    let rows = sqlx::query(
+    let rows: Vec<(String, i64)> = sqlx::query_as(
         "SELECT state, COUNT(*) AS n FROM jobs WHERE submission_id = $1 GROUP BY state",
     )
     .bind(submission_id)
     .fetch_all(db.read())
     .await?;
     let mut counts = JobCounts::default();
-    for row in &rows {
-        let state: String = row.try_get("state")?;
-        let n = u32::try_from(row.try_get::<i64, _>("n")?).unwrap_or(u32::MAX);
+    for (state, n) in rows {
+        let StoredJobState(state) = StoredJobState::try_from(state).map_err(anyhow::Error::msg)?;
+        let n = u32::try_from(n).unwrap_or(u32::MAX);
         counts.total += n;
-        match state.as_str() {
-            "queued" => counts.queued += n,
-            "finished" => counts.finished += n,
-            "failed" => counts.failed += n,
-            "cancelled" => counts.cancelled += n,
+        match state {
+            JobState::Queued => counts.queued += n,
+            JobState::Finished => counts.finished += n,
+            JobState::Failed => counts.failed += n,
+            JobState::Cancelled => counts.cancelled += n,
             _ => counts.active += n,
         }
     }
@@ -196,24 +171,46 @@ async fn job_counts(db: &Db, submission_id: i64) -> Result<JobCounts> {
 }
 
 pub(super) async fn atomic_jobs(db: &Db, submission_id: i64) -> Result<Vec<AtomicJob>> {
-    let rows =
-        sqlx::query("SELECT spec FROM atomic_jobs WHERE submission_id = $1 ORDER BY position")
-            .bind(submission_id)
-            .fetch_all(db.read())
-            .await?;
-    rows.iter()
-        .map(|row| {
-            let spec: String = row.try_get("spec")?;
-            serde_json::from_str(&spec).map_err(|e| {
-                Error::Other(anyhow::anyhow!("stored atomic job is not valid JSON: {e}"))
-            })
-        })
-        .collect()
+    let specs: Vec<JsonText<AtomicJob>> = sqlx::query_scalar(
+        "SELECT spec FROM atomic_jobs WHERE submission_id = $1 ORDER BY position",
+    )
+    .bind(submission_id)
+    .fetch_all(db.read())
+    .await?;
+    Ok(specs.into_iter().map(|JsonText(job)| job).collect())
+}
+
+/// A job as [`job_views`] reads it.
+#[derive(sqlx::FromRow)]
+struct JobViewRow {
+    id: i64,
+    position: i64,
+    side: String,
+    sha: String,
+    run_index: i64,
+    state: String,
+    attempts: i64,
+    agent: Option<String>,
+}
+
+impl From<JobViewRow> for JobView {
+    fn from(r: JobViewRow) -> JobView {
+        JobView {
+            id: r.id,
+            job_index: to_u32(r.position),
+            side: r.side,
+            commit: r.sha,
+            run_index: to_u32(r.run_index),
+            state: r.state,
+            attempts: to_u32(r.attempts),
+            agent: r.agent,
+        }
+    }
 }
 
 /// Every job of a submission, atomic job by atomic job, in queue order.
 pub async fn job_views(db: &Db, submission_id: i64) -> Result<Vec<JobView>> {
-    let rows = sqlx::query(
+    let rows = sqlx::query_as::<_, JobViewRow>(
         "SELECT j.id, a.position, j.side, c.sha, j.run_index, j.state, j.attempts, \
                 ag.name AS agent \
          FROM jobs j \
@@ -227,25 +224,12 @@ pub async fn job_views(db: &Db, submission_id: i64) -> Result<Vec<JobView>> {
     .bind(submission_id)
     .fetch_all(db.read())
     .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(JobView {
-                id: row.try_get("id")?,
-                job_index: to_u32(row.try_get("position")?),
-                side: row.try_get("side")?,
-                commit: row.try_get("sha")?,
-                run_index: to_u32(row.try_get("run_index")?),
-                state: row.try_get("state")?,
-                attempts: to_u32(row.try_get("attempts")?),
-                agent: row.try_get("agent")?,
-            })
-        })
-        .collect()
+    Ok(rows.into_iter().map(JobView::from).collect())
 }
 
 /// Events of a submission's jobs with an id above `after`, oldest first.
 pub async fn events(db: &Db, submission_id: i64, after: i64, limit: u32) -> Result<Vec<EventView>> {
-    let rows = sqlx::query(
+    let rows: Vec<(i64, i64, String, String, i64)> = sqlx::query_as(
         "SELECT e.id, e.job_id, e.state, e.detail, e.at \
          FROM job_events e JOIN jobs j ON j.id = e.job_id \
          WHERE j.submission_id = $1 AND e.id > $2 \
@@ -256,23 +240,58 @@ pub async fn events(db: &Db, submission_id: i64, after: i64, limit: u32) -> Resu
     .bind(i64::from(limit.clamp(1, 5000)))
     .fetch_all(db.read())
     .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(EventView {
-                id: row.try_get("id")?,
-                job_id: row.try_get("job_id")?,
-                state: row.try_get("state")?,
-                detail: row.try_get("detail")?,
-                at: row.try_get("at")?,
-            })
+    Ok(rows
+        .into_iter()
+        .map(|(id, job_id, state, detail, at)| EventView {
+            id,
+            job_id,
+            state,
+            detail,
+            at,
         })
-        .collect()
+        .collect())
+}
+
+/// A finished run as [`run_results`] reads it.
+#[derive(sqlx::FromRow)]
+struct RunResultRow {
+    job_id: i64,
+    position: i64,
+    side: String,
+    sha: String,
+    run_index: i64,
+    metrics: JsonText<BTreeMap<String, f64>>,
+    // A tuning map that does not parse is shown as empty, not as an error
+    // of the whole results view.
+    tuning: JsonOrDefault<BTreeMap<String, String>>,
+    agent: Option<String>,
+    tbox_group: Option<String>,
+    arch: Option<String>,
+    page_size: Option<i64>,
+}
+
+impl From<RunResultRow> for RunResult {
+    fn from(r: RunResultRow) -> RunResult {
+        RunResult {
+            job_id: r.job_id,
+            job_index: to_u32(r.position),
+            side: r.side,
+            commit: r.sha,
+            run_index: to_u32(r.run_index),
+            metrics: r.metrics.0,
+            agent: r.agent,
+            tbox_group: r.tbox_group,
+            arch: r.arch,
+            page_size: r.page_size.and_then(|p| u64::try_from(p).ok()),
+            tuning: r.tuning.0,
+        }
+    }
 }
 
 /// The metrics of every finished run of a submission.
 pub async fn run_results(db: &Db, submission_id: i64) -> Result<Vec<RunResult>> {
-    let rows = sqlx::query(
-        "SELECT r.id AS result_id, j.id AS job_id, a.position, j.side, c.sha, j.run_index, \
+    let rows = sqlx::query_as::<_, RunResultRow>(
+        "SELECT j.id AS job_id, a.position, j.side, c.sha, j.run_index, \
                 r.metrics, r.tuning, ag.name AS agent, ag.tbox_group, ag.arch, ag.page_size \
          FROM results r \
          JOIN jobs j ON j.id = r.job_id \
@@ -285,35 +304,28 @@ pub async fn run_results(db: &Db, submission_id: i64) -> Result<Vec<RunResult>> 
     .bind(submission_id)
     .fetch_all(db.read())
     .await?;
-    rows.iter()
-        .map(|row| {
-            let result_id: i64 = row.try_get("result_id")?;
-            let metrics: String = row.try_get("metrics")?;
-            Ok(RunResult {
-                job_id: row.try_get("job_id")?,
-                job_index: to_u32(row.try_get("position")?),
-                side: row.try_get("side")?,
-                commit: row.try_get("sha")?,
-                run_index: to_u32(row.try_get("run_index")?),
-                metrics: parse_metrics(result_id, &metrics)?,
-                agent: row.try_get("agent")?,
-                tbox_group: row.try_get("tbox_group")?,
-                arch: row.try_get("arch")?,
-                page_size: row
-                    .try_get::<Option<i64>, _>("page_size")?
-                    .and_then(|p| u64::try_from(p).ok()),
-                // A tuning map that does not parse is shown as empty, not
-                // as an error of the whole results view.
-                tuning: serde_json::from_str(&row.try_get::<String, _>("tuning")?)
-                    .unwrap_or_default(),
-            })
-        })
-        .collect()
+    Ok(rows.into_iter().map(RunResult::from).collect())
+}
+
+/// A stored comparison as [`comparisons`] reads it.
+#[derive(sqlx::FromRow)]
+struct ComparisonRow {
+    position: i64,
+    metric: String,
+    verdict: String,
+    base_n: i64,
+    head_n: i64,
+    base_mean: Option<f64>,
+    head_mean: Option<f64>,
+    change_pct: Option<f64>,
+    // A detail that does not parse is shown as null.
+    detail: JsonOrDefault<serde_json::Value>,
+    updated_at: i64,
 }
 
 /// The stored comparisons of a submission, atomic job by atomic job.
 pub async fn comparisons(db: &Db, submission_id: i64) -> Result<Vec<ComparisonView>> {
-    let rows = sqlx::query(
+    let rows = sqlx::query_as::<_, ComparisonRow>(
         "SELECT a.position, c.metric, c.verdict, c.base_n, c.head_n, c.base_mean, c.head_mean, \
                 c.change_pct, c.detail, c.updated_at \
          FROM comparisons c JOIN atomic_jobs a ON a.id = c.atomic_job_id \
@@ -324,27 +336,26 @@ pub async fn comparisons(db: &Db, submission_id: i64) -> Result<Vec<ComparisonVi
     .fetch_all(db.read())
     .await?;
     let booted = crate::comparisons::booted_commits_by_position(db, submission_id).await?;
-    rows.iter()
+    Ok(rows
+        .into_iter()
         .map(|row| {
-            let detail: String = row.try_get("detail")?;
-            let position: i64 = row.try_get("position")?;
-            let boot = booted.get(&position);
-            Ok(ComparisonView {
-                job_index: to_u32(position),
-                metric: row.try_get("metric")?,
-                verdict: row.try_get("verdict")?,
-                base_runs: to_u32(row.try_get("base_n")?),
-                head_runs: to_u32(row.try_get("head_n")?),
-                base_mean: row.try_get("base_mean")?,
-                head_mean: row.try_get("head_mean")?,
-                change_percent: row.try_get("change_pct")?,
-                detail: serde_json::from_str(&detail).unwrap_or(serde_json::Value::Null),
-                computed_at: row.try_get("updated_at")?,
+            let boot = booted.get(&row.position);
+            ComparisonView {
+                job_index: to_u32(row.position),
+                metric: row.metric,
+                verdict: row.verdict,
+                base_runs: to_u32(row.base_n),
+                head_runs: to_u32(row.head_n),
+                base_mean: row.base_mean,
+                head_mean: row.head_mean,
+                change_percent: row.change_pct,
+                detail: row.detail.0,
+                computed_at: row.updated_at,
                 tests_the_commits: boot.is_some_and(|b| b.tests_the_commits()),
                 boot_note: boot.and_then(|b| b.note()),
-            })
+            }
         })
-        .collect()
+        .collect())
 }
 
 fn to_u32(v: i64) -> u32 {

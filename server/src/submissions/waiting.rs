@@ -4,7 +4,6 @@
 //! group meets. Computed when read, so an agent enrolling later clears it.
 
 use kbot_core::job::AtomicJob;
-use sqlx::Row;
 
 use crate::auth::{AgentRecord, AGENT_COLUMNS};
 use crate::db::Db;
@@ -15,10 +14,19 @@ use kbot_api::submissions::WaitingJob;
 /// How many agents a reason names before it says "and N more".
 const NAMED_AGENTS: usize = 3;
 
+/// An atomic job with queued runs, as [`waiting_jobs`] reads it.
+#[derive(sqlx::FromRow)]
+struct QueuedJob {
+    id: i64,
+    position: i64,
+    spec: String,
+    tbox_group: Option<String>,
+}
+
 /// The atomic jobs of `submission_id` with queued runs that no enrolled
 /// agent (one holding a live agent token) can lease, each with the reason.
 pub async fn waiting_jobs(db: &Db, submission_id: i64) -> Result<Vec<WaitingJob>> {
-    let queued = sqlx::query(
+    let queued = sqlx::query_as::<_, QueuedJob>(
         "SELECT a.id, a.position, a.spec, a.tbox_group FROM atomic_jobs a \
          WHERE a.submission_id = $1 AND EXISTS \
              (SELECT 1 FROM jobs j WHERE j.atomic_job_id = a.id AND j.state = 'queued') \
@@ -32,12 +40,12 @@ pub async fn waiting_jobs(db: &Db, submission_id: i64) -> Result<Vec<WaitingJob>
     }
     let agents = enrolled_agents(db).await?;
     let mut out = Vec::new();
-    for row in &queued {
-        let job = jobs::parse_spec(row.try_get("id")?, &row.try_get::<String, _>("spec")?)?;
-        let pinned: Option<String> = row.try_get("tbox_group")?;
+    for row in queued {
+        let job = jobs::parse_spec(row.id, &row.spec)?;
+        let pinned = row.tbox_group;
         if let Some(reason) = why_waiting(&job, pinned.as_deref(), &agents) {
             out.push(WaitingJob {
-                job_index: u32::try_from(row.try_get::<i64, _>("position")?).unwrap_or(u32::MAX),
+                job_index: u32::try_from(row.position).unwrap_or(u32::MAX),
                 tbox_group: pinned,
                 needs: job.needs.clone(),
                 reason,

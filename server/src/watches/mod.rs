@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use crate::auth::UserAuth;
 use crate::error::{Error, Result};
+use crate::jobs::SubmissionState;
 use crate::repos::{self, RepoRow};
 use crate::state::AppState;
 use crate::submissions::{self, NewPair};
@@ -175,14 +176,14 @@ enum Settled {
 
 async fn settle_pair(state: &AppState, w: &WatchRow, submission_id: i64) -> Result<Settled> {
     let outcome = store::pair_outcome(&state.db, submission_id).await?;
-    if outcome.state == "active" {
+    if outcome.state == SubmissionState::Active {
         return Ok(Settled::Running);
     }
     let head = repos::commit_by_id(state.db.read(), outcome.head_commit_id).await?;
     let good = (outcome.head_finished > 0).then_some(head.id);
     let mut tx = state.db.begin().await?;
     store::pair_ended(&mut tx, w.id, good).await?;
-    let (kind, detail) = match (&good, outcome.state.as_str()) {
+    let (kind, detail) = match (&good, outcome.state) {
         (Some(_), _) => (
             "tested",
             format!(
@@ -190,7 +191,7 @@ async fn settle_pair(state: &AppState, w: &WatchRow, submission_id: i64) -> Resu
                 head.sha
             ),
         ),
-        (None, "cancelled") => (
+        (None, SubmissionState::Cancelled) => (
             "cancelled",
             format!(
                 "the pair of head {} was cancelled (submission {submission_id})",

@@ -1,19 +1,25 @@
 //! SQL of watches and their events.
 
-use sqlx::any::AnyRow;
-use sqlx::Row;
-
-use crate::db::{Db, Tx};
+use crate::db::{text_enum, Db, Tx};
 use crate::error::{Error, Result};
 use crate::jobs::truncate;
+use crate::jobs::SubmissionState;
 use crate::time::now_ms;
 use kbot_api::watches::{WatchEvent, WatchView};
+
+text_enum! {
+    /// `watches.state`.
+    pub enum WatchState {
+        Active = "active",
+        Removed = "removed",
+    }
+}
 
 /// Longest event detail kept (git's stderr can be long).
 const MAX_EVENT_BYTES: usize = 4096;
 
 /// A `watches` row with its repo's name and the shas of its commits.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, sqlx::FromRow)]
 pub struct WatchRow {
     pub id: i64,
     pub repo_id: i64,
@@ -24,7 +30,8 @@ pub struct WatchRow {
     pub tbox_group: Option<String>,
     pub interval_secs: i64,
     pub runs_cap: i64,
-    pub state: String,
+    #[sqlx(try_from = "String")]
+    pub state: WatchState,
     pub last_seen_sha: Option<String>,
     pub last_tested_sha: Option<String>,
     pub last_good_commit_id: Option<i64>,
@@ -45,30 +52,6 @@ const WATCH_SELECT: &str = "SELECT w.id, w.repo_id, r.name AS repo_name, w.branc
      LEFT JOIN commits g ON g.id = w.last_good_commit_id";
 
 impl WatchRow {
-    fn from_row(row: &AnyRow) -> Result<WatchRow> {
-        Ok(WatchRow {
-            id: row.try_get("id")?,
-            repo_id: row.try_get("repo_id")?,
-            repo_name: row.try_get("repo_name")?,
-            branch: row.try_get("branch")?,
-            job_name: row.try_get("job_name")?,
-            job_file: row.try_get("job_file")?,
-            tbox_group: row.try_get("tbox_group")?,
-            interval_secs: row.try_get("interval_secs")?,
-            runs_cap: row.try_get("runs_cap")?,
-            state: row.try_get("state")?,
-            last_seen_sha: row.try_get("last_seen_sha")?,
-            last_tested_sha: row.try_get("last_tested_sha")?,
-            last_good_commit_id: row.try_get("last_good_commit_id")?,
-            last_good_sha: row.try_get("last_good_sha")?,
-            current_submission_id: row.try_get("current_submission_id")?,
-            next_check_at: row.try_get("next_check_at")?,
-            checked_at: row.try_get("checked_at")?,
-            last_error: row.try_get("last_error")?,
-            created_at: row.try_get("created_at")?,
-        })
-    }
-
     pub fn view(&self) -> WatchView {
         WatchView {
             id: self.id,
@@ -78,7 +61,7 @@ impl WatchRow {
             tbox_group: self.tbox_group.clone(),
             interval_secs: u32::try_from(self.interval_secs).unwrap_or(u32::MAX),
             max_runs: u32::try_from(self.runs_cap).unwrap_or(0),
-            state: self.state.clone(),
+            state: self.state.as_str().to_owned(),
             last_seen: self.last_seen_sha.clone(),
             last_tested: self.last_tested_sha.clone(),
             last_good: self.last_good_sha.clone(),
@@ -91,30 +74,30 @@ impl WatchRow {
 }
 
 pub async fn get(db: &Db, id: i64) -> Result<WatchRow> {
-    let row = sqlx::query(&format!("{WATCH_SELECT} WHERE w.id = $1"))
+    sqlx::query_as::<_, WatchRow>(&format!("{WATCH_SELECT} WHERE w.id = $1"))
         .bind(id)
         .fetch_optional(db.read())
         .await?
-        .ok_or_else(|| Error::not_found("watch", id))?;
-    WatchRow::from_row(&row)
+        .ok_or_else(|| Error::not_found("watch", id))
 }
 
 pub async fn list(db: &Db) -> Result<Vec<WatchRow>> {
-    let rows = sqlx::query(&format!("{WATCH_SELECT} ORDER BY w.id"))
-        .fetch_all(db.read())
-        .await?;
-    rows.iter().map(WatchRow::from_row).collect()
+    Ok(
+        sqlx::query_as::<_, WatchRow>(&format!("{WATCH_SELECT} ORDER BY w.id"))
+            .fetch_all(db.read())
+            .await?,
+    )
 }
 
 /// Active watches whose next check is due.
 pub async fn due(db: &Db, now: i64) -> Result<Vec<WatchRow>> {
-    let rows = sqlx::query(&format!(
-        "{WATCH_SELECT} WHERE w.state = 'active' AND w.next_check_at <= $1 ORDER BY w.next_check_at"
+    Ok(sqlx::query_as::<_, WatchRow>(&format!(
+        "{WATCH_SELECT} WHERE w.state = $1 AND w.next_check_at <= $2 ORDER BY w.next_check_at"
     ))
+    .bind(WatchState::Active.as_str())
     .bind(now)
     .fetch_all(db.read())
-    .await?;
-    rows.iter().map(WatchRow::from_row).collect()
+    .await?)
 }
 
 /// Claims a due check: moves its next check one interval on, unless another
@@ -123,11 +106,12 @@ pub async fn claim(db: &Db, w: &WatchRow, now: i64) -> Result<bool> {
     let mut tx = db.begin_relaxed().await?;
     let done = sqlx::query(
         "UPDATE watches SET next_check_at = $1 WHERE id = $2 AND next_check_at = $3 \
-         AND state = 'active'",
+         AND state = $4",
     )
     .bind(now + w.interval_secs * 1000)
     .bind(w.id)
     .bind(w.next_check_at)
+    .bind(WatchState::Active.as_str())
     .execute(&mut *tx)
     .await?;
     tx.commit().await?;
@@ -148,7 +132,7 @@ pub struct NewWatch<'a> {
 pub async fn insert(db: &Db, w: &NewWatch<'_>) -> Result<i64> {
     let now = now_ms();
     let mut tx = db.begin().await?;
-    let row = sqlx::query(
+    let id: i64 = sqlx::query_scalar(
         "INSERT INTO watches (repo_id, branch, job_name, job_file, tbox_group, interval_secs, \
              runs_cap, user_id, next_check_at, created_at) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
@@ -165,7 +149,6 @@ pub async fn insert(db: &Db, w: &NewWatch<'_>) -> Result<i64> {
     .bind(now)
     .fetch_one(&mut *tx)
     .await?;
-    let id: i64 = row.try_get("id")?;
     event(&mut tx, id, "created", &format!("watching {}", w.branch)).await?;
     tx.commit().await?;
     Ok(id)
@@ -173,11 +156,12 @@ pub async fn insert(db: &Db, w: &NewWatch<'_>) -> Result<i64> {
 
 pub async fn remove(db: &Db, id: i64, by: &str) -> Result<()> {
     let mut tx = db.begin().await?;
-    let done =
-        sqlx::query("UPDATE watches SET state = 'removed' WHERE id = $1 AND state = 'active'")
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
+    let done = sqlx::query("UPDATE watches SET state = $1 WHERE id = $2 AND state = $3")
+        .bind(WatchState::Removed.as_str())
+        .bind(id)
+        .bind(WatchState::Active.as_str())
+        .execute(&mut *tx)
+        .await?;
     if done.rows_affected() == 1 {
         event(&mut tx, id, "removed", &format!("removed by {by}")).await?;
     }
@@ -251,7 +235,7 @@ pub async fn pair_started(
 }
 
 pub async fn events(db: &Db, watch_id: i64, limit: i64) -> Result<Vec<WatchEvent>> {
-    let rows = sqlx::query(
+    let rows: Vec<(i64, String, String)> = sqlx::query_as(
         "SELECT at, kind, detail FROM watch_events WHERE watch_id = $1 ORDER BY id DESC LIMIT $2",
     )
     .bind(watch_id)
@@ -259,30 +243,26 @@ pub async fn events(db: &Db, watch_id: i64, limit: i64) -> Result<Vec<WatchEvent
     .fetch_all(db.read())
     .await?;
     let mut events: Vec<WatchEvent> = rows
-        .iter()
-        .map(|r| {
-            Ok(WatchEvent {
-                at: r.try_get("at")?,
-                kind: r.try_get("kind")?,
-                detail: r.try_get("detail")?,
-            })
-        })
-        .collect::<Result<_>>()?;
+        .into_iter()
+        .map(|(at, kind, detail)| WatchEvent { at, kind, detail })
+        .collect();
     events.reverse();
     Ok(events)
 }
 
 /// A watch pair's outcome: its stored state, its head, and how the head's
 /// runs went (finished, failed, the first failure's kind).
+#[derive(sqlx::FromRow)]
 pub struct PairOutcome {
-    pub state: String,
+    #[sqlx(try_from = "String")]
+    pub state: SubmissionState,
     pub head_commit_id: i64,
     pub head_finished: i64,
     pub head_failure: Option<String>,
 }
 
 pub async fn pair_outcome(db: &Db, submission_id: i64) -> Result<PairOutcome> {
-    let row = sqlx::query(
+    sqlx::query_as::<_, PairOutcome>(
         "SELECT s.state, s.head_commit_id, \
              (SELECT COUNT(*) FROM jobs j WHERE j.submission_id = s.id AND j.side = 'head' \
               AND j.state = 'finished') AS head_finished, \
@@ -293,11 +273,5 @@ pub async fn pair_outcome(db: &Db, submission_id: i64) -> Result<PairOutcome> {
     .bind(submission_id)
     .fetch_optional(db.read())
     .await?
-    .ok_or_else(|| Error::not_found("submission", submission_id))?;
-    Ok(PairOutcome {
-        state: row.try_get("state")?,
-        head_commit_id: row.try_get("head_commit_id")?,
-        head_finished: row.try_get("head_finished")?,
-        head_failure: row.try_get("head_failure")?,
-    })
+    .ok_or_else(|| Error::not_found("submission", submission_id))
 }
