@@ -1,0 +1,186 @@
+//! The `kbot-server` user subcommands (the real binary) against a running
+//! test server.
+
+use kbot_testkit::gitrepo;
+
+use kbot_testkit::{backends, TestServer};
+use serde_json::Value;
+
+/// Two atomic jobs kbot runs, two it skips (no `RANDOM` placement), and a
+/// monitor the agent does not have.
+const JOB: &str = "testcase: bw_pipe\nnr_threads: 1\nruns: 2\nturbostat:\nbw_pipe:\n  size: [4k, 64k]\n  sched: [DEFAULT, RANDOM]\n";
+
+/// Runs `kbot-server ARGS` against the server; returns (success, stdout, stderr).
+async fn cli(server: &TestServer, token: &str, args: &[&str]) -> (bool, String, String) {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_kbot-server"))
+        .args(args)
+        .env("KBOT_SERVER", server.url(""))
+        .env("KBOT_TOKEN", token)
+        .env("RUST_LOG", "warn")
+        .output()
+        .await
+        .expect("kbot-server runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn submit_list_cancel_results_from_the_command_line() {
+    for backend in backends() {
+        let server = TestServer::start(backend).await;
+        let (_, token) = kbot_server::auth::create_user_token(server.db(), "bob", None)
+            .await
+            .expect("token");
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let repo = tmp.path().join("repo");
+        let shas = gitrepo::linear_repo(&repo, &["one", "two", "three"]);
+        let job = tmp.path().join("bw.yaml");
+        std::fs::write(&job, JOB).expect("write job");
+        let (repo_s, job_s) = (repo.to_str().expect("utf8"), job.to_str().expect("utf8"));
+
+        let (ok, out, err) = cli(&server, &token, &["repo", "add", "linux", repo_s]).await;
+        assert!(ok, "repo add: {err}");
+        assert!(out.starts_with("linux\tmain\t"), "{out}");
+
+        let (ok, out, err) = cli(
+            &server,
+            &token,
+            &[
+                "submit",
+                "--repo",
+                "linux",
+                "--job",
+                job_s,
+                "--base",
+                &shas[0][..7],
+                "--head",
+                "main",
+            ],
+        )
+        .await;
+        assert!(ok, "submit: {err}");
+        // The skipped atomic jobs and monitor, by name with the reason, on stderr.
+        for name in ["1-RANDOM-4k", "1-RANDOM-64k"] {
+            assert!(
+                err.contains(&format!(
+                    "skipped job bw_pipe/{name}: invalid value \"RANDOM\" for sched"
+                )),
+                "{err}"
+            );
+        }
+        assert!(err.contains("skipped monitor turbostat: "), "{err}");
+        let id: i64 = out
+            .split('\t')
+            .next()
+            .and_then(|s| s.parse().ok())
+            .expect("id first");
+        // 2 atomic jobs (the size list) x 2 runs x 2 sides.
+        assert!(
+            out.contains("\tqueued\tlinux\t") && out.contains("0/8 finished"),
+            "{out}"
+        );
+        assert!(
+            out.contains(&format!("{}..{}", &shas[0][..12], &shas[2][..12])),
+            "{out}"
+        );
+
+        let (ok, out, _) = cli(&server, &token, &["submissions", "--limit", "5"]).await;
+        assert!(ok && out.starts_with(&format!("{id}\t")), "{out}");
+
+        let (ok, out, err) = cli(&server, &token, &["cancel", &id.to_string()]).await;
+        assert!(ok, "cancel: {err}");
+        assert!(out.contains("\tcancelled\t"), "{out}");
+
+        // `follow` prints the events and returns once the submission settled.
+        let (ok, out, err) = cli(&server, &token, &["follow", &id.to_string()]).await;
+        assert!(ok, "follow: {err}");
+        assert_eq!(
+            out.matches("\tcancelled\tcancelled by bob").count(),
+            8,
+            "{out}"
+        );
+
+        let (ok, out, err) = cli(&server, &token, &["results", &id.to_string()]).await;
+        assert!(ok, "results: {err}");
+        let json: Value = serde_json::from_str(&out).expect("results are JSON");
+        assert_eq!(json["submission"]["id"], id);
+        assert_eq!(json["runs"], Value::Array(vec![]));
+
+        // Errors come back as one line with the stable code, and a failure status.
+        let (ok, _, err) = cli(&server, &token, &["cancel", "424242"]).await;
+        assert!(!ok && err.contains("not_found"), "{err}");
+        let (ok, _, err) = cli(&server, "kbot_usr_bogus", &["repo", "add", "x", repo_s]).await;
+        assert!(!ok && err.contains("unauthorized"), "{err}");
+        let (ok, _, err) = cli(
+            &server,
+            &token,
+            &[
+                "submit",
+                "--repo",
+                "linux",
+                "--job",
+                "/nonexistent.yaml",
+                "--head",
+                "main",
+            ],
+        )
+        .await;
+        assert!(!ok && err.contains("/nonexistent.yaml"), "{err}");
+        server.stop().await;
+    }
+}
+
+/// `kbot-server user add` reads the password from stdin and stores only its
+/// argon2 hash; the password then signs in, another does not.
+#[tokio::test]
+async fn user_add_sets_a_dashboard_password_from_stdin() {
+    use tokio::io::AsyncWriteExt;
+    for backend in backends() {
+        let server = TestServer::start(backend).await;
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_kbot-server"))
+            .args([
+                "user",
+                "add",
+                "--name",
+                "gina",
+                "--email",
+                "gina@example.org",
+            ])
+            .env("KBOT_DATABASE_URL", &server.store.database_url)
+            .env("RUST_LOG", "warn")
+            .stdin(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("kbot-server runs");
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin
+            .write_all(b"gina's long password\n")
+            .await
+            .expect("write password");
+        drop(stdin);
+        let out = child.wait_with_output().await.expect("user add");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{backend:?}: {err}");
+        assert!(err.contains("user gina"), "{err}");
+        let db = server.db();
+        let check = kbot_server::access::password::check;
+        let user = check(db, "gina", "gina's long password")
+            .await
+            .expect("check");
+        assert_eq!(user.map(|u| u.user_name).as_deref(), Some("gina"));
+        assert!(check(db, "gina", "gina's long passwort")
+            .await
+            .expect("check")
+            .is_none());
+        let stored: (String,) =
+            sqlx::query_as("SELECT password_hash FROM users WHERE name = 'gina'")
+                .fetch_one(db.read())
+                .await
+                .expect("row");
+        assert!(stored.0.starts_with("$argon2id$"), "{}", stored.0);
+        server.stop().await;
+    }
+}
