@@ -107,6 +107,8 @@ pub struct Served {
     pub submission_id: i64,
     pub commit: String,
     pub run_index: u32,
+    // Part of the record (Debug output of a failing test) though no test reads it.
+    #[allow(dead_code)]
     pub failure: Option<&'static str>,
     /// The serving agent's tbox group.
     pub group: &'static str,
