@@ -9,21 +9,18 @@
 //! part of its 2 MB body reached the server, or the server stored the result
 //! and answered but the answer never reached the agent.
 
-#[path = "../../server/tests/common/mod.rs"]
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::relay::{Caught, Relay, Trap};
-use common::{backends, Backend, TestStore, THREE_RUN_JOB};
 use kbot_agent::client::ApiClient;
 use kbot_agent::spool::{Pending, Spool};
 use kbot_api::agent::{BootBackend, EnrollRequest, LeasedJob, ResultUpload};
 use kbot_load::seed;
 use kbot_server::db::Db;
+use kbot_testkit::relay::{Caught, Relay, Trap};
+use kbot_testkit::{backends, Backend, TestStore, THREE_RUN_JOB};
 use sqlx::Row;
 
 const KPI: &str = "bw_pipe.bandwidth.MB/sec";
@@ -129,7 +126,7 @@ async fn enroll(db: &Db, url: &str) -> (ApiClient, String) {
         name: "box-1".into(),
         tbox_group: "lkp-test".into(),
         backend: BootBackend::Qemu,
-        hardware: common::hardware(),
+        hardware: kbot_testkit::hardware(),
         host: None,
     };
     let client = ApiClient::new(url, None).expect("client");

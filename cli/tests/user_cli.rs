@@ -1,12 +1,9 @@
 //! The `kbot-server` user subcommands (the real binary) against a running
 //! test server.
 
-#[path = "../../server/tests/common/mod.rs"]
-mod common;
-#[path = "../../server/tests/gitrepo/mod.rs"]
-mod gitrepo;
+use kbot_testkit::gitrepo;
 
-use common::{backends, TestServer};
+use kbot_testkit::{backends, TestServer};
 use serde_json::Value;
 
 /// Two atomic jobs kbot runs, two it skips (no `RANDOM` placement), and a

@@ -1,7 +1,7 @@
 """Drives a kbot server through a Python client generated from its own
 OpenAPI document (openapi-python-client), as a third party would.
 
-Run by server/tests/openapi.rs with the generated package `kbot_client` on
+Run by server/tests/it/openapi.rs with the generated package `kbot_client` on
 PYTHONPATH:
 
     openapi_client.py BASE_URL USER_TOKEN ENROLLMENT_TOKEN REPO_PATH JOB_FILE

@@ -1,0 +1,36 @@
+//! kbot-server's integration tests, one binary: a module per area (run
+//! one with `cargo test -p kbot-server --test it AREA::`). The harness is
+//! `kbot-testkit`; `sim` is the simulated fleet the robot-loop tests share.
+//!
+//! One binary links the server and the harness once instead of once per
+//! area. No test here changes process-wide state (environment, working
+//! directory, signal dispositions, limits), so the areas share a process;
+//! a test that must would get a binary of its own.
+
+mod agent_protocol;
+mod bad_input;
+mod bisection;
+mod browser_session;
+mod concurrent_leases;
+mod dashboard_browser;
+mod dashboard_pages;
+mod database_outage;
+mod disk_full;
+mod float_binds;
+mod fuzz;
+mod git_mirror;
+mod host_backend_honesty;
+mod hostile_parameters;
+mod layering;
+mod mail_crash;
+mod mail_delivery;
+mod mail_regression;
+mod migrations;
+mod openapi;
+mod regressions;
+mod scheduling;
+mod schema_parity;
+mod sim;
+mod token_matrix;
+mod user_api;
+mod web_access;
