@@ -2,7 +2,7 @@
 //! [`AgentClient`] for test machines and [`UserClient`] for people and
 //! scripts. Both send JSON, authenticate with a bearer token and turn an
 //! error answer into [`Error::Api`] with the status and the server's
-//! [`ErrorBody`](crate::ErrorBody).
+//! [`ErrorBody`].
 //!
 //! Retrying is the caller's policy: the agent backs off and keeps going,
 //! the load tool counts and fails over, the command line gives up.

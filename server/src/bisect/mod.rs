@@ -23,7 +23,7 @@
 //! judge the tested commits, narrow the range, queue the next probes),
 //! `verify` (the first bad commit against its parent, patch-id
 //! de-duplication, the report), `samples` (the runs behind both), and
-//! [`cancel`] here; [`store`] holds the rows, [`views`] and [`pages`] show
+//! [`cancel`] here; `store` holds the rows, [`views`] and [`pages`] show
 //! them.
 
 mod engine;

@@ -28,7 +28,7 @@ text_enum! {
 }
 
 impl BisectionState {
-    /// Whether it still has work to do (see [`OPEN_STATES_SQL`]).
+    /// Whether it still has work to do (see `OPEN_STATES_SQL`).
     pub fn is_open(self) -> bool {
         matches!(self, BisectionState::Running | BisectionState::Verifying)
     }

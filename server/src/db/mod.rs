@@ -10,7 +10,7 @@
 //! pick (scheduler) runs at a different place per backend.
 //!
 //! Rows are read into `#[derive(sqlx::FromRow)]` structs with
-//! `sqlx::query_as`, states through enums declared with [`text_enum!`]
+//! `sqlx::query_as`, states through enums declared with `text_enum!`
 //! (`#[sqlx(try_from = "String")]`), JSON columns through [`JsonText`] (see
 //! `columns`).
 //!
