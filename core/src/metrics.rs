@@ -1,8 +1,7 @@
 //! The metric-name table: which way is better, which metrics are KPIs, which
 //! are "perf metrics" in 0-day's sense, and the absolute noise floors.
 //!
-//! Everything here follows `intel/lkp-tests` (see
-//! `shared/reference/lkp-0day.md` §3-§4): `etc/index-perf-all.yaml`,
+//! Everything here follows `intel/lkp-tests`: `etc/index-perf-all.yaml`,
 //! `etc/index-latency-all.yaml`, `etc/perf-metrics-prefixes`,
 //! `lib/perf_metrics.rb` and `etc/perf-metrics-threshold.yaml`, plus the
 //! names kbot-bench reports (`workloads/README.md`).

@@ -1,7 +1,7 @@
 //! The 0-day compare table (`lkp compare` / the robot's "Details" block),
 //! byte for byte in layout, and the same data as a serde struct for JSON.
 //!
-//! Layout rules (`lib/compare.rb`, `shared/reference/lkp-0day.md` §4 and §6):
+//! Layout rules (intel/lkp-tests' `lib/compare.rb`, and the tables of 0-day's reports):
 //! axis keys sorted and joined by `/`; the two commits; SHA heads of 16 and
 //! 27 characters; rows of `base_mean [± s%]  change  head_mean [± s%]  stat`
 //! with the arithmetic mean and the population σ, `± s%` only when above 2%,

@@ -8,25 +8,22 @@
 //! # Layers
 //!
 //! Each module belongs to one layer and names only modules of the layers
-//! under it, or of its own layer as the list allows; `tests/layering.rs`
+//! under it, or of its own layer as the list allows; `tests/it/layering.rs`
 //! reads this list and the sources' `crate::` paths and fails on a path that
 //! points up, or on any import circle between top-level modules.
 //!
 //! 1. base: `error`, `db`, `config`, `time`, `telemetry`, `artifacts`,
 //!    `auth`, `state`, `worker`
-//! 2. wire types: every feature's `types` module (the JSON of the API)
-//! 3. web: `web`
-//! 4. features: `access`, `agents`, `repos`, `jobs`, `scheduler`,
+//! 2. web: `web`
+//! 3. features: `access`, `agents`, `repos`, `jobs`, `scheduler`,
 //!    `comparisons`, `submissions`, `mail`, `regressions`, `bisect`,
 //!    `watches`, `dashboard`
-//! 5. assembly: `lib`, `server`, `routes`, `openapi`
-//! 6. tools: `main`, `bin`, `cli`, `client`, `loadgen`
+//! 4. assembly: `lib`, `server`, `routes`, `openapi`
 //!
-//! Base modules name only base modules; wire types name base modules and
-//! other wire types; `web` names base modules; a feature names base
-//! modules, wire types, `web`, and the features before it in the order
-//! above; the assembly names anything. The tools are on their way out of
-//! the library (into `kbot-cli` and `kbot-load`) and nothing names them.
+//! Base modules name only base modules; `web` names base modules; a
+//! feature names base modules, `web`, and the features before it in the
+//! order above; the assembly names anything. The wire types are
+//! `kbot-api`'s.
 //!
 //! The order is the code's: a job is enqueued (`jobs`) before it is leased
 //! (`scheduler`); a settled pair (`comparisons`) decides what follows

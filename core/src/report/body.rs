@@ -1,4 +1,5 @@
-//! The report body in 0-day's layout (`shared/reference/lkp-0day.md` §6).
+//! The report body in the layout of the kernel test robot's (0-day's) reports
+//! on the kernel lists; `core/tests/fixtures/seed_001_report.txt` is one.
 
 use std::fmt::Write;
 

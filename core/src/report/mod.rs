@@ -2,8 +2,8 @@
 //!
 //! [`ReportData`] holds the facts of one regression (or improvement), [`ReportConfig`]
 //! the robot's configured identity and texts. [`render`] turns both into a
-//! [`RenderedReport`]: the subject, the body in the layout of
-//! `shared/reference/lkp-0day.md` §6, and the stable Message-ID. [`mbox`] turns a
+//! [`RenderedReport`]: the subject, the body in the layout of 0-day's reports
+//! (`core/tests/fixtures/seed_001_report.txt`), and the stable Message-ID. [`mbox`] turns a
 //! rendered report plus recipients into an RFC 5322 message and an mbox file.
 //!
 //! The compare table itself comes rendered from [`crate::table`]'s caller; this

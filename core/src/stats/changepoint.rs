@@ -12,7 +12,7 @@ use super::describe::{mean, sample_variance};
 use super::special::student_t_two_sided;
 use crate::{Error, Result};
 
-/// Otava's CLI defaults (`shared/reference/peer-systems.md` §2): the
+/// Otava's CLI defaults (apache/otava): the
 /// maintainers moved to p = 0.001 and magnitude 0 after one big outlier
 /// produced false change points at p = 0.05 (apache/otava PR #126).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

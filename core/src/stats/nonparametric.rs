@@ -5,7 +5,7 @@
 //!
 //! Pinpoint takes the smaller p-value of the two because they cover each
 //! other's blind spots: MWU sees location shifts, KS sees changes of shape
-//! (`pinpoint/models/compare/compare.py`; `shared/reference/peer-systems.md` §4).
+//! (Catapult's Pinpoint, `pinpoint/models/compare/compare.py`).
 
 /// Largest side for the exact MWU distribution; beyond it the normal
 /// approximation is accurate to well under 1e-3 (Mann & Whitney 1947 show

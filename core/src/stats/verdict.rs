@@ -1,6 +1,5 @@
 //! kbot's own verdict: different / same / unknown, after Pinpoint
-//! (`pinpoint/models/compare/compare.py`, `thresholds.py`;
-//! `shared/reference/peer-systems.md` §4).
+//! (Catapult's `pinpoint/models/compare/compare.py` and `thresholds.py`).
 
 use serde::{Deserialize, Serialize};
 

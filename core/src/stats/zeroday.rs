@@ -1,5 +1,5 @@
 //! 0-day's changed-stat rule, exactly as `lib/stats.rb` (`StatCompare`) and
-//! `lib/changed_stat.rb` apply it by default (`shared/reference/lkp-0day.md` §4),
+//! `lib/changed_stat.rb` (intel/lkp-tests) apply it by default,
 //! with the inputs `lkp compare` (`lib/compare.rb`) gives it.
 //!
 //! Inputs are one [`Sample`] per run of each side: lkp's result matrices

@@ -1,4 +1,4 @@
-//! The seed's 0-day report (shared/seeds/001), rendered from kbot's data with
+//! The seed's 0-day report (`core/tests/fixtures/seed_001_report.txt`), rendered from kbot's data with
 //! kbot's identity, must match the original byte for byte where the identity
 //! and texts are not kbot's own.
 

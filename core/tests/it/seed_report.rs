@@ -1,4 +1,4 @@
-//! The seed report (`shared/seeds/001_b7174dea78e4e81b.txt`): samples with
+//! The seed report (`core/tests/fixtures/seed_001_report.txt`): samples with
 //! its means and spreads must give the -18.5% lmbench3.PIPE.bandwidth.MB/sec
 //! regression and reproduce its compare table byte for byte.
 

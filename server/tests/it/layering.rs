@@ -15,23 +15,16 @@ use std::path::{Path, PathBuf};
 enum Layer {
     /// Names other base modules only.
     Base,
-    /// Every feature's `types` module: the wire types (leaving for
-    /// kbot-api); names base modules and other wire types only.
-    Wire,
     /// The render library; names base modules only.
     Web,
-    /// Names base modules, wire types, `web`, and features before it in the
-    /// order (the index).
+    /// Names base modules, `web`, and features before it in the order (the
+    /// index).
     Feature(usize),
     /// Names anything.
     Assembly,
-    /// The command line and the load tool, leaving the library for crates of
-    /// their own: not layered, and no library module may name them.
-    Tool,
 }
 
-/// A node of the import graph: a top-level module, or a feature's wire types
-/// (`bisect::types`), which are a layer of their own.
+/// A node of the import graph: a top-level module.
 type Node = String;
 
 struct Layers {
@@ -66,8 +59,6 @@ impl Layers {
         for (name, modules) in entries {
             for module in modules {
                 let layer = match name.as_str() {
-                    // Derived: every feature's `types` module.
-                    "wire types" => continue,
                     "base" => Layer::Base,
                     "web" => Layer::Web,
                     "features" => {
@@ -75,7 +66,6 @@ impl Layers {
                         Layer::Feature(features)
                     }
                     "assembly" => Layer::Assembly,
-                    "tools" => Layer::Tool,
                     other => panic!("src/lib.rs names an unknown layer {other:?}"),
                 };
                 of.insert(module, layer);
@@ -89,25 +79,14 @@ impl Layers {
     }
 
     fn layer(&self, node: &str) -> Option<Layer> {
-        match node.split_once("::") {
-            Some((feature, "types")) if matches!(self.of.get(feature), Some(Layer::Feature(_))) => {
-                Some(Layer::Wire)
-            }
-            _ => self.of.get(node).copied(),
-        }
+        self.of.get(node).copied()
     }
 
     /// Why `from` may not name `to`, if it may not.
     fn refuses(&self, from: &str, to: &str) -> Option<&'static str> {
         let (a, b) = (self.layer(from)?, self.layer(to)?);
-        if b == Layer::Tool && a != Layer::Tool {
-            return Some("the library names a tool leaving it");
-        }
         match a {
             Layer::Base if b != Layer::Base => Some("a base module names a module above the base"),
-            Layer::Wire if !matches!(b, Layer::Base | Layer::Wire) => {
-                Some("wire types name a module other than base modules and wire types")
-            }
             Layer::Web if b != Layer::Base => Some("`web` names a module other than base modules"),
             Layer::Feature(i) => match b {
                 Layer::Feature(j) if j > i => Some("a feature names one after it in the order"),
@@ -187,11 +166,10 @@ fn module_path(rel: &Path) -> Vec<String> {
     parts
 }
 
-/// The node of a module path: its top-level module, or `feature::types`.
+/// The node of a module path: its top-level module.
 fn node_of(path: &[String]) -> Node {
     match path {
         [] => "lib".to_owned(),
-        [top, sub, ..] if sub == "types" => format!("{top}::types"),
         [top, ..] => top.clone(),
     }
 }
@@ -421,9 +399,6 @@ fn modules_name_only_what_their_layer_may() {
     let (layers, graph) = (layers(), read_graph(&src_dir()));
     let mut broken = Vec::new();
     for (from, imports) in &graph.imports {
-        if layers.layer(from) == Some(Layer::Tool) {
-            continue;
-        }
         for import in imports {
             if let Some(why) = layers.refuses(from, &import.to) {
                 broken.push(format!(
@@ -438,20 +413,7 @@ fn modules_name_only_what_their_layer_may() {
 
 #[test]
 fn top_level_modules_form_no_circle() {
-    let (layers, graph) = (layers(), read_graph(&src_dir()));
-    let library = Graph {
-        files: graph
-            .files
-            .iter()
-            .filter(|(node, _)| layers.layer(node) != Some(Layer::Tool))
-            .map(|(node, files)| (node.clone(), files.clone()))
-            .collect(),
-        imports: graph
-            .imports
-            .into_iter()
-            .filter(|(node, _)| layers.layer(node) != Some(Layer::Tool))
-            .collect(),
-    };
+    let library = read_graph(&src_dir());
     let components = components(&library);
     let sizes: Vec<usize> = components.iter().map(Vec::len).collect();
     let largest = &components[0];
@@ -492,6 +454,5 @@ fn the_reader_finds_planted_imports() {
     assert!(layers.refuses("comparisons", "bisect").is_some());
     assert!(layers.refuses("error", "dashboard").is_some());
     assert!(layers.refuses("web", "submissions").is_some());
-    assert!(layers.refuses("bisect::types", "bisect").is_some());
     assert!(layers.refuses("bisect", "comparisons").is_none());
 }

@@ -1,4 +1,4 @@
-//! The seed report's figures (`shared/seeds/001_b7174dea78e4e81b.txt`) as
+//! The seed report's figures (`core/tests/fixtures/seed_001_report.txt`) as
 //! samples, shared by the statistics/table test and the e-mail test.
 
 use std::collections::BTreeMap;
