@@ -8,6 +8,7 @@ mod fuzz;
 mod job_files;
 mod lkp_corpus;
 mod metric_names;
+mod module_graph;
 mod parsers;
 mod report_seed;
 mod seed_report;
