@@ -12,33 +12,13 @@ pub fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
-/// Unix milliseconds as `YYYY-MM-DD HH:MM:SS UTC`.
+/// Unix milliseconds as `YYYY-MM-DD HH:MM:SS UTC` (the raw number with
+/// `ms` past chrono's range, some 262,000 years either side).
 pub fn format_time(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-/// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian
-/// calendar (Howard Hinnant's `civil_from_days`).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
+    match chrono::DateTime::from_timestamp_millis(ms) {
+        Some(t) => t.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+        None => format!("{ms} ms"),
+    }
 }
 
 #[cfg(test)]
