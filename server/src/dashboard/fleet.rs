@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use sqlx::Row;
 
-use crate::auth::{AgentRecord, AGENT_COLUMNS};
+use crate::auth::{AgentRecord, AgentRow, AgentState, AGENT_COLUMNS};
 use crate::config::Config;
 use crate::db::Db;
 use crate::error::Result;
@@ -40,9 +40,9 @@ pub fn offline_after_ms(config: &Config) -> i64 {
 }
 
 pub fn status(agent: &AgentRecord, now_ms: i64, offline_after_ms: i64) -> Status {
-    if agent.state == "offline" || now_ms - agent.last_seen_at > offline_after_ms {
+    if agent.state == AgentState::Offline || now_ms - agent.last_seen_at > offline_after_ms {
         Status::Offline
-    } else if agent.state == "busy" {
+    } else if agent.state == AgentState::Busy {
         Status::Busy
     } else {
         Status::Idle
@@ -51,7 +51,7 @@ pub fn status(agent: &AgentRecord, now_ms: i64, offline_after_ms: i64) -> Status
 
 /// Every agent, by tbox group and name; `group` restricts to one group.
 pub async fn agents(db: &Db, group: Option<&str>) -> Result<Vec<AgentRecord>> {
-    let rows = sqlx::query(&format!(
+    let rows = sqlx::query_as::<_, AgentRow>(&format!(
         "SELECT {AGENT_COLUMNS} FROM agents WHERE ($1 = '' OR tbox_group = $2) \
          ORDER BY tbox_group, name"
     ))
@@ -59,7 +59,7 @@ pub async fn agents(db: &Db, group: Option<&str>) -> Result<Vec<AgentRecord>> {
     .bind(group.unwrap_or(""))
     .fetch_all(db.read())
     .await?;
-    rows.iter().map(AgentRecord::from_row).collect()
+    rows.into_iter().map(AgentRecord::try_from).collect()
 }
 
 /// A job an agent holds now.
