@@ -7,7 +7,6 @@ use std::sync::LazyLock;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::Argon2;
 use rand::RngCore;
-use sqlx::Row;
 
 use crate::auth::{upsert_user, UserAuth};
 use crate::db::Db;
@@ -70,23 +69,30 @@ pub async fn add_user(db: &Db, name: &str, email: Option<&str>, password: &str) 
     Ok(user_id)
 }
 
+/// A user with the password hash a sign-in is checked against.
+#[derive(sqlx::FromRow)]
+struct PasswordRow {
+    id: i64,
+    name: String,
+    password_hash: Option<String>,
+}
+
 /// The user `name` when `password` is theirs. Hashing is CPU work of tens
 /// of milliseconds: it runs off the async workers.
 pub async fn check(db: &Db, name: &str, password: &str) -> Result<Option<UserAuth>> {
-    let row = sqlx::query("SELECT id, name, password_hash FROM users WHERE name = $1")
-        .bind(name.trim())
-        .fetch_optional(db.read())
-        .await?;
+    let row = sqlx::query_as::<_, PasswordRow>(
+        "SELECT id, name, password_hash FROM users WHERE name = $1",
+    )
+    .bind(name.trim())
+    .fetch_optional(db.read())
+    .await?;
     let (user, phc) = match row {
         Some(row) => {
             let user = UserAuth {
-                user_id: row.try_get("id")?,
-                user_name: row.try_get("name")?,
+                user_id: row.id,
+                user_name: row.name,
             };
-            (
-                Some(user),
-                row.try_get::<Option<String>, _>("password_hash")?,
-            )
+            (Some(user), row.password_hash)
         }
         None => (None, None),
     };

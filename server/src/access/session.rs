@@ -12,7 +12,6 @@ use axum::extract::{FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderValue, Method};
 use axum::response::{IntoResponse, Redirect, Response};
-use sqlx::Row;
 
 use crate::auth::{hash_token, random_hex, UserAuth};
 use crate::db::Db;
@@ -24,10 +23,11 @@ use crate::time::now_ms;
 pub const COOKIE: &str = "kbot_session";
 
 /// A signed-in browser.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, sqlx::FromRow)]
 pub struct Session {
     pub id: i64,
     pub user_id: i64,
+    #[sqlx(rename = "name")]
     pub user_name: String,
     /// What every form of this session must send back as `csrf`.
     pub csrf_token: String,
@@ -74,23 +74,14 @@ pub async fn create(db: &Db, user_id: i64, ttl: std::time::Duration) -> Result<S
 
 /// The live session whose cookie value is `id`.
 pub async fn find(db: &Db, id: &str) -> Result<Option<Session>> {
-    let row = sqlx::query(
+    Ok(sqlx::query_as::<_, Session>(
         "SELECT s.id, s.user_id, s.csrf_token, u.name FROM web_sessions s \
          JOIN users u ON u.id = s.user_id WHERE s.token_hash = $1 AND s.expires_at > $2",
     )
     .bind(hash_token(id))
     .bind(now_ms())
     .fetch_optional(db.read())
-    .await?;
-    row.map(|row| {
-        Ok(Session {
-            id: row.try_get("id")?,
-            user_id: row.try_get("user_id")?,
-            user_name: row.try_get("name")?,
-            csrf_token: row.try_get("csrf_token")?,
-        })
-    })
-    .transpose()
+    .await?)
 }
 
 /// Ends a session (sign-out).

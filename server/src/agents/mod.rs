@@ -10,10 +10,9 @@ use std::time::Instant;
 use axum::extract::State;
 use axum::Json;
 use kbot_api::agent::{EnrollRequest, EnrollResponse};
-use sqlx::Row;
 
 use crate::access::pages::ClientAddr;
-use crate::auth::{self, backend_str, limit, AgentRecord, AGENT_COLUMNS};
+use crate::auth::{self, backend_str, limit, AgentRecord, AgentRow, AGENT_COLUMNS};
 use crate::db::Tx;
 use crate::error::{ApiJson, Error, Result};
 use crate::state::AppState;
@@ -102,7 +101,7 @@ async fn upsert_agent(tx: &mut Tx, req: &EnrollRequest) -> Result<i64> {
         None => None,
     };
     let now = now_ms();
-    let row = sqlx::query(
+    let row: (i64,) = sqlx::query_as(
         "INSERT INTO agents (name, tbox_group, backend, arch, cpu_model, sockets, cores, threads, \
              numa_nodes, memory_bytes, page_size, microcode, kernel, host_hardware, state, \
              enrolled_at, last_seen_at) \
@@ -134,15 +133,16 @@ async fn upsert_agent(tx: &mut Tx, req: &EnrollRequest) -> Result<i64> {
     .bind(now)
     .fetch_one(&mut **tx)
     .await?;
-    Ok(row.try_get("id")?)
+    Ok(row.0)
 }
 
 /// Loads one agent.
 pub async fn load(pool: &sqlx::AnyPool, agent_id: i64) -> Result<AgentRecord> {
-    let row = sqlx::query(&format!("SELECT {AGENT_COLUMNS} FROM agents WHERE id = $1"))
-        .bind(agent_id)
-        .fetch_optional(pool)
-        .await?
-        .ok_or_else(|| Error::not_found("agent", agent_id))?;
-    AgentRecord::from_row(&row)
+    let row =
+        sqlx::query_as::<_, AgentRow>(&format!("SELECT {AGENT_COLUMNS} FROM agents WHERE id = $1"))
+            .bind(agent_id)
+            .fetch_optional(pool)
+            .await?
+            .ok_or_else(|| Error::not_found("agent", agent_id))?;
+    AgentRecord::try_from(row)
 }

@@ -5,7 +5,7 @@ use askama::Template;
 use axum::extract::State;
 use kbot_core::report::describe_machine;
 
-use crate::auth::{AgentRecord, AGENT_COLUMNS};
+use crate::auth::{AgentRecord, AgentRow as StoredAgent, AGENT_COLUMNS};
 use crate::error::Error;
 use crate::state::AppState;
 use crate::time::format_time;
@@ -19,15 +19,15 @@ struct AgentsPage {
 
 /// `GET /agents`.
 pub async fn agents(State(state): State<AppState>) -> PageResult {
-    let rows = sqlx::query(&format!(
+    let rows = sqlx::query_as::<_, StoredAgent>(&format!(
         "SELECT {AGENT_COLUMNS} FROM agents ORDER BY tbox_group, name"
     ))
     .fetch_all(state.db.read())
     .await
     .map_err(Error::from)?;
     let agents = rows
-        .iter()
-        .map(|row| AgentRecord::from_row(row).map(|a| AgentRow::from(&a)))
+        .into_iter()
+        .map(|row| AgentRecord::try_from(row).map(|a| AgentRow::from(&a)))
         .collect::<Result<Vec<_>, Error>>()?;
     render(&AgentsPage { agents })
 }
@@ -46,7 +46,7 @@ impl From<&AgentRecord> for AgentRow {
             name: a.name.clone(),
             tbox_group: a.tbox_group.clone(),
             machine: machine_line(a),
-            state: a.state.clone(),
+            state: a.state.to_string(),
             last_heartbeat: format_time(a.last_seen_at),
         }
     }

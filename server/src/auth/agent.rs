@@ -4,10 +4,18 @@
 //! cache return it; enrolment is in `agents`.
 
 use kbot_api::agent::{BootBackend, Hardware};
-use sqlx::any::AnyRow;
-use sqlx::Row;
 
-use crate::error::Result;
+use crate::db::{text_enum, JsonText};
+use crate::error::{Error, Result};
+
+text_enum! {
+    /// `agents.state`: what the agent last told the server it is doing.
+    pub enum AgentState {
+        Idle = "idle",
+        Busy = "busy",
+        Offline = "offline",
+    }
+}
 
 /// An enrolled agent as stored.
 #[derive(Debug, Clone)]
@@ -21,51 +29,69 @@ pub struct AgentRecord {
     /// The machine the agent runs on, when that is not the machine under
     /// test (qemu agents).
     pub host: Option<Hardware>,
-    pub state: String,
+    pub state: AgentState,
     pub last_seen_at: i64,
 }
 
-/// Columns [`AgentRecord::from_row`] reads, for `SELECT {AGENT_COLUMNS} FROM agents`.
+/// Columns [`AgentRow`] reads, for `SELECT {AGENT_COLUMNS} FROM agents`.
 pub const AGENT_COLUMNS: &str = "id, name, tbox_group, backend, arch, cpu_model, sockets, cores, \
      threads, numa_nodes, memory_bytes, page_size, microcode, kernel, host_hardware, state, \
      last_seen_at";
 
-impl AgentRecord {
-    pub fn from_row(row: &AnyRow) -> Result<AgentRecord> {
-        let u32_col = |name: &str| -> Result<u32> {
-            let v: i64 = row.try_get(name)?;
-            Ok(u32::try_from(v).unwrap_or(u32::MAX))
-        };
-        let u64_col = |name: &str| -> Result<u64> {
-            let v: i64 = row.try_get(name)?;
-            Ok(u64::try_from(v).unwrap_or(0))
-        };
-        let backend: String = row.try_get("backend")?;
+/// An `agents` row as stored ([`AGENT_COLUMNS`]); [`AgentRecord`] is what
+/// the rest of the server sees. The hardware's counts are `i64` columns
+/// and `BootBackend` is `kbot-api`'s, so both are converted by hand.
+#[derive(sqlx::FromRow)]
+pub struct AgentRow {
+    id: i64,
+    name: String,
+    tbox_group: String,
+    backend: String,
+    arch: String,
+    cpu_model: String,
+    sockets: i64,
+    cores: i64,
+    threads: i64,
+    numa_nodes: i64,
+    memory_bytes: i64,
+    page_size: i64,
+    microcode: Option<String>,
+    kernel: String,
+    host_hardware: Option<JsonText<Hardware>>,
+    #[sqlx(try_from = "String")]
+    state: AgentState,
+    last_seen_at: i64,
+}
+
+impl TryFrom<AgentRow> for AgentRecord {
+    type Error = Error;
+
+    fn try_from(row: AgentRow) -> Result<AgentRecord> {
+        // Counts out of range saturate (u32) or read as unknown (u64, 0)
+        // rather than fail: a fingerprint is shown and matched, never
+        // written back.
+        let count = |v: i64| u32::try_from(v).unwrap_or(u32::MAX);
+        let size = |v: i64| u64::try_from(v).unwrap_or(0);
         Ok(AgentRecord {
-            id: row.try_get("id")?,
-            name: row.try_get("name")?,
-            tbox_group: row.try_get("tbox_group")?,
-            backend: parse_backend(&backend)?,
+            id: row.id,
+            name: row.name,
+            tbox_group: row.tbox_group,
+            backend: parse_backend(&row.backend)?,
             hardware: Hardware {
-                arch: row.try_get("arch")?,
-                cpu_model: row.try_get("cpu_model")?,
-                sockets: u32_col("sockets")?,
-                cores: u32_col("cores")?,
-                threads: u32_col("threads")?,
-                numa_nodes: u32_col("numa_nodes")?,
-                memory_bytes: u64_col("memory_bytes")?,
-                page_size: u64_col("page_size")?,
-                microcode: row.try_get("microcode")?,
-                kernel: row.try_get("kernel")?,
+                arch: row.arch,
+                cpu_model: row.cpu_model,
+                sockets: count(row.sockets),
+                cores: count(row.cores),
+                threads: count(row.threads),
+                numa_nodes: count(row.numa_nodes),
+                memory_bytes: size(row.memory_bytes),
+                page_size: size(row.page_size),
+                microcode: row.microcode,
+                kernel: row.kernel,
             },
-            host: match row.try_get::<Option<String>, _>("host_hardware")? {
-                Some(json) => Some(serde_json::from_str(&json).map_err(|e| {
-                    anyhow::anyhow!("stored host fingerprint is not valid JSON: {e}")
-                })?),
-                None => None,
-            },
-            state: row.try_get("state")?,
-            last_seen_at: row.try_get("last_seen_at")?,
+            host: row.host_hardware.map(|JsonText(host)| host),
+            state: row.state,
+            last_seen_at: row.last_seen_at,
         })
     }
 }

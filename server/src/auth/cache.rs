@@ -93,7 +93,7 @@ mod tests {
                 kernel: "6.1.0".into(),
             },
             host: None,
-            state: "idle".into(),
+            state: crate::auth::AgentState::Idle,
             last_seen_at: 0,
         }
     }

@@ -13,7 +13,7 @@ mod agent;
 mod cache;
 pub mod limit;
 
-pub use agent::{backend_str, AgentRecord, AGENT_COLUMNS};
+pub use agent::{backend_str, AgentRecord, AgentRow, AgentState, AGENT_COLUMNS};
 pub use cache::AgentTokenCache;
 pub use limit::SignInLimiter;
 
@@ -22,7 +22,7 @@ use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use rand::RngCore;
 use sha2::{Digest, Sha256};
-use sqlx::Row;
+use sqlx::FromRow;
 
 use crate::db::{Db, Tx};
 use crate::error::{Error, Result};
@@ -109,7 +109,7 @@ pub async fn create_user_token(db: &Db, name: &str, email: Option<&str>) -> Resu
 }
 
 pub(crate) async fn upsert_user(tx: &mut Tx, name: &str, email: Option<&str>) -> Result<i64> {
-    let row = sqlx::query(
+    let row: (i64,) = sqlx::query_as(
         "INSERT INTO users (name, email, created_at) VALUES ($1, $2, $3) \
          ON CONFLICT (name) DO UPDATE SET email = COALESCE(excluded.email, users.email) \
          RETURNING id",
@@ -119,7 +119,7 @@ pub(crate) async fn upsert_user(tx: &mut Tx, name: &str, email: Option<&str>) ->
     .bind(now_ms())
     .fetch_one(&mut **tx)
     .await?;
-    Ok(row.try_get("id")?)
+    Ok(row.0)
 }
 
 /// Consumes a one-time enrolment token inside the enrolment transaction.
@@ -175,6 +175,7 @@ pub struct UserAuth {
     pub user_name: String,
 }
 
+#[derive(sqlx::FromRow)]
 struct TokenRow {
     kind: String,
     user_id: Option<i64>,
@@ -199,7 +200,7 @@ fn bearer(parts: &Parts) -> Result<&str> {
 }
 
 async fn lookup_user_token(db: &Db, token: &str) -> Result<TokenRow> {
-    let row = sqlx::query(
+    sqlx::query_as::<_, TokenRow>(
         "SELECT t.kind, t.user_id, u.name \
          FROM tokens t LEFT JOIN users u ON u.id = t.user_id \
          WHERE t.token_hash = $1 AND t.revoked_at IS NULL",
@@ -207,12 +208,16 @@ async fn lookup_user_token(db: &Db, token: &str) -> Result<TokenRow> {
     .bind(hash_token(token))
     .fetch_optional(db.read())
     .await?
-    .ok_or(Error::Unauthorized)?;
-    Ok(TokenRow {
-        kind: row.try_get("kind")?,
-        user_id: row.try_get("user_id")?,
-        name: row.try_get("name")?,
-    })
+    .ok_or(Error::Unauthorized)
+}
+
+/// The token's side of the agent lookup; `id` is the agent's, null when
+/// the token belongs to no agent (the agent's columns are then all null,
+/// so they are read as an [`AgentRow`] only after this check).
+#[derive(sqlx::FromRow)]
+struct AgentTokenRow {
+    kind: String,
+    id: Option<i64>,
 }
 
 /// What the extractors need of the server's state; the state
@@ -247,12 +252,11 @@ impl<S: AuthState> FromRequestParts<S> for AgentAuth {
             .fetch_optional(state.db().read())
             .await?
             .ok_or(Error::Unauthorized)?;
-        let kind: String = row.try_get("kind")?;
-        let agent_id: Option<i64> = row.try_get("id")?;
-        if kind != TokenKind::Agent.as_str() || agent_id.is_none() {
+        let token = AgentTokenRow::from_row(&row)?;
+        if token.kind != TokenKind::Agent.as_str() || token.id.is_none() {
             return Err(Error::WrongTokenKind { needed: "an agent" });
         }
-        let record = AgentRecord::from_row(&row)?;
+        let record = AgentRecord::try_from(AgentRow::from_row(&row)?)?;
         state.agent_tokens().insert(token_hash, record.clone());
         Ok(AgentAuth { record })
     }

@@ -4,9 +4,7 @@
 
 use std::collections::HashMap;
 
-use sqlx::Row;
-
-use crate::auth::{AgentRecord, AGENT_COLUMNS};
+use crate::auth::{AgentRecord, AgentRow, AgentState, AGENT_COLUMNS};
 use crate::config::Config;
 use crate::db::Db;
 use crate::error::Result;
@@ -40,9 +38,9 @@ pub fn offline_after_ms(config: &Config) -> i64 {
 }
 
 pub fn status(agent: &AgentRecord, now_ms: i64, offline_after_ms: i64) -> Status {
-    if agent.state == "offline" || now_ms - agent.last_seen_at > offline_after_ms {
+    if agent.state == AgentState::Offline || now_ms - agent.last_seen_at > offline_after_ms {
         Status::Offline
-    } else if agent.state == "busy" {
+    } else if agent.state == AgentState::Busy {
         Status::Busy
     } else {
         Status::Idle
@@ -51,7 +49,7 @@ pub fn status(agent: &AgentRecord, now_ms: i64, offline_after_ms: i64) -> Status
 
 /// Every agent, by tbox group and name; `group` restricts to one group.
 pub async fn agents(db: &Db, group: Option<&str>) -> Result<Vec<AgentRecord>> {
-    let rows = sqlx::query(&format!(
+    let rows = sqlx::query_as::<_, AgentRow>(&format!(
         "SELECT {AGENT_COLUMNS} FROM agents WHERE ($1 = '' OR tbox_group = $2) \
          ORDER BY tbox_group, name"
     ))
@@ -59,7 +57,7 @@ pub async fn agents(db: &Db, group: Option<&str>) -> Result<Vec<AgentRecord>> {
     .bind(group.unwrap_or(""))
     .fetch_all(db.read())
     .await?;
-    rows.iter().map(AgentRecord::from_row).collect()
+    rows.into_iter().map(AgentRecord::try_from).collect()
 }
 
 /// A job an agent holds now.
@@ -81,10 +79,44 @@ pub struct RunningJob {
     pub phase_at: i64,
 }
 
+/// A leased job as [`running_jobs`] reads it.
+#[derive(sqlx::FromRow)]
+struct RunningJobRow {
+    id: i64,
+    submission_id: i64,
+    side: String,
+    run_index: i64,
+    updated_at: i64,
+    lease_owner: Option<i64>,
+    sha: String,
+    testcase: String,
+    agent: String,
+    tbox_group: String,
+}
+
+impl From<RunningJobRow> for RunningJob {
+    fn from(row: RunningJobRow) -> RunningJob {
+        RunningJob {
+            job_id: row.id,
+            submission_id: row.submission_id,
+            agent_id: row.lease_owner,
+            agent: row.agent,
+            tbox_group: row.tbox_group,
+            testcase: row.testcase,
+            side: row.side,
+            run_index: row.run_index,
+            sha: row.sha,
+            phase: String::from("leased"),
+            leased_at: row.updated_at,
+            phase_at: row.updated_at,
+        }
+    }
+}
+
 /// The leased jobs (at most `limit`), oldest lease first, each with the
 /// phase its agent last reported.
 pub async fn running_jobs(db: &Db, group: Option<&str>, limit: i64) -> Result<Vec<RunningJob>> {
-    let rows = sqlx::query(&format!(
+    let rows = sqlx::query_as::<_, RunningJobRow>(&format!(
         "SELECT j.id, j.submission_id, j.side, j.run_index, j.updated_at, j.lease_owner, \
                 c.sha, a.testcase, COALESCE(ag.name, '') AS agent, \
                 COALESCE(ag.tbox_group, a.tbox_group, '') AS tbox_group \
@@ -100,24 +132,7 @@ pub async fn running_jobs(db: &Db, group: Option<&str>, limit: i64) -> Result<Ve
     .bind(limit)
     .fetch_all(db.read())
     .await?;
-    let mut jobs = Vec::with_capacity(rows.len());
-    for row in &rows {
-        let updated_at: i64 = row.try_get("updated_at")?;
-        jobs.push(RunningJob {
-            job_id: row.try_get("id")?,
-            submission_id: row.try_get("submission_id")?,
-            agent_id: row.try_get("lease_owner")?,
-            agent: row.try_get("agent")?,
-            tbox_group: row.try_get("tbox_group")?,
-            testcase: row.try_get("testcase")?,
-            side: row.try_get("side")?,
-            run_index: row.try_get("run_index")?,
-            sha: row.try_get("sha")?,
-            phase: String::from("leased"),
-            leased_at: updated_at,
-            phase_at: updated_at,
-        });
-    }
+    let mut jobs: Vec<RunningJob> = rows.into_iter().map(RunningJob::from).collect();
     apply_events(db, &mut jobs).await?;
     Ok(jobs)
 }
@@ -129,7 +144,7 @@ async fn apply_events(db: &Db, jobs: &mut [RunningJob]) -> Result<()> {
     if jobs.is_empty() {
         return Ok(());
     }
-    let rows = sqlx::query(&format!(
+    let rows: Vec<(i64, String, i64)> = sqlx::query_as(&format!(
         "SELECT e.job_id, e.state, e.at FROM job_events e JOIN jobs j ON j.id = e.job_id \
          WHERE j.state IN {ACTIVE_STATES_SQL} ORDER BY e.job_id, e.id"
     ))
@@ -140,13 +155,10 @@ async fn apply_events(db: &Db, jobs: &mut [RunningJob]) -> Result<()> {
         .enumerate()
         .map(|(i, j)| (j.job_id, i))
         .collect();
-    for row in &rows {
-        let job_id: i64 = row.try_get("job_id")?;
+    for (job_id, state, at) in rows {
         let Some(job) = index.get(&job_id).and_then(|&i| jobs.get_mut(i)) else {
             continue;
         };
-        let state: String = row.try_get("state")?;
-        let at: i64 = row.try_get("at")?;
         match state.as_str() {
             "leased" => {
                 job.leased_at = at;

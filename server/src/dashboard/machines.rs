@@ -12,7 +12,6 @@ use askama::Template;
 use axum::extract::{Path, Query, State};
 use kbot_core::machine::Hardware;
 use serde::Deserialize;
-use sqlx::Row;
 
 use super::fleet::{self, RunningJob};
 use crate::artifacts::ArtifactStore;
@@ -146,6 +145,36 @@ fn fingerprint(hw: &Hardware) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// A failure event as [`failures`] reads it.
+#[derive(sqlx::FromRow)]
+struct FailureEventRow {
+    job_id: i64,
+    at: i64,
+    failure: String,
+    detail: String,
+    submission_id: i64,
+    testcase: String,
+    sha: String,
+    agent: String,
+    tbox_group: String,
+}
+
+impl From<FailureEventRow> for FailureRow {
+    fn from(row: FailureEventRow) -> FailureRow {
+        FailureRow {
+            job_id: row.job_id,
+            submission_id: row.submission_id,
+            at: format_time(row.at),
+            kind: row.failure,
+            agent: row.agent,
+            group: row.tbox_group,
+            testcase: row.testcase,
+            sha: short_sha(&row.sha, MEDIUM_SHA),
+            summary: last_line(&row.detail),
+        }
+    }
+}
+
 /// A page of failure events, newest first (one row more than a page).
 async fn failures(
     db: &Db,
@@ -153,7 +182,7 @@ async fn failures(
     kind: Option<&str>,
     paging: Paging,
 ) -> Result<Vec<FailureRow>> {
-    let rows = sqlx::query(
+    let rows = sqlx::query_as::<_, FailureEventRow>(
         "SELECT e.job_id, e.at, e.failure, e.detail, j.submission_id, a.testcase, c.sha, \
                 COALESCE(ag.name, '') AS agent, COALESCE(ag.tbox_group, '') AS tbox_group \
          FROM job_events e JOIN jobs j ON j.id = e.job_id \
@@ -171,23 +200,7 @@ async fn failures(
     .bind(paging.offset())
     .fetch_all(db.read())
     .await?;
-    rows.iter()
-        .map(|row| {
-            let detail: String = row.try_get("detail")?;
-            let sha: String = row.try_get("sha")?;
-            Ok(FailureRow {
-                job_id: row.try_get("job_id")?,
-                submission_id: row.try_get("submission_id")?,
-                at: format_time(row.try_get("at")?),
-                kind: row.try_get("failure")?,
-                agent: row.try_get("agent")?,
-                group: row.try_get("tbox_group")?,
-                testcase: row.try_get("testcase")?,
-                sha: short_sha(&sha, MEDIUM_SHA),
-                summary: last_line(&detail),
-            })
-        })
-        .collect()
+    Ok(rows.into_iter().map(FailureRow::from).collect())
 }
 
 /// The last non-empty line of a log tail, cut to a table cell's width.
@@ -218,9 +231,20 @@ struct JobLogPage {
     console: Option<String>,
 }
 
+/// The job a log page is about.
+#[derive(sqlx::FromRow)]
+struct JobLogRow {
+    submission_id: i64,
+    side: String,
+    state: String,
+    failure: String,
+    sha: String,
+    console_path: Option<String>,
+}
+
 /// `GET /jobs/{id}/log`.
 pub async fn job_log(State(state): State<AppState>, Path(id): Path<i64>) -> PageResult {
-    let job = sqlx::query(
+    let job = sqlx::query_as::<_, JobLogRow>(
         "SELECT j.submission_id, j.side, j.state, COALESCE(j.failure, '') AS failure, c.sha, \
                 r.console_path \
          FROM jobs j JOIN commits c ON c.id = j.commit_id \
@@ -231,7 +255,7 @@ pub async fn job_log(State(state): State<AppState>, Path(id): Path<i64>) -> Page
     .await
     .map_err(Error::from)?
     .ok_or_else(|| Error::not_found("job", id))?;
-    let events = sqlx::query(
+    let events: Vec<(i64, String, String, String)> = sqlx::query_as(
         "SELECT e.at, e.state, COALESCE(e.failure, '') AS failure, e.detail \
          FROM job_events e WHERE e.job_id = $1 ORDER BY e.id",
     )
@@ -240,18 +264,10 @@ pub async fn job_log(State(state): State<AppState>, Path(id): Path<i64>) -> Page
     .await
     .map_err(Error::from)?;
     let events = events
-        .iter()
-        .map(|e| {
-            Ok((
-                format_time(e.try_get("at")?),
-                e.try_get("state")?,
-                e.try_get("failure")?,
-                e.try_get("detail")?,
-            ))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let console_path: Option<String> = job.try_get("console_path").map_err(Error::from)?;
-    let console = match console_path {
+        .into_iter()
+        .map(|(at, state, failure, detail)| (format_time(at), state, failure, detail))
+        .collect();
+    let console = match job.console_path {
         Some(path) => Some(tail(
             &ArtifactStore::new(&state.config.artifact_dir)
                 .get(&path)
@@ -261,11 +277,11 @@ pub async fn job_log(State(state): State<AppState>, Path(id): Path<i64>) -> Page
     };
     render(&JobLogPage {
         job_id: id,
-        submission_id: job.try_get("submission_id").map_err(Error::from)?,
-        side: job.try_get("side").map_err(Error::from)?,
-        sha: job.try_get("sha").map_err(Error::from)?,
-        state: job.try_get("state").map_err(Error::from)?,
-        failure: job.try_get("failure").map_err(Error::from)?,
+        submission_id: job.submission_id,
+        side: job.side,
+        sha: job.sha,
+        state: job.state,
+        failure: job.failure,
         events,
         console,
     })

@@ -9,7 +9,6 @@ use std::collections::BTreeMap;
 use askama::Template;
 use axum::extract::{Query, State};
 use serde::Deserialize;
-use sqlx::Row;
 
 use super::fleet::{self, Status};
 use crate::db::Db;
@@ -137,7 +136,7 @@ pub async fn page(State(state): State<AppState>, Query(q): Query<OverviewQuery>)
 /// Queued jobs per tbox group (a job not yet tied to a group waits for
 /// any agent) and how long the oldest has waited.
 async fn queue(db: &Db, group: Option<&str>, now: i64) -> Result<Vec<QueueRow>> {
-    let rows = sqlx::query(
+    let rows: Vec<(String, i64, i64)> = sqlx::query_as(
         "SELECT COALESCE(a.tbox_group, '') AS tbox_group, COUNT(*) AS n, \
                 MIN(j.created_at) AS oldest \
          FROM jobs j JOIN atomic_jobs a ON a.id = j.atomic_job_id \
@@ -148,17 +147,38 @@ async fn queue(db: &Db, group: Option<&str>, now: i64) -> Result<Vec<QueueRow>> 
     .bind(group.unwrap_or(""))
     .fetch_all(db.read())
     .await?;
-    rows.iter()
-        .map(|row| {
-            let g: String = row.try_get("tbox_group")?;
-            let oldest: i64 = row.try_get("oldest")?;
-            Ok(QueueRow {
-                group: if g.is_empty() { "any".into() } else { g },
-                queued: row.try_get("n")?,
-                oldest_wait: fleet::elapsed(now - oldest),
-            })
+    Ok(rows
+        .into_iter()
+        .map(|(g, queued, oldest)| QueueRow {
+            group: if g.is_empty() { "any".into() } else { g },
+            queued,
+            oldest_wait: fleet::elapsed(now - oldest),
         })
-        .collect()
+        .collect())
+}
+
+/// A bisection as [`bisections`] reads it.
+#[derive(sqlx::FromRow)]
+struct StoredBisection {
+    id: i64,
+    state: String,
+    repo: String,
+    metric: String,
+    tbox_group: String,
+    created_at: i64,
+}
+
+impl From<StoredBisection> for BisectionRow {
+    fn from(row: StoredBisection) -> BisectionRow {
+        BisectionRow {
+            id: row.id,
+            state: row.state,
+            repo: row.repo,
+            metric: row.metric,
+            group: row.tbox_group,
+            created: format_time(row.created_at),
+        }
+    }
 }
 
 /// Open (running or verifying) bisections, or the latest of any state.
@@ -168,7 +188,7 @@ async fn bisections(db: &Db, open: bool) -> Result<Vec<BisectionRow>> {
     } else {
         ""
     };
-    let rows = sqlx::query(&format!(
+    let rows = sqlx::query_as::<_, StoredBisection>(&format!(
         "SELECT b.id, b.state, r.name AS repo, b.metric, b.tbox_group, b.created_at \
          FROM bisections b JOIN repos r ON r.id = b.repo_id {only_open} \
          ORDER BY b.id DESC LIMIT $1"
@@ -176,38 +196,39 @@ async fn bisections(db: &Db, open: bool) -> Result<Vec<BisectionRow>> {
     .bind(RECENT)
     .fetch_all(db.read())
     .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(BisectionRow {
-                id: row.try_get("id")?,
-                state: row.try_get("state")?,
-                repo: row.try_get("repo")?,
-                metric: row.try_get("metric")?,
-                group: row.try_get("tbox_group")?,
-                created: format_time(row.try_get("created_at")?),
-            })
-        })
-        .collect()
+    Ok(rows.into_iter().map(BisectionRow::from).collect())
+}
+
+/// A report as [`reports`] reads it.
+#[derive(sqlx::FromRow)]
+struct StoredReport {
+    message_id: String,
+    kind: String,
+    subject: String,
+    state: String,
+    created_at: i64,
+}
+
+impl From<StoredReport> for ReportRow {
+    fn from(row: StoredReport) -> ReportRow {
+        ReportRow {
+            message_id: row.message_id,
+            kind: row.kind,
+            subject: row.subject,
+            state: row.state,
+            created: format_time(row.created_at),
+        }
+    }
 }
 
 /// The latest reports the robot wrote (sent or not).
 async fn reports(db: &Db) -> Result<Vec<ReportRow>> {
-    let rows = sqlx::query(
+    let rows = sqlx::query_as::<_, StoredReport>(
         "SELECT message_id, kind, subject, state, created_at FROM report_outbox \
          ORDER BY id DESC LIMIT $1",
     )
     .bind(RECENT)
     .fetch_all(db.read())
     .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(ReportRow {
-                message_id: row.try_get("message_id")?,
-                kind: row.try_get("kind")?,
-                subject: row.try_get("subject")?,
-                state: row.try_get("state")?,
-                created: format_time(row.try_get("created_at")?),
-            })
-        })
-        .collect()
+    Ok(rows.into_iter().map(ReportRow::from).collect())
 }

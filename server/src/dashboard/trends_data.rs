@@ -7,38 +7,30 @@ use std::collections::{HashMap, HashSet};
 
 use kbot_core::stats::describe::sorted;
 use sqlx::any::AnyRow;
-use sqlx::Row;
 
 use crate::db::{self, Db};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::jobs::summaries;
 
 /// A watched branch.
+#[derive(sqlx::FromRow)]
 pub struct Watched {
     pub repo: String,
     pub branch: String,
 }
 
 pub async fn watched(db: &Db) -> Result<Vec<Watched>> {
-    let rows = sqlx::query(
+    Ok(sqlx::query_as::<_, Watched>(
         "SELECT DISTINCT r.name AS repo, w.branch FROM watches w JOIN repos r ON r.id = w.repo_id \
          ORDER BY r.name, w.branch",
     )
     .fetch_all(db.read())
-    .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(Watched {
-                repo: row.try_get("repo")?,
-                branch: row.try_get("branch")?,
-            })
-        })
-        .collect()
+    .await?)
 }
 
 /// The tbox groups a branch's runs used.
 pub async fn groups(db: &Db, repo: &str, branch: &str) -> Result<Vec<String>> {
-    let rows = sqlx::query(
+    let rows: Vec<(String,)> = sqlx::query_as(
         "SELECT DISTINCT a.tbox_group AS g FROM watches w JOIN repos r ON r.id = w.repo_id \
          JOIN submissions s ON s.watch_id = w.id JOIN atomic_jobs a ON a.submission_id = s.id \
          WHERE r.name = $1 AND w.branch = $2 AND s.kind = 'watch' AND a.tbox_group IS NOT NULL \
@@ -48,9 +40,7 @@ pub async fn groups(db: &Db, repo: &str, branch: &str) -> Result<Vec<String>> {
     .bind(branch)
     .fetch_all(db.read())
     .await?;
-    rows.iter()
-        .map(|row| row.try_get::<String, _>("g").map_err(Error::from))
-        .collect()
+    Ok(rows.into_iter().map(|(g,)| g).collect())
 }
 
 /// A commit of the branch the robot tested.
@@ -61,13 +51,24 @@ pub struct TrendCommit {
     pub subject: String,
 }
 
+/// A watch pair's two commits as [`commits`] reads them.
+#[derive(sqlx::FromRow)]
+struct WatchPairRow {
+    base_commit_id: i64,
+    base_sha: String,
+    base_subject: String,
+    head_commit_id: i64,
+    head_sha: String,
+    head_subject: String,
+}
+
 /// The branch's tested commits in the order the robot tested them (a
 /// watch compares each new head with the last good one): every watch
 /// pair's base, then its head, oldest pair first.
 pub async fn commits(db: &Db, repo: &str, branch: &str, group: &str) -> Result<Vec<TrendCommit>> {
     // Through the watches (index submissions_watch), never by scanning
     // every finished job; `$3`/`$4` narrow to one tbox group ('' for any).
-    let rows = sqlx::query(
+    let rows = sqlx::query_as::<_, WatchPairRow>(
         "SELECT s.base_commit_id, cb.sha AS base_sha, cb.subject AS base_subject, \
                 s.head_commit_id, ch.sha AS head_sha, ch.subject AS head_subject \
          FROM watches w JOIN repos r ON r.id = w.repo_id \
@@ -86,15 +87,14 @@ pub async fn commits(db: &Db, repo: &str, branch: &str, group: &str) -> Result<V
     .await?;
     let mut out: Vec<TrendCommit> = Vec::new();
     let mut seen: HashSet<i64> = HashSet::new();
-    for row in &rows {
-        for side in ["base", "head"] {
-            let id: i64 = row.try_get(format!("{side}_commit_id").as_str())?;
+    for row in rows {
+        let pair = [
+            (row.base_commit_id, row.base_sha, row.base_subject),
+            (row.head_commit_id, row.head_sha, row.head_subject),
+        ];
+        for (id, sha, subject) in pair {
             if seen.insert(id) {
-                out.push(TrendCommit {
-                    id,
-                    sha: row.try_get(format!("{side}_sha").as_str())?,
-                    subject: row.try_get(format!("{side}_subject").as_str())?,
-                });
+                out.push(TrendCommit { id, sha, subject });
             }
         }
     }
@@ -109,14 +109,18 @@ pub type Line<'a> = (&'a str, &'a str, &'a str);
 const NARROWED: [&str; 2] = ["m.job", "m.metric"];
 
 /// `select` over the summaries (migration 0014) of `line` on the window's
-/// commits, narrowed to the values in `narrow` (the job, then the metric).
-async fn window_rows(
+/// commits, narrowed to the values in `narrow` (the job, then the metric),
+/// each row read as a `T` of the selected columns.
+async fn window_rows<T>(
     db: &Db,
     select: &str,
     (repo, branch, group): Line<'_>,
     narrow: &[&str],
     commits: &[TrendCommit],
-) -> Result<Vec<AnyRow>> {
+) -> Result<Vec<T>>
+where
+    T: for<'r> sqlx::FromRow<'r, AnyRow> + Send + Unpin,
+{
     if commits.is_empty() {
         return Ok(Vec::new());
     }
@@ -132,7 +136,10 @@ async fn window_rows(
          WHERE r.name = $1 AND m.branch = $2 AND m.tbox_group = $3{filter} \
            AND m.commit_id IN ({list}) ORDER BY 1"
     );
-    let mut query = sqlx::query(&sql).bind(repo).bind(branch).bind(group);
+    let mut query = sqlx::query_as::<_, T>(&sql)
+        .bind(repo)
+        .bind(branch)
+        .bind(group);
     for value in narrow {
         query = query.bind(*value);
     }
@@ -142,16 +149,21 @@ async fn window_rows(
     Ok(query.fetch_all(db.read()).await?)
 }
 
-/// The first column of `rows`, as text.
-fn first_column(rows: &[AnyRow]) -> Result<Vec<String>> {
-    rows.iter()
-        .map(|row| row.try_get::<String, _>(0).map_err(Error::from))
-        .collect()
+/// The distinct texts `select` (one column) yields over the window.
+async fn texts(
+    db: &Db,
+    select: &str,
+    line: Line<'_>,
+    narrow: &[&str],
+    commits: &[TrendCommit],
+) -> Result<Vec<String>> {
+    let rows: Vec<(String,)> = window_rows(db, select, line, narrow, commits).await?;
+    Ok(rows.into_iter().map(|(text,)| text).collect())
 }
 
 /// The job labels with a finished run on a commit of the window.
 pub async fn jobs(db: &Db, line: Line<'_>, commits: &[TrendCommit]) -> Result<Vec<String>> {
-    first_column(&window_rows(db, "DISTINCT m.job", line, &[], commits).await?)
+    texts(db, "DISTINCT m.job", line, &[], commits).await
 }
 
 /// The metrics `job`'s runs on the window's commits have, KPIs first.
@@ -161,8 +173,7 @@ pub async fn metrics(
     job: &str,
     commits: &[TrendCommit],
 ) -> Result<Vec<String>> {
-    let rows = window_rows(db, "DISTINCT m.metric", line, &[job], commits).await?;
-    let mut names = first_column(&rows)?;
+    let mut names = texts(db, "DISTINCT m.metric", line, &[job], commits).await?;
     names.sort_by_key(|m| (kbot_core::metrics::report_rank(m), m.clone()));
     Ok(names)
 }
@@ -175,11 +186,11 @@ pub async fn values(
     commits: &[TrendCommit],
 ) -> Result<HashMap<i64, Vec<f64>>> {
     let select = "m.commit_id, m.run_values";
-    let rows = window_rows(db, select, line, &[job, metric], commits).await?;
+    let rows: Vec<(i64, String)> = window_rows(db, select, line, &[job, metric], commits).await?;
     let mut out = HashMap::new();
-    for row in &rows {
-        let values = summaries::parse_values(&row.try_get::<String, _>("run_values")?)?;
-        out.insert(row.try_get("commit_id")?, sorted(&values));
+    for (commit_id, run_values) in rows {
+        let values = summaries::parse_values(&run_values)?;
+        out.insert(commit_id, sorted(&values));
     }
     Ok(out)
 }
@@ -193,7 +204,7 @@ pub async fn links(
     metric: &str,
 ) -> Result<Vec<(i64, String, String)>> {
     let mut out = Vec::new();
-    let bisections = sqlx::query(
+    let bisections: Vec<(i64, String, i64)> = sqlx::query_as(
         "SELECT b.id, b.state, COALESCE(b.first_bad_commit_id, b.bad_commit_id) AS commit_id \
          FROM bisections b JOIN repos r ON r.id = b.repo_id \
          WHERE r.name = $1 AND b.metric = $2 AND ($3 = '' OR b.tbox_group = $4) ORDER BY b.id",
@@ -204,16 +215,14 @@ pub async fn links(
     .bind(group)
     .fetch_all(db.read())
     .await?;
-    for row in &bisections {
-        let id: i64 = row.try_get("id")?;
-        let state: String = row.try_get("state")?;
+    for (id, state, commit_id) in bisections {
         out.push((
-            row.try_get("commit_id")?,
+            commit_id,
             format!("/bisections/{id}"),
             format!("bisection {id} ({state})"),
         ));
     }
-    let reports = sqlx::query(
+    let reports: Vec<(String, String, i64)> = sqlx::query_as(
         "SELECT o.message_id, o.subject, s.head_commit_id FROM report_outbox o \
          JOIN submissions s ON s.id = o.submission_id JOIN watches w ON w.id = s.watch_id \
          JOIN repos r ON r.id = w.repo_id \
@@ -223,11 +232,9 @@ pub async fn links(
     .bind(branch)
     .fetch_all(db.read())
     .await?;
-    for row in &reports {
-        let message_id: String = row.try_get("message_id")?;
-        let subject: String = row.try_get("subject")?;
+    for (message_id, subject, head_commit_id) in reports {
         out.push((
-            row.try_get("head_commit_id")?,
+            head_commit_id,
             format!("/reports/{message_id}"),
             format!("report: {subject}"),
         ));

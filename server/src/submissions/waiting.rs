@@ -5,7 +5,7 @@
 
 use kbot_core::job::AtomicJob;
 
-use crate::auth::{AgentRecord, AGENT_COLUMNS};
+use crate::auth::{AgentRecord, AgentRow, AGENT_COLUMNS};
 use crate::db::Db;
 use crate::error::Result;
 use crate::jobs;
@@ -57,7 +57,7 @@ pub async fn waiting_jobs(db: &Db, submission_id: i64) -> Result<Vec<WaitingJob>
 
 /// Agents that can still lease: enrolled, with an unrevoked agent token.
 async fn enrolled_agents(db: &Db) -> Result<Vec<AgentRecord>> {
-    let rows = sqlx::query(&format!(
+    let rows = sqlx::query_as::<_, AgentRow>(&format!(
         "SELECT {AGENT_COLUMNS} FROM agents ag WHERE EXISTS \
              (SELECT 1 FROM tokens t WHERE t.agent_id = ag.id AND t.kind = 'agent' \
               AND t.revoked_at IS NULL) \
@@ -65,7 +65,7 @@ async fn enrolled_agents(db: &Db) -> Result<Vec<AgentRecord>> {
     ))
     .fetch_all(db.read())
     .await?;
-    rows.iter().map(AgentRecord::from_row).collect()
+    rows.into_iter().map(AgentRecord::try_from).collect()
 }
 
 /// Why no agent of `agents` can lease `job` (pinned to `pinned`, if so);
@@ -136,7 +136,7 @@ mod tests {
                 kernel: "built per job".into(),
             },
             host: None,
-            state: "idle".into(),
+            state: crate::auth::AgentState::Idle,
             last_seen_at: 0,
         }
     }

@@ -9,7 +9,6 @@ use std::collections::BTreeMap;
 use askama::Template;
 use axum::extract::{Path, Query, State};
 use serde::Deserialize;
-use sqlx::Row;
 
 use super::verdicts::{fmt_p, StoredComparison};
 use super::views::SubmissionSummary;
@@ -144,20 +143,18 @@ fn verdict_counts(
 }
 
 async fn atomic_jobs(db: &Db, submission_id: i64) -> Result<Vec<JobRef>> {
-    let rows = sqlx::query(
+    let rows: Vec<(i64, i64, String)> = sqlx::query_as(
         "SELECT id, position, spec FROM atomic_jobs WHERE submission_id = $1 ORDER BY position",
     )
     .bind(submission_id)
     .fetch_all(db.read())
     .await?;
-    rows.iter()
-        .map(|row| {
-            let id: i64 = row.try_get("id")?;
-            let spec: String = row.try_get("spec")?;
+    rows.into_iter()
+        .map(|(id, position, spec)| {
             let job = crate::jobs::parse_spec(id, &spec)?;
             Ok(JobRef {
                 id,
-                position: row.try_get("position")?,
+                position,
                 label: job_label(Some(&job)),
             })
         })
