@@ -3,7 +3,7 @@
 //! ```text
 //! cargo run --release -p kbot-core --example calibrate -- [--trials 10000] [--seed 1]
 //!     [--initial-runs 3] [--min-runs N] [--batch N] [--max-runs N]
-//!     [--alpha A] [--rho R] [--margin-iqr M] [--same-alpha B]
+//!     [--alpha A] [--rho R] [--margin M] [--same-alpha B] [--same-rho R]
 //! ```
 //!
 //! The optional flags override `StatsConfig` defaults (and the job's first
@@ -17,15 +17,18 @@
 use std::collections::BTreeMap;
 
 use kbot_core::job::DEFAULT_RUNS;
+use kbot_core::metrics::Impact;
 use kbot_core::stats::changepoint::{detect, ChangePointConfig};
 use kbot_core::stats::rng::SplitMix64;
-use kbot_core::stats::{compare_metric, zeroday, Comparison, Outcome, StatsConfig};
+use kbot_core::stats::{
+    compare_metric, compare_runs, zeroday, Comparison, MetricComparison, Outcome, StatsConfig,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, LogNormal, Normal, StudentT};
 
-/// A KPI with 0-day's 1% floor, higher is better.
-const METRIC: &str = "pipen.MB/sec";
+/// A KPI with 0-day's 1% floor (an upstream test: a perf metric), higher is better.
+const METRIC: &str = "lmbench3.PIPE.bandwidth.MB/sec";
 
 #[derive(Clone, Copy, Debug)]
 enum Noise {
@@ -103,11 +106,33 @@ fn trial(
     cfg: &StatsConfig,
     initial: usize,
 ) -> Trial {
-    let base: Vec<f64> = (0..cfg.max_runs)
-        .map(|_| noise.draw(rng, 1000.0, cv))
-        .collect();
+    trial_at(rng, noise, cv, shift, cfg, initial, 1000.0, false)
+}
+
+/// [`trial`] around `mean`, the values rounded to integers when `round`
+/// (a tool that prints whole numbers).
+#[allow(clippy::too_many_arguments)]
+fn trial_at(
+    rng: &mut StdRng,
+    noise: Noise,
+    cv: f64,
+    shift: f64,
+    cfg: &StatsConfig,
+    initial: usize,
+    mean: f64,
+    round: bool,
+) -> Trial {
+    let mut draw = |m: f64| {
+        let v = noise.draw(rng, m, cv);
+        if round {
+            v.round()
+        } else {
+            v
+        }
+    };
+    let base: Vec<f64> = (0..cfg.max_runs).map(|_| draw(mean)).collect();
     let head: Vec<f64> = (0..cfg.max_runs)
-        .map(|_| noise.draw(rng, 1000.0 * (1.0 + shift), cv))
+        .map(|_| draw(mean * (1.0 + shift)))
         .collect();
     let start = initial.clamp(1, cfg.max_runs);
     let (mut nb, mut nh) = (start, start);
@@ -229,8 +254,9 @@ fn args() -> Args {
         max_runs: int("--max-runs", d.max_runs),
         alpha: get("--alpha").unwrap_or(d.alpha),
         spending_rho: get("--rho").unwrap_or(d.spending_rho),
-        same_magnitude_iqr: get("--margin-iqr").unwrap_or(d.same_magnitude_iqr),
+        same_margin: get("--margin").unwrap_or(d.same_margin),
         same_alpha: get("--same-alpha").unwrap_or(d.same_alpha),
+        same_spending_rho: get("--same-rho").unwrap_or(d.same_spending_rho),
         ..d
     };
     Args {
@@ -265,16 +291,35 @@ fn main() {
         .collect();
     println!(
         "kbot: alpha {} spent as alpha·t^{} over looks at {} runs/side; job's runs {initial}; \
-         same: margin {} IQR, TOST at {}\n",
+         same: margin {:.1}% (or the metric's floor), TOST at {} spent as β·t^{}\n",
         cfg.alpha,
         cfg.spending_rho,
         levels.join(", "),
-        cfg.same_magnitude_iqr,
+        100.0 * cfg.same_margin,
         cfg.same_alpha,
+        cfg.same_spending_rho,
     );
-    aa_table(&cell, &cfg);
-    power_table(&cell, &cfg);
-    changepoints(seed, trials / 20);
+    let only = |name: &str| std::env::args().any(|a| a == format!("--only-{name}"));
+    let any_only = std::env::args().any(|a| a.starts_with("--only-"));
+    let want = |name: &str| !any_only || only(name);
+    if want("aa") {
+        aa_table(&cell, &cfg);
+    }
+    if want("power") {
+        power_table(&cell, &cfg);
+    }
+    if want("same") {
+        same_table(&cell, &cfg);
+    }
+    if want("jobs") {
+        job_table(&cell, &cfg);
+    }
+    if want("rounded") {
+        rounded_table(&cell, &cfg);
+    }
+    if want("changepoints") {
+        changepoints(seed, trials / 20);
+    }
 }
 
 fn aa_table(cell: &Cell, cfg: &StatsConfig) {
@@ -325,6 +370,162 @@ fn power_table(cell: &Cell, cfg: &StatsConfig) {
                 t.pct(t.zd_max)
             );
         }
+    }
+}
+
+/// How often a real change ends `same`, by size, at 2% CV: `same` must
+/// rule out changes beyond its margin (3%), so a true 3% change may end
+/// `same` in at most `same_alpha` of pairs.
+fn same_table(cell: &Cell, cfg: &StatsConfig) {
+    println!(
+        "\n### Real changes at 2% CV: how they end (default cap {})\n",
+        cfg.max_runs
+    );
+    println!(
+        "| noise | change | kbot `different` | kbot `same` | kbot `unknown` | mean runs/side |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for noise in Noise::ALL {
+        for shift in [-0.02, -0.03, -0.05] {
+            let t = run(cell, noise, 0.02, shift, cfg);
+            println!(
+                "| {} | {:.0}% | {} | {} | {} | {} |",
+                noise.name(),
+                shift * 100.0,
+                t.pct(t.different),
+                t.pct(t.same),
+                t.pct(t.unknown),
+                t.mean_runs(),
+            );
+        }
+    }
+}
+
+/// Integer-rounded values (a tool that prints whole numbers) of unchanged
+/// pairs: runs of one side can agree by chance, which the exact-clock rule
+/// must not take for an exact clock.
+fn rounded_table(cell: &Cell, cfg: &StatsConfig) {
+    println!("\n### A/A on integer-rounded values (normal noise)\n");
+    println!("| mean | CV | kbot `different` | kbot `same` | kbot `unknown` | mean runs/side |");
+    println!("|---|---|---|---|---|---|");
+    for (mean, cv) in [(20.0, 0.02), (50.0, 0.01), (50.0, 0.02), (200.0, 0.005)] {
+        let mut rng = StdRng::seed_from_u64(cell_seed(cell.seed, Noise::Normal, cv, mean));
+        let mut t = Tally::default();
+        for _ in 0..cell.trials {
+            t.add(&trial_at(
+                &mut rng,
+                Noise::Normal,
+                cv,
+                0.0,
+                cfg,
+                cell.initial,
+                mean,
+                true,
+            ));
+        }
+        println!(
+            "| {mean} | {:.1}% | {} | {} | {} | {} |",
+            cv * 100.0,
+            t.pct(t.different),
+            t.pct(t.same),
+            t.pct(t.unknown),
+            t.mean_runs(),
+        );
+    }
+}
+
+/// Jobs of several KPIs (normal noise, 2% CV), through `compare_runs` and
+/// the job-level rule (`Comparison::acting`), against the per-metric rule
+/// (any KPI `different` in the bad direction acts). Correlated KPIs share
+/// a common factor with correlation 0.5.
+fn job_table(cell: &Cell, cfg: &StatsConfig) {
+    println!("\n### Jobs of several KPIs at 2% CV: false regressions per job, and power\n");
+    println!("| KPIs | correlation | change of the primary | job acts: regression | per-metric rule: some KPI regression | mean runs/side |");
+    println!("|---|---|---|---|---|---|");
+    for (kpis, rho, shift, cap) in [
+        (1, 0.0, 0.0, cfg.max_runs),
+        (3, 0.0, 0.0, cfg.max_runs),
+        (3, 0.5, 0.0, cfg.max_runs),
+        (10, 0.0, 0.0, cfg.max_runs),
+        (10, 0.5, 0.0, cfg.max_runs),
+        (3, 0.0, -0.05, 8),
+        (10, 0.5, -0.05, 8),
+    ] {
+        let capped = StatsConfig {
+            max_runs: cap,
+            ..cfg.clone()
+        };
+        let seed = cell_seed(cell.seed, Noise::Normal, rho + kpis as f64, shift);
+        let mut rng = StdRng::seed_from_u64(seed);
+        let (mut acts, mut any, mut runs) = (0usize, 0usize, 0usize);
+        for _ in 0..cell.trials {
+            let (a, b, n) = job_trial(&mut rng, kpis, rho, shift, &capped, cell.initial);
+            acts += usize::from(a);
+            any += usize::from(b);
+            runs += n;
+        }
+        let pct = |k: usize| format!("{:.2}%", 100.0 * k as f64 / cell.trials as f64);
+        let cap_note = if cap == cfg.max_runs {
+            String::new()
+        } else {
+            format!(" (cap {cap})")
+        };
+        println!(
+            "| {kpis} | {rho} | {:.0}%{cap_note} | {} | {} | {:.2} |",
+            shift * 100.0,
+            pct(acts),
+            pct(any),
+            runs as f64 / cell.trials as f64
+        );
+    }
+}
+
+/// One job: `kpis` KPIs named `hackbench.kpiN.throughput` (the first is the
+/// primary), the primary shifted by `shift`. Returns whether the job-level
+/// rule acts on a regression, whether the per-metric rule would, and the
+/// runs per side spent.
+fn job_trial(
+    rng: &mut StdRng,
+    kpis: usize,
+    rho: f64,
+    shift: f64,
+    cfg: &StatsConfig,
+    initial: usize,
+) -> (bool, bool, usize) {
+    let normal = Normal::new(0.0, 1.0).expect("valid normal");
+    let names: Vec<String> = (0..kpis)
+        .map(|k| format!("hackbench.kpi{k}.throughput"))
+        .collect();
+    let mut draw_run = |shift: f64| -> BTreeMap<String, f64> {
+        let common: f64 = normal.sample(rng);
+        names
+            .iter()
+            .enumerate()
+            .map(|(k, name)| {
+                let own: f64 = normal.sample(rng);
+                let z = rho.sqrt() * common + (1.0 - rho).sqrt() * own;
+                let s = if k == 0 { shift } else { 0.0 };
+                (name.clone(), 1000.0 * (1.0 + s) * (1.0 + 0.02 * z))
+            })
+            .collect()
+    };
+    let base: Vec<_> = (0..cfg.max_runs).map(|_| draw_run(0.0)).collect();
+    let head: Vec<_> = (0..cfg.max_runs).map(|_| draw_run(shift)).collect();
+    let start = initial.clamp(1, cfg.max_runs);
+    let (mut nb, mut nh) = (start, start);
+    loop {
+        let c = compare_runs(&base[..nb], &head[..nh], cfg).expect("finite");
+        let want = c.runs_wanted(cfg);
+        if want.none() {
+            let regressed = |m: &&MetricComparison| {
+                m.kbot.outcome == Outcome::Different && m.impact == Impact::Regression
+            };
+            let acts = c.acting().any(|m| regressed(&m));
+            let any = c.metrics.iter().filter(|m| m.kpi).any(|m| regressed(&m));
+            return (acts, any, nb.max(nh));
+        }
+        nb += want.base;
+        nh += want.head;
     }
 }
 

@@ -402,6 +402,7 @@ struct Tables {
     higher: Vec<Regex>,
     lower: Vec<Regex>,
     floors: Vec<(Regex, f64, bool)>,
+    primary: Vec<Regex>,
 }
 
 fn tables() -> &'static Tables {
@@ -417,6 +418,7 @@ fn tables() -> &'static Tables {
                 .iter()
                 .map(|f| (compile(&format!("^(?:{})$", f.pattern)), f.value, f.integer))
                 .collect(),
+            primary: PRIMARY.iter().map(|p| compile(p)).collect(),
         }
     })
 }
@@ -558,6 +560,41 @@ pub fn unit(metric: &str) -> Option<&'static str> {
         .iter()
         .find(|(suffix, _)| metric.ends_with(suffix))
         .map(|(_, unit)| *unit)
+}
+
+/// Each benchmark's headline KPI, most specific first: the figure 0-day's
+/// reports lead with for it (`lmbench3.PIPE.bandwidth.MB/sec` in the seed
+/// report, will-it-scale's `per_process_ops`, UnixBench's `score`, ...).
+const PRIMARY: &[&str] = &[
+    r"^lmbench3\.PIPE\.bandwidth\.MB/sec$",
+    r"^will-it-scale\.per_process_ops$",
+    r"^will-it-scale\.per_thread_ops$",
+    r"^unixbench\.score$",
+    r"^hackbench\.throughput$",
+    r"\.ops_per_sec$",
+    r"\.MB/sec$",
+    r"\.throughput$",
+    r"\.total_time_sec$",
+];
+
+/// The job's primary KPI among `names`: the first [`PRIMARY`] pattern that
+/// some KPI matches, else the first KPI with a direction (by name), else
+/// the first KPI. Function stats (`.pass`, `.fail`) never lead.
+pub fn primary_kpi<'a>(names: impl Iterator<Item = &'a str> + Clone) -> Option<&'a str> {
+    let patterns = &tables().primary;
+    let kpis = names.filter(|n| is_kpi(n) && !n.ends_with(".pass") && !n.ends_with(".fail"));
+    let lowest = |it: &mut dyn Iterator<Item = &'a str>| it.min();
+    patterns
+        .iter()
+        .find_map(|p| lowest(&mut kpis.clone().filter(|n| p.is_match(n))))
+        .or_else(|| {
+            lowest(
+                &mut kpis
+                    .clone()
+                    .filter(|n| direction(n) != Direction::Undefined),
+            )
+        })
+        .or_else(|| lowest(&mut kpis.clone()))
 }
 
 /// Sort key for reports: KPIs first, then the benchmark's side metrics and

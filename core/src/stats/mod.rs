@@ -39,11 +39,13 @@ pub struct StatsConfig {
     /// extra runs included (Pinpoint's low threshold, 0.01). It is spent
     /// over the looks by [`StatsConfig::look_alpha`].
     pub alpha: f64,
-    /// Half-width of the `same` equivalence margin in units of the observed
-    /// spread (IQR; on the t path 1.349·σ, the IQR of a normal): `same`
-    /// rules out changes beyond `max(metric floor, this × spread)`.
-    /// 1.5 IQR ≈ 2σ, below the 2.5σ change the power target is set at.
-    pub same_magnitude_iqr: f64,
+    /// The job's `same` margin, a relative change: `same` rules out changes
+    /// beyond `max(metric floor, same_margin)`. Stated before the data are
+    /// seen, so `same` means the same thing at any noise: where the runs
+    /// cannot rule out a change this big, the pair ends `unknown`. 3% is
+    /// the smallest margin an unchanged pair at 2% CV can reach within a
+    /// few runs (BENCHMARKS.md, "Statistics").
+    pub same_margin: f64,
     /// Runs per side before any verdict counts, and the first look of the
     /// adaptive schedule (a job's default 3 runs are brought up to it). The
     /// spending of `alpha` keeps early looks strict, so only a change far
@@ -61,10 +63,14 @@ pub struct StatsConfig {
     /// DeMets): 1 spends evenly (Pocock-like), 3 keeps nearly all of α for
     /// the last looks (O'Brien-Fleming-like). Chosen by the calibration.
     pub spending_rho: f64,
-    /// Error rate of each one-sided test of the `same` equivalence test
-    /// (TOST; 0.05 is the usual bioequivalence level): a change at the
-    /// margin is called `same` at most this often per look.
+    /// Error rate of the `same` equivalence test (TOST; 0.05 is the usual
+    /// bioequivalence level), spent over the looks by
+    /// [`StatsConfig::look_same_beta`]: a change at the margin ends `same`
+    /// in at most this share of pairs, whatever look it ends at.
     pub same_alpha: f64,
+    /// Exponent of the spending of `same_alpha` over the looks,
+    /// `same_alpha·(n/max_runs)^ρ`: 1 spends it in proportion to the runs.
+    pub same_spending_rho: f64,
     /// Bootstrap resamples for the median-ratio CI (PerfCompare uses 1000);
     /// 0 disables the CI (the verdict does not depend on it).
     pub bootstrap_resamples: usize,
@@ -84,12 +90,13 @@ impl Default for StatsConfig {
     fn default() -> Self {
         Self {
             alpha: 0.01,
-            same_magnitude_iqr: 1.5,
+            same_margin: 0.03,
             min_runs: 4,
             batch_runs: 2,
             max_runs: 10,
             spending_rho: 3.0,
             same_alpha: 0.05,
+            same_spending_rho: 1.0,
             bootstrap_resamples: 1000,
             ci_level: 0.95,
             perf_profile_threshold: None,
@@ -101,6 +108,8 @@ impl Default for StatsConfig {
 /// Share of `alpha` the group-sequential boundaries are designed for; the
 /// rest absorbs what their normal model misses (see `look_alpha`).
 const DESIGN_SHARE: f64 = 0.9;
+/// The same for `same_alpha` ([`StatsConfig::look_same_beta`]).
+const SAME_DESIGN_SHARE: f64 = 0.8;
 
 impl StatsConfig {
     /// Runs per side at each look the adaptive schedule takes: `min_runs`,
@@ -138,6 +147,30 @@ impl StatsConfig {
         levels.get(k).copied().unwrap_or(0.0)
     }
 
+    /// The one-sided level of each test of the `same` equivalence test at
+    /// a look with `n` runs on the smaller side, 0 below `min_runs`.
+    /// `same_alpha` is spent over the looks as `same_alpha·t^ρ` (t = runs /
+    /// `max_runs`) with the same group-sequential levels as α
+    /// ([`sequential`]): at a change exactly at the margin, the one-sided
+    /// test that must reject for `same` is a random walk against one
+    /// boundary, which a two-sided design at `2·same_alpha` crosses on that
+    /// side with probability `same_alpha` (Jennison & Turnbull ch. 6, two
+    /// one-sided tests in sequence). Designed, like α, for a share of
+    /// `same_alpha`, the rest left for the small-sample
+    /// tests (`SAME_DESIGN_SHARE`). A pair that ends `different` first
+    /// only lowers the rate.
+    pub fn look_same_beta(&self, n: usize) -> f64 {
+        let schedule = self.look_schedule();
+        let Some(k) = schedule.iter().rposition(|&look| look <= n) else {
+            return 0.0;
+        };
+        let cap = self.max_runs.max(1) as f64;
+        let fractions: Vec<f64> = schedule.iter().map(|&r| r as f64 / cap).collect();
+        let design = 2.0 * SAME_DESIGN_SHARE * self.same_alpha;
+        let levels = sequential::nominal_levels_cached(&fractions, design, self.same_spending_rho);
+        levels.get(k).copied().unwrap_or(0.0) / 2.0
+    }
+
     /// Reject configs that would make every verdict meaningless.
     pub fn validate(&self) -> Result<()> {
         let bad = |why: &str| Err(Error::InvalidStatsConfig(why.to_string()));
@@ -150,8 +183,11 @@ impl StatsConfig {
         if !(self.same_alpha > 0.0 && self.same_alpha < 0.5) {
             return bad("same_alpha must be in (0, 0.5)");
         }
-        if self.same_magnitude_iqr.is_nan() || self.same_magnitude_iqr <= 0.0 {
-            return bad("same_magnitude_iqr must be positive");
+        if !(self.same_margin > 0.0 && self.same_margin < 1.0) {
+            return bad("same_margin must be in (0, 1)");
+        }
+        if !(self.same_spending_rho > 0.0 && self.same_spending_rho <= 10.0) {
+            return bad("same_spending_rho must be in (0, 10]");
         }
         if !(self.spending_rho > 0.0 && self.spending_rho <= 10.0) {
             return bad("spending_rho must be in (0, 10]");
@@ -170,13 +206,22 @@ pub struct MetricComparison {
     pub direction: Direction,
     /// A benchmark KPI (not `<test>.time.*`, not a monitor).
     pub kpi: bool,
+    /// The job's primary KPI ([`metrics::primary_kpi`]): its verdict alone
+    /// may act on the job (start a bisection, send a report); the other
+    /// KPIs act only alongside it ([`Comparison::acting`]).
+    #[serde(default)]
+    pub primary: bool,
     pub base: Summary,
     pub head: Summary,
-    /// `100·(mean_head − mean_base)/mean_base`, or the absolute difference of
-    /// the means when `change_is_absolute` (perf-profile, `%` stats).
+    /// kbot's estimate of the change ([`KbotVerdict::change`]): in percent,
+    /// or in the metric's units when `change_is_absolute` (perf-profile,
+    /// `%` stats). 0-day's table shows its own mean change
+    /// (`zero_day.row`).
     pub change: f64,
     pub change_is_absolute: bool,
-    /// Regression / improvement / undefined, from direction and `change`.
+    /// Regression / improvement / undefined, from direction and `change`:
+    /// the same estimator as the decision, so a KPI whose centre fell is
+    /// never an improvement because one run was far out.
     pub impact: Impact,
     pub zero_day: ZeroDayVerdict,
     pub kbot: KbotVerdict,
@@ -272,6 +317,11 @@ pub fn compare_runs(
             zero_day: zeroday::verdict_padded(name, &b, &h, cfg.perf_profile_threshold),
         });
     }
+    let primary =
+        metrics::primary_kpi(metrics.iter().map(|m| m.metric.as_str())).map(str::to_owned);
+    for m in &mut metrics {
+        m.primary = primary.as_deref() == Some(m.metric.as_str());
+    }
     let rank = |m: &str| (metrics::report_rank(m), m.to_owned());
     metrics.sort_by_key(|m| rank(&m.metric));
     one_sided.sort_by_key(|m| rank(&m.metric));
@@ -336,43 +386,74 @@ pub fn compare_metric(
 ) -> MetricComparison {
     let (bs, hs) = (Summary::of(base), Summary::of(head));
     let change_is_absolute = metrics::shows_absolute_change(name);
-    let change = if change_is_absolute {
-        hs.mean - bs.mean
-    } else if bs.mean != 0.0 {
-        100.0 * (hs.mean - bs.mean) / bs.mean.abs()
-    } else {
-        f64::NAN
-    };
     let direction = metrics::direction(name);
+    let kbot = verdict::verdict(name, base, head, cfg, salt);
     MetricComparison {
         metric: name.to_string(),
         direction,
         kpi: metrics::is_kpi(name),
-        impact: Impact::of(direction, change),
+        primary: false,
+        impact: Impact::of(direction, kbot.change),
         zero_day: zeroday::verdict(name, base, head, cfg.perf_profile_threshold),
-        kbot: verdict::verdict(name, base, head, cfg, salt),
+        change: kbot.change,
+        kbot,
         base: bs,
         head: hs,
-        change,
         change_is_absolute,
     }
 }
 
 impl Comparison {
-    /// The metrics whose verdict decides whether to run more: the KPIs, or
-    /// every metric when there is no KPI.
-    fn deciding(&self) -> impl Iterator<Item = &MetricComparison> {
-        let any_kpi = self.metrics.iter().any(|m| m.kpi);
-        self.metrics.iter().filter(move |m| m.kpi || !any_kpi)
+    /// The job's primary KPI, when it has KPIs.
+    pub fn primary(&self) -> Option<&MetricComparison> {
+        self.metrics.iter().find(|m| m.primary)
     }
 
-    /// How many more runs per side to request: up to `min_runs` first; then
-    /// `batch_runs` more while a deciding metric is `unknown`, never beyond
-    /// `max_runs` (pass a per-job cap through `cfg`). The smaller side is
-    /// brought up first, as Pinpoint adds attempts to the side with fewer.
+    /// The metrics whose `different` may act on the job: the primary KPI,
+    /// and the other KPIs only when the primary is `different` too. This is
+    /// the fixed-sequence procedure (Maurer, Hothorn & Lehmacher 1995): each
+    /// test at the full α, in a fixed order, a later one only after the
+    /// earlier rejected, keeps the job's false-alarm rate at α however many
+    /// KPIs it has and however they are correlated. The other KPIs' own
+    /// verdicts are still shown, as 0-day's "In addition to that" section.
+    /// A comparison without KPIs acts on nothing.
+    pub fn acting(&self) -> impl Iterator<Item = &MetricComparison> {
+        let open = self
+            .primary()
+            .is_some_and(|p| p.kbot.outcome == Outcome::Different);
+        self.metrics
+            .iter()
+            .filter(move |m| m.primary || (open && m.kpi))
+    }
+
+    /// The metrics whose verdict decides whether to run more: the primary
+    /// KPI, or every metric when there is no KPI.
+    fn deciding(&self) -> impl Iterator<Item = &MetricComparison> {
+        let any_primary = self.metrics.iter().any(|m| m.primary);
+        self.metrics
+            .iter()
+            .filter(move |m| m.primary || !any_primary)
+    }
+
+    /// Every metric that decides the pair was decided by exact values
+    /// ([`KbotVerdict::deterministic`]).
+    pub fn exact(&self) -> bool {
+        let mut deciding = self.deciding().peekable();
+        deciding.peek().is_some() && deciding.all(|m| m.kbot.deterministic)
+    }
+
+    /// How many more runs per side to request: none when every deciding
+    /// metric is decided by exact values ([`KbotVerdict::deterministic`]:
+    /// an instruction-counted guest repeats itself to the last digit, so 2
+    /// runs a side decide); else up to `min_runs` first, then `batch_runs`
+    /// more while a deciding metric is `unknown`, never beyond `max_runs`
+    /// (pass a per-job cap through `cfg`). The smaller side is brought up
+    /// first, as Pinpoint adds attempts to the side with fewer.
     pub fn runs_wanted(&self, cfg: &StatsConfig) -> RunsWanted {
         let (b, h) = (self.base_runs, self.head_runs);
-        let target = if b < cfg.min_runs || h < cfg.min_runs {
+        let target = if self.exact() {
+            0
+        } else if b < cfg.min_runs || h < cfg.min_runs {
             cfg.min_runs
         } else if self.deciding().any(|m| m.kbot.outcome == Outcome::Unknown) {
             b.min(h) + cfg.batch_runs
@@ -506,6 +587,76 @@ mod tests {
         assert_eq!(c.runs_wanted(&cfg), RunsWanted { base: 2, head: 2 });
         let capped = StatsConfig { max_runs: 4, ..cfg };
         assert!(c.runs_wanted(&capped).none());
+    }
+
+    #[test]
+    fn a_secondary_kpi_acts_only_beside_a_different_primary() {
+        let bw = "lmbench3.PIPE.bandwidth.MB/sec";
+        let lat = "lmbench3.PIPE.latency.us";
+        let flat = [1000.0, 1004.0, 996.0, 1002.0, 998.0, 1001.0, 999.0, 1003.0];
+        let slower: Vec<f64> = flat.iter().map(|x| x * 0.012).collect();
+        let faster: Vec<f64> = flat.iter().map(|x| x * 0.010).collect();
+        let base = runs(&[(bw, &flat), (lat, &faster)]);
+        // Only the latency (a secondary KPI) moved: its own verdict says
+        // so, but the job does not act on it.
+        let head = runs(&[(bw, &flat), (lat, &slower)]);
+        let c = compare_runs(&base, &head, &StatsConfig::default()).expect("compare");
+        assert_eq!(c.primary().map(|m| m.metric.as_str()), Some(bw));
+        let latency = c.metrics.iter().find(|m| m.metric == lat).expect("lat");
+        assert_eq!(latency.kbot.outcome, Outcome::Different);
+        assert_eq!(latency.impact, Impact::Regression);
+        let acting: Vec<&str> = c.acting().map(|m| m.metric.as_str()).collect();
+        assert_eq!(acting, [bw]);
+        // The bandwidth fell too: now both act.
+        let dropped: Vec<f64> = flat.iter().map(|x| x * 0.8).collect();
+        let head = runs(&[(bw, &dropped), (lat, &slower)]);
+        let c = compare_runs(&base, &head, &StatsConfig::default()).expect("compare");
+        assert_eq!(c.acting().count(), 2);
+    }
+
+    #[test]
+    fn exact_sides_decide_on_two_runs() {
+        let cfg = StatsConfig::default();
+        let kpi = "lmbench3.PIPE.bandwidth.MB/sec";
+        let c = compare_runs(
+            &runs(&[(kpi, &[1708.35, 1708.35])]),
+            &runs(&[(kpi, &[1474.56, 1474.56])]),
+            &cfg,
+        )
+        .expect("c");
+        assert!(c.exact() && c.runs_wanted(&cfg).none());
+        assert_eq!(c.metrics[0].kbot.outcome, Outcome::Different);
+        // Integer-rounded values that happen to repeat are not exact: the
+        // pair goes on to the first look.
+        let c = compare_runs(
+            &runs(&[(kpi, &[50.0, 50.0])]),
+            &runs(&[(kpi, &[51.0, 51.0])]),
+            &cfg,
+        )
+        .expect("c");
+        assert!(!c.exact());
+        assert_eq!(c.runs_wanted(&cfg), RunsWanted { base: 2, head: 2 });
+    }
+
+    #[test]
+    fn same_spends_its_error_over_the_looks() {
+        let cfg = StatsConfig::default();
+        let betas: Vec<f64> = cfg
+            .look_schedule()
+            .iter()
+            .map(|&n| cfg.look_same_beta(n))
+            .collect();
+        // Every look is below the total, and their sum exceeds it only by
+        // what the looks' correlation gives back (group-sequential levels).
+        assert!(
+            betas.iter().all(|&b| b > 0.0 && b < cfg.same_alpha),
+            "{betas:?}"
+        );
+        assert!(
+            betas.iter().sum::<f64>() < 2.0 * cfg.same_alpha,
+            "{betas:?}"
+        );
+        assert_eq!(cfg.look_same_beta(3), 0.0);
     }
 
     #[test]

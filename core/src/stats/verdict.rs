@@ -52,14 +52,31 @@ pub struct KbotVerdict {
     /// Pinpoint's "high threshold" for this sample size and margin
     /// (informational: `same` now comes from the equivalence test).
     pub same_threshold: f64,
-    /// The relative change `same` rules out: ±`same_margin` on the ratio scale.
+    /// The relative change `same` rules out: ±`same_margin` on the ratio
+    /// scale, the metric's floor or the job's margin
+    /// ([`StatsConfig::same_margin`]), whichever is wider. It does not
+    /// depend on the data.
     #[serde(default)]
     pub same_margin: f64,
-    /// The equivalence test's `1 − 2·same_alpha` interval of the head/base
+    /// The share of [`StatsConfig::same_alpha`] this look's equivalence test
+    /// spends ([`StatsConfig::look_same_beta`]).
+    #[serde(default)]
+    pub same_beta: f64,
+    /// The equivalence test's `1 − 2·same_beta` interval of the head/base
     /// ratio (Welch on logs, or Moses' rank interval); `same` needs it
     /// inside `1 ± same_margin`.
     #[serde(default)]
     pub equivalence_ci: Option<(f64, f64)>,
+    /// The change as the deciding test sees it: head over base on the
+    /// estimator of [`KbotVerdict::estimator`], in percent (or in the
+    /// metric's own units where the metric shows absolute changes). Its
+    /// sign is the direction of the change; the mean change of 0-day's
+    /// table can point the other way when one run is far out.
+    #[serde(default)]
+    pub change: f64,
+    /// Which estimator `change` comes from.
+    #[serde(default)]
+    pub estimator: Estimator,
     /// `median(head) / median(base)`; NaN when the base median is 0.
     pub median_ratio: f64,
     /// Bootstrap CI of `median_ratio` at `StatsConfig::ci_level`.
@@ -71,10 +88,27 @@ pub struct KbotVerdict {
     pub base_bimodal: bool,
     pub head_bimodal: bool,
     /// Every run of each side read one value (an instruction-counted
-    /// guest): the outcome is decided by the values alone, `different` when
-    /// they differ above the metric's floor.
+    /// guest) on at least 2 runs a side, and the values are not quantised
+    /// coarsely ([`resolution`]): the outcome is decided by the values
+    /// alone, `different` when they differ above the metric's floor.
     #[serde(default)]
     pub deterministic: bool,
+}
+
+/// The estimate of the change that goes with the test that decided.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Estimator {
+    /// Welch's t on the logs decided: the ratio of geometric means.
+    #[default]
+    LogMeans,
+    /// Welch's t on the raw values (some value ≤ 0): the difference of means.
+    Means,
+    /// The rank tests decided: the Hodges-Lehmann shift (the median of all
+    /// head − base differences), on the logs when every value is positive.
+    HodgesLehmann,
+    /// Each side read one value: their difference.
+    Values,
 }
 
 /// The IQR of a normal distribution in standard deviations (2·Φ⁻¹(0.75)).
@@ -109,13 +143,24 @@ pub fn verdict(
         welch_if_well_behaved(&sb, &sh)
     };
     let p_welch = welch.map(|w| w.p);
-    let p_value = deciding_p(p_welch, p_mann_whitney.min(p_kolmogorov_smirnov), &sb, &sh);
+    let welch_decides = welch_decides(welch.as_ref(), &sb, &sh);
+    let p_value = match (welch_decides, p_welch) {
+        (true, Some(p)) => p,
+        _ => p_mann_whitney.min(p_kolmogorov_smirnov),
+    };
     let (mb, mh) = (median_sorted(&sb), median_sorted(&sh));
     let median_ratio = if mb != 0.0 { mh / mb } else { f64::NAN };
-    let above_floor = above_floor(metric, &sb, &sh, mb, mh);
+    let deterministic = deterministic(metric, &sb, &sh);
+    let estimate = if deterministic {
+        Estimate::values(mb, mh)
+    } else {
+        Estimate::of(welch.as_ref().filter(|_| welch_decides), &sb, &sh)
+    };
+    let above_floor = above_floor(metric, &sb, &sh, &estimate);
     let alpha = cfg.look_alpha(sb.len().min(sh.len()));
-    let equivalence = equivalence(metric, &sb, &sh, welch.as_ref(), cfg);
-    let deterministic = deterministic(&sb, &sh);
+    let same_beta = cfg.look_same_beta(sb.len().min(sh.len()));
+    let margin = same_margin(metric, cfg);
+    let equivalence = equivalence(&sb, &sh, welch.as_ref(), margin, same_beta);
     let outcome = match deterministic {
         // Every run of each side read the same value: there is no noise to
         // test against, and a difference above the floor is the change.
@@ -123,7 +168,6 @@ pub fn verdict(
         true => Outcome::Same,
         false => decide(alpha, p_value, above_floor, equivalence),
     };
-    let magnitude = same_magnitude(metric, &sb, &sh, mb, cfg);
     KbotVerdict {
         outcome,
         alpha,
@@ -131,9 +175,12 @@ pub fn verdict(
         p_mann_whitney,
         p_kolmogorov_smirnov,
         p_welch,
-        same_threshold: same_threshold(sb.len(), sh.len(), magnitude),
-        same_margin: equivalence.map_or(f64::NAN, |e| e.margin.exp() - 1.0),
+        same_threshold: same_threshold(sb.len(), sh.len(), same_magnitude(&sb, &sh, mb, margin)),
+        same_margin: margin,
+        same_beta,
         equivalence_ci: equivalence.map(|e| (e.lo.exp(), e.hi.exp())),
+        change: estimate.change(metrics::shows_absolute_change(metric)),
+        estimator: estimate.estimator,
         median_ratio,
         median_ratio_ci: median_ratio_ci(
             &sb,
@@ -150,6 +197,93 @@ pub fn verdict(
     }
 }
 
+/// The change on the deciding test's own scale: `ln(head/base)` when the
+/// values were logged, else a shift in the metric's units from `centre`.
+#[derive(Debug, Clone, Copy)]
+struct Estimate {
+    estimator: Estimator,
+    /// `Some(ln ratio)` on the log scale.
+    log_ratio: Option<f64>,
+    /// The raw shift, when not on the log scale.
+    shift: f64,
+    /// The base's centre on the same estimator (geometric mean, mean or
+    /// median), to turn one form into the other.
+    centre: f64,
+}
+
+impl Estimate {
+    fn values(mb: f64, mh: f64) -> Estimate {
+        Estimate {
+            estimator: Estimator::Values,
+            log_ratio: (mb > 0.0 && mh > 0.0).then(|| (mh / mb).ln()),
+            shift: mh - mb,
+            centre: mb,
+        }
+    }
+
+    /// Welch's difference when Welch decided, else the Hodges-Lehmann shift.
+    fn of(welch: Option<&Welch>, sb: &[f64], sh: &[f64]) -> Estimate {
+        if let Some(w) = welch {
+            let centre = if w.logs {
+                (sb.iter().map(|x| x.ln()).sum::<f64>() / sb.len() as f64).exp()
+            } else {
+                sb.iter().sum::<f64>() / sb.len() as f64
+            };
+            return Estimate {
+                estimator: if w.logs {
+                    Estimator::LogMeans
+                } else {
+                    Estimator::Means
+                },
+                log_ratio: w.logs.then_some(w.diff),
+                shift: w.diff,
+                centre,
+            };
+        }
+        let logs = sb.iter().chain(sh).all(|&x| x > 0.0);
+        let scale = |v: &[f64]| -> Vec<f64> {
+            if logs {
+                v.iter().map(|x| x.ln()).collect()
+            } else {
+                v.to_vec()
+            }
+        };
+        let shift = hodges_lehmann(&scale(sb), &scale(sh));
+        Estimate {
+            estimator: Estimator::HodgesLehmann,
+            log_ratio: logs.then_some(shift),
+            shift,
+            centre: median_sorted(sb),
+        }
+    }
+
+    /// head / base on this estimator (NaN when the base centre is 0).
+    fn ratio(&self) -> f64 {
+        match self.log_ratio {
+            Some(l) => l.exp(),
+            None if self.centre != 0.0 => 1.0 + self.shift / self.centre.abs(),
+            None => f64::NAN,
+        }
+    }
+
+    /// The change in the metric's units.
+    fn absolute(&self) -> f64 {
+        match self.log_ratio {
+            Some(l) => self.centre * (l.exp() - 1.0),
+            None => self.shift,
+        }
+    }
+
+    /// Percent, or the metric's units for metrics shown as absolute changes.
+    fn change(&self, absolute: bool) -> f64 {
+        if absolute {
+            self.absolute()
+        } else {
+            100.0 * (self.ratio() - 1.0)
+        }
+    }
+}
+
 /// Fewest runs (boots) per side whose identical values make a measurement
 /// deterministic: an instruction-counted guest (QEMU `-icount`) reads the
 /// same value on every boot of a kernel, where one repeated value could
@@ -157,31 +291,69 @@ pub fn verdict(
 const DETERMINISTIC_MIN_RUNS: usize = 2;
 
 /// Both sides have at least [`DETERMINISTIC_MIN_RUNS`] runs, each side all
-/// one value (the samples are sorted).
-fn deterministic(sb: &[f64], sh: &[f64]) -> bool {
+/// one value (the samples are sorted), and the values are resolved finely
+/// enough that identical readings mean an exact clock, not rounding: the
+/// resolution is at most a tenth of the smallest change the metric's floor
+/// lets count. Integer-rounded values of a noisy benchmark repeat too, and
+/// their runs can agree by chance at a few runs a side.
+fn deterministic(metric: &str, sb: &[f64], sh: &[f64]) -> bool {
     let flat = |s: &[f64]| s.len() >= DETERMINISTIC_MIN_RUNS && s.first() == s.last();
-    flat(sb) && flat(sh)
-}
-
-/// One family per comparison, chosen by the gate: Welch's p when it may
-/// decide, else the rank tests'. Taking the smallest of all three was
-/// measured to raise the A/A rate about 1.5x at a look.
-fn deciding_p(p_welch: Option<f64>, rank_p: f64, sb: &[f64], sh: &[f64]) -> f64 {
-    match p_welch {
-        Some(p) if sb.len().min(sh.len()) >= WELCH_MIN_RUNS => p,
-        _ => rank_p,
+    if !(flat(sb) && flat(sh)) {
+        return false;
     }
+    let smallest = sb[0].abs().min(sh[0].abs());
+    let step = resolution(sb.iter().chain(sh).copied());
+    step <= (ratio_floor(metric) - 1.0) * smallest / 10.0
 }
 
+/// The coarsest power of ten every value is a whole multiple of (10⁻⁹ at
+/// the finest): the resolution the tool printed the values at. 0 for all
+/// zeros.
+pub fn resolution(values: impl Iterator<Item = f64> + Clone) -> f64 {
+    if values.clone().all(|x| x == 0.0) {
+        return 0.0;
+    }
+    (-9..=15)
+        .rev()
+        .map(|k| 10f64.powi(k))
+        .find(|q| {
+            values.clone().all(|x| {
+                let r = x / q;
+                (r - r.round()).abs() <= 1e-6 && (x == 0.0 || r.round() != 0.0)
+            })
+        })
+        .unwrap_or(1e-9)
+}
+
+/// Welch's p decides when it passed its gate and both sides have
+/// [`WELCH_MIN_RUNS`]; else the rank tests' does. One family per
+/// comparison: taking the smallest of all three was measured to raise the
+/// A/A rate about 1.5x at a look.
+fn welch_decides(welch: Option<&Welch>, sb: &[f64], sh: &[f64]) -> bool {
+    welch.is_some() && sb.len().min(sh.len()) >= WELCH_MIN_RUNS
+}
+
+/// The Hodges-Lehmann estimate of the shift of `b` over `a`: the median of
+/// the n·m differences `b_j − a_i`, the estimate that goes with
+/// Mann-Whitney's test and Moses' interval.
+fn hodges_lehmann(a: &[f64], b: &[f64]) -> f64 {
+    let mut diffs: Vec<f64> = b
+        .iter()
+        .flat_map(|y| a.iter().map(move |x| y - x))
+        .collect();
+    diffs.sort_by(f64::total_cmp);
+    median_sorted(&diffs)
+}
+
+/// `different` when p beats this look's α and the change clears the
+/// floor; `same` only when the equivalence test rules out a change beyond
+/// the margin (a significant change below the floor is `same` by that test
+/// alone, not by its p); else `unknown`.
 fn decide(alpha: f64, p: f64, above_floor: bool, equivalence: Option<Equivalence>) -> Outcome {
     if alpha <= 0.0 {
         Outcome::Unknown
-    } else if p < alpha {
-        if above_floor {
-            Outcome::Different
-        } else {
-            Outcome::Same
-        }
+    } else if p < alpha && above_floor {
+        Outcome::Different
     } else if equivalence.is_some_and(|e| e.holds()) {
         Outcome::Same
     } else {
@@ -206,22 +378,24 @@ impl Equivalence {
 
 /// Two one-sided tests (Schuirmann 1987) as one `1 − 2β` interval: Welch's
 /// on the logs when the samples passed its gate, else Moses' rank interval
-/// on the logs. The margin is the metric's floor or `same_magnitude_iqr`
-/// spreads, whichever is wider: a change the robot could not tell from the
-/// noise at these run counts is not one `same` claims to rule out, and the
-/// power target (2.5σ) lies beyond it. `None` when values are not all
-/// positive or the samples are too small for an interval.
+/// on the logs. The margin is stated before the data are seen (the
+/// metric's floor or the job's margin, [`same_margin`]) and β is this
+/// look's share of `same_alpha`, so a change at the margin ends `same` in
+/// at most `same_alpha` of pairs over all the looks. `None` when values are
+/// not all positive or the samples are too small for an interval at β.
 fn equivalence(
-    metric: &str,
     sb: &[f64],
     sh: &[f64],
     welch: Option<&Welch>,
-    cfg: &StatsConfig,
+    margin: f64,
+    beta: f64,
 ) -> Option<Equivalence> {
-    let floor = ratio_floor(metric).ln();
+    if beta <= 0.0 {
+        return None;
+    }
+    let margin = margin.ln_1p();
     if let Some(w) = welch.filter(|w| w.logs) {
-        let half = t_quantile_two_sided(2.0 * cfg.same_alpha, w.df) * w.se;
-        let margin = floor.max(cfg.same_magnitude_iqr * IQR_IN_SIGMA * w.sd);
+        let half = t_quantile_two_sided(2.0 * beta, w.df) * w.se;
         return Some(Equivalence {
             lo: w.diff - half,
             hi: w.diff + half,
@@ -235,30 +409,36 @@ fn equivalence(
         sb.iter().map(|x| x.ln()).collect(),
         sh.iter().map(|x| x.ln()).collect(),
     );
-    let (lo, hi) = shift_ci(&lb, &lh, cfg.same_alpha)?;
-    let spread = 0.5 * (iqr_sorted(&lb) + iqr_sorted(&lh));
-    Some(Equivalence {
-        lo,
-        hi,
-        margin: floor.max(cfg.same_magnitude_iqr * spread),
-    })
+    let (lo, hi) = shift_ci(&lb, &lh, beta)?;
+    Some(Equivalence { lo, hi, margin })
 }
 
-/// The metric's floor, 0-day's: a median ratio above 1.01 (1.05 for stats
-/// that are not perf metrics; none for perf-profile) and the absolute floors
-/// of `etc/perf-metrics-threshold.yaml`.
-fn above_floor(metric: &str, sb: &[f64], sh: &[f64], mb: f64, mh: f64) -> bool {
+/// The relative change `same` rules out: the metric's floor or the job's
+/// margin, whichever is wider.
+pub fn same_margin(metric: &str, cfg: &StatsConfig) -> f64 {
+    (ratio_floor(metric) - 1.0).max(cfg.same_margin)
+}
+
+/// The metric's floor, 0-day's: a ratio above 1.01 (1.05 for stats that are
+/// not perf metrics; none for perf-profile) and the absolute floors of
+/// `etc/perf-metrics-threshold.yaml`, both taken on the deciding
+/// estimator's change.
+fn above_floor(metric: &str, sb: &[f64], sh: &[f64], estimate: &Estimate) -> bool {
     let max = sb
         .last()
         .copied()
         .unwrap_or(0.0)
         .max(sh.last().copied().unwrap_or(0.0));
-    let absolute_ok = metrics::passes_absolute_floor(metric, max, (mh - mb).abs());
+    let absolute_ok = metrics::passes_absolute_floor(metric, max, estimate.absolute().abs());
     if metrics::is_perf_profile(metric) {
         return absolute_ok;
     }
-    let (hi, lo) = (mb.abs().max(mh.abs()), mb.abs().min(mh.abs()));
-    let ratio = if lo > 0.0 { hi / lo } else { f64::INFINITY };
+    let r = estimate.ratio();
+    let ratio = if r > 0.0 {
+        r.max(1.0 / r)
+    } else {
+        f64::INFINITY
+    };
     ratio > ratio_floor(metric) && absolute_ok
 }
 
@@ -270,14 +450,12 @@ fn ratio_floor(metric: &str) -> f64 {
     }
 }
 
-/// The effect size, in IQR units, that a `same` verdict rules out: the
-/// metric's floor expressed in the observed spread, never below
-/// `cfg.same_magnitude_iqr` (Pinpoint clamps its magnitudes at 1 IQR too).
-fn same_magnitude(metric: &str, sb: &[f64], sh: &[f64], mb: f64, cfg: &StatsConfig) -> f64 {
+/// The margin in IQR units of the observed spread, for the informational
+/// Pinpoint threshold.
+fn same_magnitude(sb: &[f64], sh: &[f64], mb: f64, margin: f64) -> f64 {
     let iqr = 0.5 * (iqr_sorted(sb) + iqr_sorted(sh));
-    let floor_effect = (ratio_floor(metric) - 1.0) * mb.abs();
     if iqr > 0.0 {
-        (floor_effect / iqr).max(cfg.same_magnitude_iqr)
+        margin * mb.abs() / iqr
     } else {
         f64::INFINITY
     }
@@ -327,9 +505,64 @@ mod tests {
         // One run per side, or a side with spread, is no evidence of determinism.
         assert!(!verdict(kpi, &[1708.35], &[1474.56], &cfg, 0).deterministic);
         assert!(!verdict(kpi, &[1708.0, 1709.0], &[1474.56; 2], &cfg, 0).deterministic);
+        // Integer-rounded values repeat by chance: a step of 1 in values
+        // near 50 is no exact clock, so the tests decide (here: not yet,
+        // and a 4% step is beyond the 3% margin `same` could rule out).
+        let v = verdict(kpi, &[50.0; 4], &[52.0; 4], &cfg, 0);
+        assert!(!v.deterministic);
+        assert_eq!(v.outcome, Outcome::Unknown);
+        // Counts near a million are resolved finely enough.
+        assert!(verdict(kpi, &[1_000_003.0; 2], &[900_001.0; 2], &cfg, 0).deterministic);
         // Below the metric's floor a deterministic change is still `same`.
         let v = verdict(kpi, &[1000.0; 3], &[1000.1; 3], &cfg, 0);
         assert_eq!(v.outcome, Outcome::Same);
+    }
+
+    #[test]
+    fn resolution_is_the_printed_step() {
+        assert_eq!(resolution([1708.35, 1474.56].into_iter()), 0.01);
+        assert_eq!(resolution([50.0, 51.0].into_iter()), 1.0);
+        assert_eq!(resolution([1200.0, 3400.0].into_iter()), 100.0);
+        assert_eq!(resolution([0.0, 0.0].into_iter()), 0.0);
+    }
+
+    #[test]
+    fn direction_follows_the_deciding_estimator() {
+        // A clean 10% drop of a higher-is-better KPI with one head run at
+        // ×3: the mean rose 8.8%, but the Grubbs gate hands the decision
+        // to the rank tests, whose Hodges-Lehmann shift is the drop.
+        let cfg = StatsConfig::default();
+        let kpi = "lmbench3.PIPE.bandwidth.MB/sec";
+        let base = [
+            1000.0, 1004.0, 996.0, 1002.0, 998.0, 1001.0, 999.0, 1003.0, 997.0, 1000.5,
+        ];
+        let mut head: Vec<f64> = base.iter().map(|x| 0.9 * x).collect();
+        head[4] *= 3.0;
+        let v = verdict(kpi, &base, &head, &cfg, 0);
+        assert_eq!(v.p_welch, None, "{v:?}");
+        assert_eq!(v.estimator, Estimator::HodgesLehmann);
+        assert_eq!(v.outcome, Outcome::Different, "{v:?}");
+        assert!((v.change + 10.0).abs() < 0.5, "{v:?}");
+        let m = super::super::compare_metric(kpi, &base, &head, &cfg, 0);
+        assert_eq!(m.impact, metrics::Impact::Regression);
+        assert!(m.zero_day.row.head_mean > m.zero_day.row.base_mean);
+    }
+
+    #[test]
+    fn significant_but_wide_is_not_same() {
+        // p below α yet the interval reaches past the margin: a change below
+        // the floor is `same` only when the equivalence test says so.
+        let cfg = StatsConfig::default();
+        let v = verdict(
+            "lmbench3.PIPE.bandwidth.MB/sec",
+            &[100.0, 100.01, 100.02, 100.03, 100.04, 100.05],
+            &[100.2, 100.21, 100.22, 100.23, 100.24, 100.25],
+            &cfg,
+            0,
+        );
+        assert_eq!(v.outcome, Outcome::Same);
+        let (lo, hi) = v.equivalence_ci.expect("interval");
+        assert!(lo > 1.0 - v.same_margin && hi < 1.0 + v.same_margin);
     }
 
     #[test]
@@ -347,7 +580,7 @@ mod tests {
         let cfg = StatsConfig::default();
         let base = [100.0, 101.0, 99.0, 100.5, 99.5, 100.2];
         let head = [90.0, 91.0, 89.0, 90.5, 89.5, 90.2];
-        let v = verdict("pipen.MB/sec", &base, &head, &cfg, 0);
+        let v = verdict("lmbench3.PIPE.bandwidth.MB/sec", &base, &head, &cfg, 0);
         assert_eq!(v.outcome, Outcome::Different);
         assert!(v.cliffs_delta == -1.0 && (v.median_ratio - 0.9).abs() < 0.01);
     }
@@ -357,7 +590,7 @@ mod tests {
         let cfg = StatsConfig::default();
         let base = [100.0, 100.01, 100.02, 100.03, 100.04, 100.05];
         let head = [100.2, 100.21, 100.22, 100.23, 100.24, 100.25];
-        let v = verdict("pipen.MB/sec", &base, &head, &cfg, 0);
+        let v = verdict("lmbench3.PIPE.bandwidth.MB/sec", &base, &head, &cfg, 0);
         assert!(v.p_value < 0.01 && !v.above_floor);
         assert_eq!(v.outcome, Outcome::Same);
     }

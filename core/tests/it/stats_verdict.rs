@@ -6,7 +6,7 @@
 use kbot_core::stats::rng::SplitMix64;
 use kbot_core::stats::{compare_metric, Comparison, Outcome, StatsConfig};
 
-const METRIC: &str = "pipen.MB/sec";
+const METRIC: &str = "lmbench3.PIPE.bandwidth.MB/sec";
 
 /// Standard normal draws by Box-Muller.
 fn normal(rng: &mut SplitMix64) -> f64 {
@@ -72,7 +72,10 @@ fn separated_five_by_five_in_small_noise_is_different() {
 }
 
 #[test]
-fn unchanged_pairs_at_2pct_cv_settle_same_early() {
+fn unchanged_pairs_at_2pct_cv_mostly_settle_same() {
+    // `same` rules out a 3% change at 95% over the looks: at 2% CV that is
+    // reachable for most unchanged pairs within the cap, not all
+    // (BENCHMARKS.md, "Statistics": about 73% same, 8.5 runs a side).
     let cfg = StatsConfig::default();
     let mut rng = SplitMix64::new(12);
     let pairs = 300;
@@ -86,9 +89,30 @@ fn unchanged_pairs_at_2pct_cv_settle_same_early() {
         runs += n;
     }
     let mean_runs = runs as f64 / pairs as f64;
-    assert!(same * 100 >= 80 * pairs, "same {same}/{pairs}");
-    assert!(mean_runs <= 6.0, "mean runs/side {mean_runs}");
-    assert!(different <= 6, "A/A different {different}/{pairs}");
+    assert!(same * 100 >= 60 * pairs, "same {same}/{pairs}");
+    assert!(mean_runs <= 9.0, "mean runs/side {mean_runs}");
+    // About 1% expected; 3% bounds it with room for this seed.
+    assert!(
+        different * 100 <= 3 * pairs,
+        "A/A different {different}/{pairs}"
+    );
+}
+
+#[test]
+fn a_real_3pct_drop_at_2pct_cv_rarely_ends_same() {
+    // The change sits on the margin: `same` may end at most 5% of such
+    // pairs over all the looks (the old data-derived margin let a third
+    // of them end `same`).
+    let cfg = StatsConfig::default();
+    let mut rng = SplitMix64::new(33);
+    let pairs = 400;
+    let mut same = 0;
+    for _ in 0..pairs {
+        let base = sample(&mut rng, cfg.max_runs, 1000.0, 0.02);
+        let head = sample(&mut rng, cfg.max_runs, 970.0, 0.02);
+        same += usize::from(adaptive(&base, &head, 3, &cfg).0 == Outcome::Same);
+    }
+    assert!(same * 100 <= 5 * pairs, "same {same}/{pairs}");
 }
 
 #[test]
@@ -124,8 +148,9 @@ fn same_states_its_margin() {
     let v = compare_metric(METRIC, &base, &head, &StatsConfig::default(), 0).kbot;
     assert_eq!(v.outcome, Outcome::Same, "{v:?}");
     let (lo, hi) = v.equivalence_ci.expect("interval");
-    // 0-day's 1% floor is wider than this noise's margin, so it is the margin.
-    assert!((v.same_margin - 0.01).abs() < 1e-9, "{v:?}");
+    // The job's 3% margin is wider than the metric's 1% floor: it is the
+    // margin, whatever the noise.
+    assert!((v.same_margin - 0.03).abs() < 1e-9, "{v:?}");
     assert!(
         1.0 - v.same_margin < lo && hi < 1.0 + v.same_margin,
         "{v:?}"

@@ -16,11 +16,12 @@ use crate::state::AppState;
 use crate::submissions;
 
 /// The KPI regression that should start a bisection, if any: the first KPI
-/// kbot calls `different` in the bad direction.
+/// that may act on the job ([`kbot_core::stats::Comparison::acting`]: the
+/// primary, the others only beside it) that kbot calls `different` in the
+/// bad direction.
 pub fn regressed_kpi(pc: &PairComparison) -> Option<&MetricComparison> {
     pc.comparison
-        .metrics
-        .iter()
+        .acting()
         .find(|m| m.kpi && m.kbot.outcome == Outcome::Different && m.impact == Impact::Regression)
 }
 

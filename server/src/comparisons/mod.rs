@@ -148,6 +148,7 @@ pub async fn evaluate(
             &pc.comparison,
             &stats_config(info.runs_cap),
             &now,
+            info.job.runs,
             info.runs_cap,
         );
     }
@@ -176,19 +177,28 @@ pub async fn evaluate(
     }
 }
 
-/// Runs per side to add: what the statistics want, bounded so that no side
-/// ever has more than `runs_cap` jobs (failed ones count, so a commit that
-/// never builds cannot loop).
+/// Runs per side to add: what the statistics want, and, unless the pair is
+/// exact (decided by 2 identical runs a side), what is missing of the job
+/// file's `requested` runs (the first batch is smaller, see
+/// `submissions::expand::FIRST_BATCH`); bounded so that no side ever has
+/// more than `runs_cap` jobs (failed ones count, so a commit that never
+/// builds cannot loop).
 fn extra_runs(
     comparison: &Comparison,
     cfg: &StatsConfig,
     counts: &store::RunCounts,
+    requested: u32,
     runs_cap: u32,
 ) -> u32 {
     let wanted = comparison.runs_wanted(cfg);
     let wanted = u32::try_from(wanted.base.max(wanted.head)).unwrap_or(u32::MAX);
     let queued = counts.base_total.max(counts.head_total);
-    wanted.min(runs_cap.saturating_sub(queued))
+    let missing = if comparison.exact() {
+        0
+    } else {
+        requested.saturating_sub(queued)
+    };
+    wanted.max(missing).min(runs_cap.saturating_sub(queued))
 }
 
 /// What a settled pair leads to, decided by a feature after this one (a

@@ -16,24 +16,20 @@ use crate::error::Result;
 use crate::repos::StoredCommit;
 use crate::time::now_ms;
 
-/// The KPI a report is about: the first KPI kbot calls `different` whose
-/// change is a regression, or an improvement when those are reported.
+/// The KPI a report is about: among the KPIs that may act on the job
+/// ([`kbot_core::stats::Comparison::acting`]), the first kbot calls
+/// `different` whose change is a regression, or an improvement when those
+/// are reported.
 pub fn reported_metric<'a>(
     pc: &'a PairComparison,
     config: &MailConfig,
 ) -> Option<&'a MetricComparison> {
     let different = |m: &&MetricComparison| m.kpi && m.kbot.outcome == Outcome::Different;
-    pc.comparison
-        .metrics
-        .iter()
-        .filter(different)
+    let acting = || pc.comparison.acting().filter(different);
+    acting()
         .find(|m| m.impact == Impact::Regression)
         .or_else(|| {
-            pc.comparison
-                .metrics
-                .iter()
-                .filter(different)
-                .find(|m| config.report_improvements && m.impact == Impact::Improvement)
+            acting().find(|m| config.report_improvements && m.impact == Impact::Improvement)
         })
 }
 
@@ -265,15 +261,15 @@ fn report_data(pc: &PairComparison, kpi: &MetricComparison, ctx: &Context) -> Re
     }
 }
 
-/// "In addition to that": the job's other KPIs the same pair changed.
+/// "In addition to that": the job's other KPIs the same pair changed, of
+/// those that may act (beside a `different` primary KPI).
 fn other_impacts(
     pc: &PairComparison,
     kpi: &MetricComparison,
     machine: &Hardware,
 ) -> Vec<OtherImpact> {
     pc.comparison
-        .metrics
-        .iter()
+        .acting()
         .filter(|m| m.kpi && m.metric != kpi.metric && m.kbot.outcome == Outcome::Different)
         .filter(|m| matches!(m.impact, Impact::Regression | Impact::Improvement))
         .map(|m| OtherImpact {

@@ -1,5 +1,7 @@
-//! How many runs a submission gets: the job file's `runs`, then more while
-//! the verdict stays `unknown`, up to a cap per side.
+//! How many runs a submission gets: a first batch of [`FIRST_BATCH`] runs
+//! per side (enough when both sides are exact, as under an
+//! instruction-counted guest clock), then up to the job file's `runs`, then
+//! more while the verdict stays `unknown`, up to a cap per side.
 //!
 //! The rows themselves are inserted by [`crate::jobs::enqueue_pair`] and
 //! [`crate::jobs::enqueue_more_runs`], which order them base, head, base, head.
@@ -16,10 +18,19 @@ pub const MAX_RUNS_LIMIT: u32 = 100;
 /// can move the p-value (the statistics issue asks for "a few at a time").
 pub const EXTRA_RUNS_STEP: u32 = 2;
 
-/// The number of runs per side to start with: what the job file asks for,
-/// at least one, never above the cap.
+/// Runs per side of a pair's (or a bisection probe's) first batch: 2 runs
+/// a side that read the same value to the last digit decide the pair
+/// (`kbot_core::stats::Comparison::exact`), so an exact pair never needs
+/// more; a noisy one is topped up to the job's `runs` and the statistics'
+/// first look in the next batch, which costs no run and no extra round
+/// over starting at 3, since the first look (4 runs) needed a second batch
+/// anyway.
+pub const FIRST_BATCH: u32 = 2;
+
+/// The number of runs per side to start with: the first batch, or fewer
+/// when the job file asks for fewer; at least one, never above the cap.
 pub fn initial_runs(requested: u32, max_runs: u32) -> u32 {
-    requested.clamp(1, max_runs.max(1))
+    requested.min(FIRST_BATCH).clamp(1, max_runs.max(1))
 }
 
 /// How many more runs per side an `unknown` verdict gets, given the runs
@@ -35,8 +46,9 @@ mod tests {
     #[test]
     fn runs_start_within_the_cap() {
         assert_eq!(initial_runs(0, 10), 1);
-        assert_eq!(initial_runs(5, 10), 5);
-        assert_eq!(initial_runs(50, 10), 10);
+        assert_eq!(initial_runs(1, 10), 1);
+        assert_eq!(initial_runs(5, 10), 2);
+        assert_eq!(initial_runs(50, 1), 1);
         assert_eq!(initial_runs(3, 0), 1);
     }
 

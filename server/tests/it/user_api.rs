@@ -127,14 +127,16 @@ async fn submission_runs_compares_and_settles() {
         assert_eq!(s.head.subject, "pipe: slow down writes");
         assert_eq!(s.head.author_email, "ann@example.org");
         assert_eq!(s.head.committer_name, "Cid Committer");
+        // A first batch of 2 runs a side (enough only for an exact clock).
         assert_eq!(
             (s.state.as_str(), s.jobs.total, s.max_runs),
-            ("queued", 6, 10)
+            ("queued", 4, 10)
         );
 
         let done = run_agent(&f, &agent, &f.shas[1], s.id).await;
         assert_eq!(done.state, "done", "{backend:?}");
-        // 3 runs per side, then up to the statistics' 6 minimum: 12 jobs.
+        // 2 runs per side, then the job's 3 and the first look's 4, then 6:
+        // the first look at which Welch's t may decide. 12 jobs.
         assert_eq!(
             (done.jobs.finished, done.jobs.total),
             (12, 12),
@@ -258,7 +260,8 @@ async fn a_head_that_never_builds_settles_without_a_comparison() {
             };
             assert!(response.status().is_success());
         };
-        // No extra runs for a side that cannot produce any: 3 + 3 jobs only.
+        // No extra runs for a side that cannot produce any: the first batch
+        // of 2 + 2 jobs only.
         assert_eq!(settled.state, "done", "{backend:?}");
         assert_eq!(
             (
@@ -266,7 +269,7 @@ async fn a_head_that_never_builds_settles_without_a_comparison() {
                 settled.jobs.failed,
                 settled.jobs.total
             ),
-            (3, 3, 6)
+            (2, 2, 4)
         );
         let results: SubmissionResults = f
             .get_json(&format!("/api/v1/submissions/{}/results", s.id))
@@ -290,12 +293,12 @@ async fn cancel_and_follow_events() {
         let cancelled: SubmissionView = resp.json().await.expect("json");
         assert_eq!(
             (cancelled.state.as_str(), cancelled.jobs.cancelled),
-            ("cancelled", 6)
+            ("cancelled", 4)
         );
         let events: Vec<Value> = f
             .get_json(&format!("/api/v1/submissions/{}/events?after=0", s.id))
             .await;
-        assert_eq!(events.len(), 6);
+        assert_eq!(events.len(), 4);
         assert!(events
             .iter()
             .all(|e| e["state"] == "cancelled"

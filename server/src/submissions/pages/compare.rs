@@ -216,8 +216,8 @@ fn card(i: usize, job: &str, c: &ComparisonView, samples: &Samples, runs_cap: u3
         metric: c.metric.clone(),
         verdict: c.verdict.clone(),
         impact: stored.impact.clone().unwrap_or_default(),
-        change: change_text(c, stored.change_is_absolute, unit),
-        reason: v.reason(cfg.min_runs, c.base_runs.min(c.head_runs) as usize),
+        change: change_text(c, stored.change_is_absolute, unit, v.estimator_name()),
+        reason: stored.reason(cfg.min_runs, c.base_runs.min(c.head_runs) as usize),
         p_values: vec![
             ("deciding p", fmt_p(v.p_value)),
             ("α at this look", fmt_p(v.alpha)),
@@ -239,12 +239,10 @@ fn card(i: usize, job: &str, c: &ComparisonView, samples: &Samples, runs_cap: u3
     }
 }
 
-fn change_text(c: &ComparisonView, absolute: bool, unit: Option<&str>) -> String {
+fn change_text(c: &ComparisonView, absolute: bool, unit: Option<&str>, by: &str) -> String {
     match c.change_percent {
-        Some(x) if absolute => format!("{x:+.2} {}", unit.unwrap_or(""))
-            .trim_end()
-            .to_owned(),
-        Some(x) => format!("{x:+.1}% (means)"),
+        Some(x) if absolute => format!("{x:+.2} {} ({by})", unit.unwrap_or("")),
+        Some(x) => format!("{x:+.1}% ({by})"),
         None => String::from("undefined (base mean 0)"),
     }
 }

@@ -13,6 +13,8 @@ use serde::Deserialize;
 #[serde(default)]
 pub struct StoredComparison {
     pub impact: Option<String>,
+    pub kpi: bool,
+    pub primary: bool,
     pub change_is_absolute: bool,
     pub kbot: StoredVerdict,
     pub zero_day: StoredZeroDay,
@@ -37,6 +39,7 @@ pub struct StoredVerdict {
     pub base_bimodal: bool,
     pub head_bimodal: bool,
     pub deterministic: bool,
+    pub estimator: Option<String>,
 }
 
 /// `kbot_core::stats::ZeroDayVerdict`'s call and reason.
@@ -52,9 +55,35 @@ impl StoredComparison {
     pub fn from_json(detail: &serde_json::Value) -> StoredComparison {
         serde_json::from_value(detail.clone()).unwrap_or_default()
     }
+
+    /// The verdict's reason, and for a KPI that is not the job's primary
+    /// one, what its verdict may do.
+    pub fn reason(&self, min_runs: usize, runs: usize) -> String {
+        let reason = self.kbot.reason(min_runs, runs);
+        if self.kpi && !self.primary && self.kbot.outcome == "different" {
+            format!(
+                "{reason} A secondary KPI: it starts a bisection or a report only when the \
+                 job's primary KPI is different too (the job's false-alarm budget is spent \
+                 once)."
+            )
+        } else {
+            reason
+        }
+    }
 }
 
 impl StoredVerdict {
+    /// What the change figure is, after the deciding test.
+    pub fn estimator_name(&self) -> &'static str {
+        match self.estimator.as_deref() {
+            Some("log_means") => "geometric means",
+            Some("means") => "means",
+            Some("hodges_lehmann") => "Hodges-Lehmann",
+            Some("values") => "exact values",
+            _ => "means",
+        }
+    }
+
     pub fn ratio_ci(&self) -> Option<(f64, f64)> {
         match self.median_ratio_ci {
             Some((Some(a), Some(b))) => Some((a, b)),
@@ -89,18 +118,22 @@ impl StoredVerdict {
                  the values decide without a test.",
             ),
             "different" => format!(
-                "p = {p} from {} is below this look's α = {alpha}, and the change of the \
-                 medians clears the metric's floor.",
+                "p = {p} from {} is below this look's α = {alpha}, and the change (the \
+                 test's own estimate) clears the metric's floor.",
                 self.deciding_test()
-            ),
-            "same" if self.p_value.zip(self.alpha).is_some_and(|(p, a)| p < a) => format!(
-                "p = {p} is below α = {alpha}, but the change is below the metric's floor \
-                 (0-day's 1% for perf metrics, 5% for others, and its absolute floors)."
             ),
             "same" => match (equivalence, margin) {
                 (Some((lo, hi)), Some(m)) => format!(
                     "Equivalence: the ratio's interval {lo:.3}–{hi:.3} lies inside 1 ± {m}, \
-                     so no change beyond {m} is left."
+                     so no change beyond {m} is left (at 95% over all the looks).{}",
+                    if self.p_value.zip(self.alpha).is_some_and(|(p, a)| p < a) {
+                        format!(
+                            " p = {p} is below α = {alpha}, but the change is below the \
+                             metric's floor (0-day's 1% for perf metrics, 5% for others)."
+                        )
+                    } else {
+                        String::new()
+                    }
                 ),
                 _ => String::from("The equivalence test rules out a change beyond the margin."),
             },
