@@ -1,17 +1,22 @@
 //! `GET /api/openapi.json`: the REST API described as OpenAPI 3.1.
 //!
 //! The document is derived, not written: every handler carries a
-//! `#[utoipa::path]` with its parameters, body, responses and security, and
-//! every wire type derives `utoipa::ToSchema`, so a field added to a type is
-//! in the document at the next build. [`ApiDoc`] lists the handlers; the test
-//! `server/tests/openapi.rs` fails when a route of the route table under
-//! `/api` is missing from it, and runs an OpenAPI validator and a generated
-//! client against the served document.
+//! `#[utoipa::path]` with its path, parameters, body, responses and
+//! security, and every wire type derives `utoipa::ToSchema`, so a field added
+//! to a type is in the document at the next build. The route table
+//! (`routes.rs`) registers each API handler once, through utoipa-axum, which
+//! routes it and adds its operation to [`ApiDoc`]'s document; [`finish`] then
+//! adds what concerns every operation. The test `server/tests/it/openapi.rs`
+//! fails when a route under `/api` is missing from the document, and runs an
+//! OpenAPI validator and a generated client against the served document.
 
-use std::sync::LazyLock;
+use std::sync::Arc;
 
-use axum::Json;
+use axum::http::Method;
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use kbot_api::ErrorBody;
+use utoipa::openapi::path::{Operation, PathItem};
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::openapi::OpenApi as Document;
 use utoipa::{Modify, OpenApi};
@@ -21,6 +26,9 @@ pub const AGENT_TOKEN: &str = "agent_token";
 /// Security scheme of the user API's writes: `Authorization: Bearer kbot_usr_…`.
 pub const USER_TOKEN: &str = "user_token";
 
+/// What the document says besides its operations: the route table adds
+/// those. The modifiers are not in the derive, which would run them before
+/// any path is there: [`finish`] runs them on the whole document.
 #[derive(OpenApi)]
 #[openapi(
     info(
@@ -29,40 +37,7 @@ pub const USER_TOKEN: &str = "user_token";
                        Times are Unix milliseconds unless a field says otherwise; every error \
                        is an ErrorBody with a stable `code`."
     ),
-    paths(
-        crate::agents::enroll,
-        crate::scheduler::routes::lease,
-        crate::jobs::handlers::heartbeat,
-        crate::jobs::handlers::event,
-        crate::jobs::results::upload,
-        crate::repos::routes::create,
-        crate::repos::routes::list,
-        crate::repos::routes::show,
-        crate::repos::routes::commit,
-        crate::repos::routes::revlist,
-        crate::submissions::routes::create,
-        crate::submissions::routes::list,
-        crate::submissions::routes::show,
-        crate::submissions::routes::events,
-        crate::submissions::routes::cancel,
-        crate::submissions::routes::results,
-        crate::submissions::routes::comparisons,
-        crate::bisect::routes::list,
-        crate::bisect::routes::show,
-        crate::bisect::routes::cancel,
-        crate::watches::routes::create,
-        crate::watches::routes::list,
-        crate::watches::routes::show,
-        crate::watches::routes::remove,
-        crate::mail::pages::list_json,
-        crate::mail::pages::show_json,
-        crate::mail::pages::resend_json,
-        crate::regressions::routes::list,
-        crate::regressions::routes::triage,
-        document,
-    ),
     components(schemas(ErrorBody)),
-    modifiers(&TokenSchemes, &RequestTimeouts),
     tags(
         (name = "agent", description = "Test machines: enrol, lease jobs, report progress, upload results"),
         (name = "repos", description = "Registered git repositories and their commits"),
@@ -108,25 +83,36 @@ impl Modify for RequestTimeouts {
     fn modify(&self, openapi: &mut Document) {
         let timeout = crate::error::error_responses(&[408, 503]);
         for item in openapi.paths.paths.values_mut() {
-            let operations = [
-                &mut item.get,
-                &mut item.put,
-                &mut item.post,
-                &mut item.delete,
-                &mut item.options,
-                &mut item.head,
-                &mut item.patch,
-                &mut item.trace,
-            ];
-            for op in operations.into_iter().flatten() {
+            for (_, op) in operations(item) {
                 op.responses.responses.extend(timeout.clone());
             }
         }
     }
 }
 
-/// Built once: the document depends on nothing but the code.
-static DOCUMENT: LazyLock<Document> = LazyLock::new(ApiDoc::openapi);
+/// Adds to the document, once the route table has put every operation in
+/// it, what concerns all of them: the token schemes and the 408 and 503
+/// answers.
+pub fn finish(openapi: &mut Document) {
+    TokenSchemes.modify(openapi);
+    RequestTimeouts.modify(openapi);
+}
+
+/// The operations of `item`, each with its method.
+pub fn operations(item: &mut PathItem) -> impl Iterator<Item = (Method, &mut Operation)> {
+    [
+        (Method::GET, &mut item.get),
+        (Method::PUT, &mut item.put),
+        (Method::POST, &mut item.post),
+        (Method::DELETE, &mut item.delete),
+        (Method::OPTIONS, &mut item.options),
+        (Method::HEAD, &mut item.head),
+        (Method::PATCH, &mut item.patch),
+        (Method::TRACE, &mut item.trace),
+    ]
+    .into_iter()
+    .filter_map(|(method, op)| Some((method, op.as_mut()?)))
+}
 
 /// The REST API as OpenAPI 3.1.
 #[utoipa::path(
@@ -136,6 +122,8 @@ static DOCUMENT: LazyLock<Document> = LazyLock::new(ApiDoc::openapi);
     tag = "meta",
     responses((status = 200, description = "This OpenAPI 3.1 document", body = Object)),
 )]
-pub async fn document() -> Json<&'static Document> {
-    Json(&DOCUMENT)
+pub async fn document(Extension(document): Extension<Arc<Document>>) -> Response {
+    // The route table's document, which the router hands every request
+    // (`routes::router`); the doc comment above is the operation's summary.
+    Json(document.as_ref()).into_response()
 }

@@ -1,21 +1,36 @@
-//! The single route table. Other modules add their routes here, one line
-//! each, grouped by who calls them; handlers live in their own modules.
+//! The single route table: every route once, one line each, grouped by who
+//! calls it; handlers live in their own modules.
+//!
+//! The table is data ([`RouteTable`]) that yields the axum router, the
+//! OpenAPI document and the list of routes the tests walk
+//! ([`route_list`]). An API handler is registered with utoipa-axum's
+//! `routes!`, which reads its path and method from its `#[utoipa::path]`:
+//! the router serves it where the document says it is. Dashboard pages,
+//! forms and `/healthz` are not in the document; they are added with a
+//! method and a path.
 //!
 //! axum 0.8 path syntax: `/{id}` captures, `/{*rest}` wildcards.
 
+use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{DefaultBodyLimit, Request};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::handler::Handler;
+use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
-use axum::{Json, Router};
-use kbot_api::API_PREFIX;
+use axum::routing::{on, MethodFilter};
+use axum::{Extension, Json, Router};
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
+use utoipa::openapi::path::Paths;
+use utoipa::openapi::OpenApi as Document;
+use utoipa::OpenApi;
+use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouter};
+use utoipa_axum::routes;
 
 use crate::error::{Error, HtmlError};
 use crate::state::AppState;
@@ -29,14 +44,11 @@ pub fn router(state: AppState) -> Router {
     let limit = state.config.max_upload_bytes;
     // Long-polls end within max_lease_wait_secs; anything slower is stuck.
     let request_timeout = Duration::from_secs(u64::from(state.config.max_lease_wait_secs) + 60);
-    let routes = Router::new()
-        .merge(agent_routes())
-        .merge(meta_routes())
-        .merge(user_routes())
-        .merge(dashboard_routes())
-        .merge(report_routes())
-        .merge(access_routes())
+    let (routes, document) = table().split();
+    let routes = routes
         .fallback(web::not_found)
+        // What `GET /api/openapi.json` serves.
+        .layer(Extension(Arc::new(document)))
         // Every request learns its session (and meets the sign-in wall
         // for reading, when that is on).
         .layer(middleware::from_fn_with_state(
@@ -45,6 +57,12 @@ pub fn router(state: AppState) -> Router {
         ))
         .with_state(state);
     with_layers(routes, limit, request_timeout)
+}
+
+/// (method, path) of every route the router answers, in axum's path syntax
+/// (`{*rev}` for a wildcard); the tests that must cover every route walk it.
+pub fn route_list() -> BTreeSet<(String, String)> {
+    table().list
 }
 
 /// The layers every request passes: body limits, the request timeout (408,
@@ -69,109 +87,197 @@ fn with_layers(routes: Router, limit: usize, request_timeout: Duration) -> Route
         .layer(TraceLayer::new_for_http())
 }
 
+/// Every route, by who calls it. Building it needs no state: the state is
+/// given to the router it yields.
+fn table() -> RouteTable {
+    let table = RouteTable::new();
+    let table = agent_routes(table);
+    let table = meta_routes(table);
+    let table = user_routes(table);
+    let table = dashboard_routes(table);
+    let table = report_routes(table);
+    access_routes(table)
+}
+
 /// Called by agents with an agent token (`kbot_api::agent` documents them).
-fn agent_routes() -> Router<AppState> {
-    Router::new()
-        .route(&api("/agents/enroll"), post(agents::enroll))
-        .route(&api("/agents/lease"), post(scheduler::routes::lease))
-        .route(
-            &api("/jobs/{id}/heartbeat"),
-            post(jobs::handlers::heartbeat),
-        )
-        .route(&api("/jobs/{id}/events"), post(jobs::handlers::event))
-        .route(&api("/jobs/{id}/result"), put(jobs::results::upload))
+fn agent_routes(t: RouteTable) -> RouteTable {
+    t.api(routes!(agents::enroll))
+        .api(routes!(scheduler::routes::lease))
+        .api(routes!(jobs::handlers::heartbeat))
+        .api(routes!(jobs::handlers::event))
+        .api(routes!(jobs::results::upload))
 }
 
 /// Called by users and the CLI: writes need a user token, reads are open.
-fn user_routes() -> Router<AppState> {
+fn user_routes(t: RouteTable) -> RouteTable {
     use bisect::routes as b;
     use regressions::routes as g;
     use repos::routes as r;
     use submissions::routes as s;
     use watches::routes as w;
-    Router::new()
-        .route(&api("/repos"), post(r::create).get(r::list))
-        .route(&api("/repos/{name}"), get(r::show))
-        .route(&api("/repos/{name}/commits/{*rev}"), get(r::commit))
-        .route(&api("/repos/{name}/revlist"), get(r::revlist))
-        .route(&api("/submissions"), post(s::create).get(s::list))
-        .route(&api("/submissions/{id}"), get(s::show))
-        .route(&api("/submissions/{id}/events"), get(s::events))
-        .route(&api("/submissions/{id}/cancel"), post(s::cancel))
-        .route(&api("/submissions/{id}/results"), get(s::results))
-        .route(&api("/submissions/{id}/comparisons"), get(s::comparisons))
-        .route(&api("/bisections"), get(b::list))
-        .route(&api("/bisections/{id}"), get(b::show))
-        .route(&api("/bisections/{id}/cancel"), post(b::cancel))
-        .route(&api("/watches"), post(w::create).get(w::list))
-        .route(&api("/watches/{id}"), get(w::show).delete(w::remove))
-        .route(&api("/regressions"), get(g::list))
-        .route(&api("/regressions/{id}/state"), post(g::triage))
+    t.api(routes!(r::create))
+        .api(routes!(r::list))
+        .api(routes!(r::show))
+        // A rev may hold `/` (`feature/x`).
+        .api_wildcard(routes!(r::commit))
+        .api(routes!(r::revlist))
+        .api(routes!(s::create))
+        .api(routes!(s::list))
+        .api(routes!(s::show))
+        .api(routes!(s::events))
+        .api(routes!(s::cancel))
+        .api(routes!(s::results))
+        .api(routes!(s::comparisons))
+        .api(routes!(b::list))
+        .api(routes!(b::show))
+        .api(routes!(b::cancel))
+        .api(routes!(w::create))
+        .api(routes!(w::list))
+        .api(routes!(w::show))
+        .api(routes!(w::remove))
+        .api(routes!(g::list))
+        .api(routes!(g::triage))
 }
 
 /// The HTML dashboard.
-fn dashboard_routes() -> Router<AppState> {
-    Router::new()
-        .route("/", get(dashboard::overview::page))
-        .route("/submissions", get(submissions::pages::index))
-        .route("/machines", get(dashboard::machines::page))
-        .route("/jobs/{id}/log", get(dashboard::machines::job_log))
-        .route("/trends", get(dashboard::trends::page))
-        .route("/submissions/{id}", get(submissions::pages::submission))
-        .route(
-            "/submissions/{id}/compare",
-            get(submissions::pages::compare::page),
-        )
-        .route("/agents", get(agents::pages::agents))
-        .route("/bisections", get(bisect::pages::list))
-        .route("/bisections/{id}", get(bisect::pages::show))
-        .route("/watches", get(watches::pages::watches))
+fn dashboard_routes(t: RouteTable) -> RouteTable {
+    use submissions::pages as s;
+    t.page(Method::GET, "/", dashboard::overview::page)
+        .page(Method::GET, "/submissions", s::index)
+        .page(Method::GET, "/machines", dashboard::machines::page)
+        .page(Method::GET, "/jobs/{id}/log", dashboard::machines::job_log)
+        .page(Method::GET, "/trends", dashboard::trends::page)
+        .page(Method::GET, "/submissions/{id}", s::submission)
+        .page(Method::GET, "/submissions/{id}/compare", s::compare::page)
+        .page(Method::GET, "/agents", agents::pages::agents)
+        .page(Method::GET, "/bisections", bisect::pages::list)
+        .page(Method::GET, "/bisections/{id}", bisect::pages::show)
+        .page(Method::GET, "/watches", watches::pages::watches)
 }
 
 /// Dashboard sign-in and sign-out, and the forms that change things (a
 /// signed-in user with the session's CSRF token).
-fn access_routes() -> Router<AppState> {
+fn access_routes(t: RouteTable) -> RouteTable {
     use access::pages as a;
+    use regressions::pages as g;
     use submissions::pages::forms as s;
-    Router::new()
-        .route("/signin", get(a::form).post(a::sign_in))
-        .route("/signout", post(a::sign_out))
-        .route("/submit", get(s::form).post(s::submit))
-        .route("/submissions/{id}/cancel", post(s::cancel))
-        .route("/submissions/{id}/resubmit", post(s::resubmit))
-        .route("/regressions", get(regressions::pages::list))
-        .route("/regressions/{id}", get(regressions::pages::show))
-        .route("/regressions/{id}/state", post(regressions::pages::triage))
+    t.page(Method::GET, "/signin", a::form)
+        .page(Method::POST, "/signin", a::sign_in)
+        .page(Method::POST, "/signout", a::sign_out)
+        .page(Method::GET, "/submit", s::form)
+        .page(Method::POST, "/submit", s::submit)
+        .page(Method::POST, "/submissions/{id}/cancel", s::cancel)
+        .page(Method::POST, "/submissions/{id}/resubmit", s::resubmit)
+        .page(Method::GET, "/regressions", g::list)
+        .page(Method::GET, "/regressions/{id}", g::show)
+        .page(Method::POST, "/regressions/{id}/state", g::triage)
 }
 
 /// Regression reports: pages, mbox download, JSON (open), an operator's
 /// resend (user token, or the page's form: a session with its CSRF token).
-fn report_routes() -> Router<AppState> {
+fn report_routes(t: RouteTable) -> RouteTable {
+    use crate::mail::materials::materials;
     use crate::mail::pages as p;
-    Router::new()
-        .route("/reports", get(p::list_page))
-        .route("/reports/{message_id}", get(p::show_page))
-        .route("/reports/{message_id}/mbox", get(p::mbox))
-        .route("/reports/{message_id}/resend", post(p::resend_form))
-        .route(
-            "/archive/{day}/{message_id}",
-            get(crate::mail::materials::materials),
-        )
-        .route(&api("/reports"), get(p::list_json))
-        .route(&api("/reports/{message_id}"), get(p::show_json))
-        .route(&api("/reports/{message_id}/resend"), post(p::resend_json))
+    t.page(Method::GET, "/reports", p::list_page)
+        .page(Method::GET, "/reports/{message_id}", p::show_page)
+        .page(Method::GET, "/reports/{message_id}/mbox", p::mbox)
+        .page(Method::POST, "/reports/{message_id}/resend", p::resend_form)
+        .page(Method::GET, "/archive/{day}/{message_id}", materials)
+        .api(routes!(p::list_json))
+        .api(routes!(p::show_json))
+        .api(routes!(p::resend_json))
 }
 
 /// Unauthenticated: health and the API description.
-fn meta_routes() -> Router<AppState> {
-    Router::new()
-        .route("/healthz", get(healthz))
-        .route("/api/openapi.json", get(openapi::document))
+fn meta_routes(t: RouteTable) -> RouteTable {
+    t.page(Method::GET, "/healthz", healthz)
+        .api(routes!(openapi::document))
 }
 
-/// `/api/v1` + `path`.
-pub fn api(path: &str) -> String {
-    format!("{API_PREFIX}{path}")
+/// The route table under construction: the router with its OpenAPI
+/// document, and the list of the routes added.
+struct RouteTable {
+    router: OpenApiRouter<AppState>,
+    list: BTreeSet<(String, String)>,
+}
+
+impl RouteTable {
+    fn new() -> Self {
+        RouteTable {
+            router: OpenApiRouter::with_openapi(openapi::ApiDoc::openapi()),
+            list: BTreeSet::new(),
+        }
+    }
+
+    /// An API handler, routed and documented where its `#[utoipa::path]`
+    /// says (one handler a call: `routes!` routes all it is given at every
+    /// path any of them names).
+    fn api(mut self, handler: UtoipaMethodRouter<AppState>) -> Self {
+        let (schemas, mut paths, method_router) = handler;
+        self.record(&mut paths, str::to_owned);
+        self.router = self.router.routes((schemas, paths, method_router));
+        self
+    }
+
+    /// An API handler whose last path parameter is a wildcard in the
+    /// router, so that it may hold `/`. OpenAPI has no parameter of several
+    /// segments: the document keeps the path as the handler declares it
+    /// (`{rev}`, whose description says it may hold `/`), the router
+    /// serves it as `{*rev}`.
+    fn api_wildcard(mut self, handler: UtoipaMethodRouter<AppState>) -> Self {
+        let (schemas, mut paths, method_router) = handler;
+        self.record(&mut paths, wildcard);
+        for path in paths.paths.keys() {
+            self.router = self.router.route(&wildcard(path), method_router.clone());
+        }
+        // What `OpenApiRouter::routes` adds to the document.
+        let document = self.router.get_openapi_mut();
+        document.paths.merge(paths);
+        let components = document.components.get_or_insert_with(Default::default);
+        components.schemas.extend(schemas);
+        self
+    }
+
+    /// A route outside the OpenAPI document: a dashboard page or form, or
+    /// `/healthz`.
+    fn page<H, T>(mut self, method: Method, path: &str, handler: H) -> Self
+    where
+        H: Handler<T, AppState>,
+        T: 'static,
+    {
+        // The table names GET and POST only, which have filters.
+        let filter = MethodFilter::try_from(method.clone()).expect("a method axum routes");
+        self.list.insert((method.to_string(), path.to_owned()));
+        self.router = self.router.route(path, on(filter, handler));
+        self
+    }
+
+    /// Lists the operations of `paths`, each at `router_path(path)`.
+    fn record(&mut self, paths: &mut Paths, router_path: impl Fn(&str) -> String) {
+        for (path, item) in &mut paths.paths {
+            for (method, _) in openapi::operations(item) {
+                self.list.insert((method.to_string(), router_path(path)));
+            }
+        }
+    }
+
+    /// The router (still to be given its state) and the finished document.
+    fn split(self) -> (Router<AppState>, Document) {
+        let (router, mut document) = self.router.split_for_parts();
+        openapi::finish(&mut document);
+        (router, document)
+    }
+}
+
+/// `path` with its last segment, a `{param}`, made the wildcard `{*param}`.
+fn wildcard(path: &str) -> String {
+    match path.rsplit_once('/') {
+        Some((head, last)) if last.starts_with('{') && last.ends_with('}') => {
+            format!("{head}/{{*{}", &last[1..])
+        }
+        // A fault of the table itself, met by any test that builds it.
+        _ => panic!("{path} does not end in a path parameter"),
+    }
 }
 
 /// 200 when the store answers; 503 `database_unavailable` (JSON) when it
@@ -234,7 +340,26 @@ async fn json_errors(req: Request, next: Next) -> Response {
 
 #[cfg(test)]
 mod tests {
+    use axum::routing::get;
+
     use super::*;
+
+    /// The commit route: a wildcard in the router (a rev may hold `/`), the
+    /// path its handler declares in the document, which OpenAPI can read.
+    #[test]
+    fn a_wildcard_route_is_routed_as_one_and_documented_as_declared() {
+        let routed = (
+            "GET".to_owned(),
+            "/api/v1/repos/{name}/commits/{*rev}".to_owned(),
+        );
+        assert!(route_list().contains(&routed));
+        let (_, document) = table().split();
+        let paths = &document.paths.paths;
+        assert!(paths.contains_key("/api/v1/repos/{name}/commits/{rev}"));
+        let keys: Vec<&String> = paths.keys().collect();
+        assert!(!keys.iter().any(|path| path.contains("{*")), "{keys:?}");
+        assert_eq!(wildcard("/a/{b}/c/{rev}"), "/a/{b}/c/{*rev}");
+    }
 
     /// A request that outlives the timeout gets 408 with the ErrorBody the
     /// OpenAPI document promises on every operation.
@@ -245,9 +370,7 @@ mod tests {
             tokio::time::sleep(Duration::from_secs(5)).await;
             "late"
         };
-        // Not a literal `/api/...` route: server/tests/openapi.rs reads this
-        // file's literals as the route table.
-        let api_slow: &'static str = format!("{API_PREFIX}/slow").leak();
+        let api_slow = "/api/v1/slow";
         let routes = Router::new()
             .route(api_slow, get(slow))
             .route("/slow", get(slow));

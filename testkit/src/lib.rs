@@ -3,8 +3,7 @@
 //! store ([`TestServer`], [`TestStore`]), an agent speaking the protocol
 //! ([`agent::TestAgent`]), and the fixtures around them: a small tmpfs that
 //! fills up ([`tmpfs`]), real git repositories ([`gitrepo`]), an SMTP sink
-//! ([`smtp_sink`]), a relay that stops an upload in flight ([`relay`]) and
-//! the server's route list ([`routes`]).
+//! ([`smtp_sink`]) and a relay that stops an upload in flight ([`relay`]).
 //!
 //! Every test runs on each backend of [`backends`]: always a temporary SQLite
 //! file, and PostgreSQL when `KBOT_TEST_DATABASE_URL` is set (a database
@@ -14,7 +13,6 @@
 pub mod agent;
 pub mod gitrepo;
 pub mod relay;
-pub mod routes;
 pub mod smtp_sink;
 pub mod tmpfs;
 

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use kbot_load::seed;
-use kbot_testkit::routes::route_table;
+use kbot_server::routes::route_list;
 use kbot_testkit::{backends, Backend, TestServer};
 use serde_json::json;
 
@@ -348,7 +348,7 @@ async fn sweep(backend: Backend) {
     let before = table_counts(&t).await;
     let values = hostile_values(&pwned);
     let params = query_parameters();
-    let routes: Vec<String> = route_table()
+    let routes: Vec<String> = route_list()
         .into_iter()
         .filter(|(method, _)| method == "GET")
         .map(|(_, path)| path)

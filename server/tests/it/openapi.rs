@@ -1,7 +1,8 @@
 //! The OpenAPI document the server serves at `/api/openapi.json`, checked
 //! against the server itself:
 //! - every route of the route table under `/api`, with each of its methods,
-//!   is in the document, and nothing else is;
+//!   is in the document, nothing else is, and the router answers exactly
+//!   those;
 //! - a real OpenAPI 3.1 validator (`openapi-spec-validator`) accepts it;
 //! - a Python client generated from it (`openapi-python-client`) registers a
 //!   repo, submits a job file from jobs/, plays the agent and reads the
@@ -23,9 +24,6 @@ use serde_json::Value;
 
 const VALIDATOR: &str = "openapi-spec-validator";
 const GENERATOR: &str = "openapi-python-client";
-/// The route table: axum cannot list a router's routes, so the test reads
-/// the paths from the one file that declares them all.
-const ROUTE_TABLE: &str = include_str!("../../src/routes.rs");
 /// Methods probed on every `/api` path (HEAD and OPTIONS are axum's own).
 const METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
 
@@ -46,24 +44,14 @@ async fn document(t: &TestServer) -> Value {
     serde_json::from_slice(&document_bytes(t).await).expect("the document is JSON")
 }
 
-/// `/api` paths of the route table, in OpenAPI form (`{*rev}` is `{rev}`).
-fn route_table_paths() -> BTreeSet<String> {
-    let mut paths = BTreeSet::new();
-    for (i, _) in ROUTE_TABLE.match_indices('"') {
-        let rest = &ROUTE_TABLE[i + 1..];
-        let Some(end) = rest.find('"') else { break };
-        let literal = &rest[..end];
-        let before = ROUTE_TABLE[..i].trim_end();
-        let path = if before.ends_with("api(") {
-            format!("{}{literal}", kbot_api::API_PREFIX)
-        } else if before.ends_with(".route(") && literal.starts_with("/api/") {
-            literal.to_owned()
-        } else {
-            continue;
-        };
-        paths.insert(path.replace("{*", "{"));
-    }
-    paths
+/// (method, path) of the route table's routes under `/api`, in OpenAPI form
+/// (`{*rev}` is `{rev}`).
+fn route_table_operations() -> BTreeSet<(String, String)> {
+    kbot_server::routes::route_list()
+        .into_iter()
+        .filter(|(_, path)| path.starts_with("/api/"))
+        .map(|(method, path)| (method, path.replace("{*", "{")))
+        .collect()
 }
 
 /// `path` with every `{param}` replaced by `1`.
@@ -97,13 +85,16 @@ async fn every_api_route_is_in_the_document() {
             methods.map(|m| (m.to_uppercase(), path.clone()))
         })
         .collect();
-    let documented_paths: BTreeSet<String> = documented.iter().map(|(_, p)| p.clone()).collect();
-    let table = route_table_paths();
-    assert!(table.len() > 20, "the route table reads as {table:?}");
-    assert_eq!(
-        table, documented_paths,
-        "the /api paths of server/src/routes.rs (left) and of the document (right) differ"
+    let operations = route_table_operations();
+    assert!(
+        operations.len() > 20,
+        "the route table reads as {operations:?}"
     );
+    assert_eq!(
+        operations, documented,
+        "the /api routes of the route table (left) and the document's operations (right) differ"
+    );
+    let table: BTreeSet<&String> = operations.iter().map(|(_, path)| path).collect();
 
     // Which methods the router answers on each path: axum says 405 for a
     // path it routes without that method. Nothing probed has an effect:
@@ -111,7 +102,7 @@ async fn every_api_route_is_in_the_document() {
     let mut routed = BTreeSet::new();
     // Whether the router wanted a token: a tokenless request gets 401.
     let mut wants_token = BTreeSet::new();
-    for path in &table {
+    for path in table {
         for method in METHODS {
             let request = t
                 .http

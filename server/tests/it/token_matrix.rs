@@ -1,4 +1,5 @@
-//! Every route of server/src/routes.rs times every credential, with the
+//! Every route of the route table (`kbot_server::routes::route_list`) times
+//! every credential, with the
 //! status each must get, on SQLite and PostgreSQL.
 //!
 //! Credentials: none, a wrong token, a revoked user token, a revoked agent
@@ -16,8 +17,8 @@ use std::collections::BTreeSet;
 
 use kbot_api::agent::{EnrollRequest, EventRequest, JobState, LeaseRequest, ResultUpload};
 use kbot_load::seed;
+use kbot_server::routes::route_list;
 use kbot_testkit::agent::TestAgent;
-use kbot_testkit::routes::route_table;
 use kbot_testkit::{backends, Backend, TestServer};
 use reqwest::Method;
 use serde_json::json;
@@ -103,11 +104,11 @@ fn the_matrix_lists_every_route() {
         .iter()
         .map(|(m, p, _)| (m.to_string(), p.to_string()))
         .collect();
-    let table = route_table();
+    let table = route_list();
     assert!(table.len() >= 30, "{table:?}");
     assert_eq!(
         listed, table,
-        "the matrix (left) and routes.rs (right) differ"
+        "the matrix (left) and the route table (right) differ"
     );
 }
 

@@ -44,6 +44,7 @@ async fn fixture_with(
         ],
     );
     gitrepo::git(repo_dir.path(), &["tag", "v1", &shas[0]]);
+    gitrepo::git(repo_dir.path(), &["branch", "feature/writes", &shas[1]]);
     let fixture = Fixture {
         server,
         user_token,
@@ -325,6 +326,11 @@ async fn commits_resolve_and_bad_input_gets_stable_codes() {
             .get_json(&format!("/api/v1/repos/linux/commits/{}", &f.shas[0][..7]))
             .await;
         assert!(c.parents.is_empty());
+        // The rev is the route's wildcard: a branch name may hold `/`.
+        let c: CommitView = f
+            .get_json("/api/v1/repos/linux/commits/feature/writes")
+            .await;
+        assert_eq!(c.sha, f.shas[1]);
         let range: Value = f
             .get_json(&format!(
                 "/api/v1/repos/linux/revlist?base={}&head=main",
