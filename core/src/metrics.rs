@@ -91,6 +91,11 @@ const HIGHER: &[&str] = &[
     r"\.MB/sec$",
     r"_ops$",
     r"\.throughput$",
+    // programs/hackbench/parse's throughputs from the best, mean and worst
+    // iteration time. etc/index-perf-all.yaml's `.+\.throughput` does not
+    // reach them (upstream leaves them without a direction); like
+    // `throughput`, they are work per second.
+    r"^hackbench\.throughput_(best|avg|worst)$",
     r"\.score$",
     r"ops_per_sec$",
     r"^stress-ng\..+_per_sec$",
@@ -588,6 +593,10 @@ mod tests {
             ("unixbench.throughput", HigherIsBetter),
             ("unixbench.score", HigherIsBetter),
             ("hackbench.throughput", HigherIsBetter),
+            ("hackbench.throughput_best", HigherIsBetter),
+            ("hackbench.throughput_avg", HigherIsBetter),
+            ("hackbench.throughput_worst", HigherIsBetter),
+            ("hackbench.throughput_median", Undefined),
             ("hackbench.time_sec", LowerIsBetter),
             ("perf-bench-sched-pipe.ops_per_sec", HigherIsBetter),
             ("perf-bench-sched-pipe.usecs_per_op", LowerIsBetter),

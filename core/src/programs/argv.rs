@@ -257,6 +257,7 @@ pub fn kbot_bench_invocations(
             ]);
             let mut inv = bench(job, "messaging", args);
             inv.repeat = hackbench_repeat(&p)?;
+            inv.context.hackbench_iterations = true;
             vec![inv]
         }
         "perf-bench-sched-messaging" => vec![bench(
@@ -381,6 +382,7 @@ pub fn upstream_invocations(
             ]));
             let mut inv = upstream(job, "hackbench", args, Tool::Hackbench);
             inv.repeat = hackbench_repeat(&p)?;
+            inv.context.hackbench_iterations = true;
             vec![inv]
         }
         "perf-bench-sched-messaging" => {

@@ -299,7 +299,7 @@ fn will_it_scale_names() {
     let processes = ParseContext {
         prefix: p.testcase.into(),
         tasks: Some(2),
-        threads: false,
+        ..ParseContext::default()
     };
     let threads = ParseContext {
         threads: true,
@@ -513,6 +513,17 @@ fn directions_follow_upstream_index_tables() {
         direction("will-it-scale.16.scalability"),
         Direction::Undefined
     );
+    // programs/hackbench/parse's other throughputs: upstream's index has
+    // no entry that reaches them (`.+\.throughput` is anchored); kbot's
+    // table calls them higher-is-better, like `throughput`.
+    for name in [
+        "hackbench.throughput_best",
+        "hackbench.throughput_avg",
+        "hackbench.throughput_worst",
+    ] {
+        assert_eq!(direction(name), HigherIsBetter, "{name}");
+        assert!(is_kpi(name) && is_perf_metric(name), "{name}");
+    }
 }
 
 /// The monitor names kbot's agent emits are monitors in kbot's tables, as in
