@@ -103,8 +103,8 @@ const HIGHER: &[&str] = &[
 
 /// Lower-is-better patterns: `etc/index-latency-all.yaml` (`*.latency.us`),
 /// `kbuild\..+_per_iteration: -1`, the issue's `*.total_time_sec` and
-/// `*.time.elapsed_time`, and kbot-bench's `hackbench.time_sec` and
-/// `perf-bench-sched-pipe.usecs_per_op`.
+/// `*.time.elapsed_time`, kbot-bench's `hackbench.time_sec` and
+/// `perf-bench-sched-pipe.usecs_per_op`, and `perf-stat.overall.path-length`.
 const LOWER: &[&str] = &[
     r"\.latency\.us$",
     r"\.latency_us$",
@@ -113,6 +113,10 @@ const LOWER: &[&str] = &[
     r"^kbuild\..+_per_iteration$",
     r"^hackbench\.time_sec$",
     r"\.usecs_per_op$",
+    // lib/matrix.rb's instructions per unit of the workload: fewer is a
+    // cheaper path through the kernel (upstream's index tables have no
+    // entry for it).
+    r"^perf-stat\.overall\.path-length$",
 ];
 
 /// Monitor prefixes of `etc/perf-metrics-prefixes` (the monitors that
@@ -608,6 +612,8 @@ mod tests {
             ("lmbench3.time.elapsed_time", LowerIsBetter),
             ("lmbench3.time.voluntary_context_switches", Undefined),
             ("vmstat.system.cs", Undefined),
+            ("perf-stat.overall.path-length", LowerIsBetter),
+            ("perf-stat.overall.ipc", Undefined),
         ];
         for (m, d) in cases {
             assert_eq!(direction(m), d, "{m}");

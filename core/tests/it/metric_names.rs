@@ -600,7 +600,7 @@ const PERF_STAT_OVERALL: &[&str] = &[
 
 #[test]
 fn perf_stat_names_are_lkps() {
-    use kbot_core::parsers::perf_stat::{counts, lkp_metrics, LKP_EVENTS};
+    use kbot_core::parsers::perf_stat::{add_path_length, counts, lkp_metrics, LKP_EVENTS};
     // What `perf stat -x,` prints for every event the agent asks for.
     let csv: String = LKP_EVENTS
         .iter()
@@ -626,4 +626,21 @@ fn perf_stat_names_are_lkps() {
             "{name}"
         );
     }
+    // lib/matrix.rb `add_path_length`: with the run's one `*.workload`.
+    let mut run = m.clone();
+    run.insert("will-it-scale.workload".into(), 1e6);
+    add_path_length(&mut run);
+    let added: Vec<&String> = run.keys().filter(|k| !m.contains_key(*k)).collect();
+    assert_eq!(
+        added,
+        ["perf-stat.overall.path-length", "will-it-scale.workload"]
+    );
+    assert_eq!(
+        run["perf-stat.overall.path-length"],
+        m["perf-stat.total.instructions"] / 1e6
+    );
+    assert_eq!(
+        direction("perf-stat.overall.path-length"),
+        Direction::LowerIsBetter
+    );
 }
