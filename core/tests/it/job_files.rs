@@ -492,3 +492,52 @@ fn will_it_scale_sweep_is_upstreams_at_every_size() {
         );
     }
 }
+
+/// The pipe family of lkp-tests' `jobs/stress-ng/stress-ng-part3.yaml` and
+/// `stress-ng-scheduler.yaml` (the corpus file `stress-ng-pipe-family.yaml`
+/// lays it out as upstream does) resolves and maps to the command line
+/// upstream's `programs/stress-ng/run` builds.
+#[test]
+fn stress_ng_pipe_family_runs_as_upstreams_run_script() {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/lkp-jobs/jobs/stress-ng-pipe-family.yaml"),
+    )
+    .expect("corpus file");
+    let jobs = parse_job_file(&text).expect("plans");
+    let eight = Hardware {
+        sockets: 1,
+        cores: 8,
+        threads: 8,
+        numa_nodes: 1,
+        ..spr()
+    };
+    let mut lines = Vec::new();
+    for job in &jobs {
+        let r = job.resolve(&eight).expect("resolves");
+        let up = upstream_invocations(job, &r)
+            .expect("maps")
+            .expect("upstream tool");
+        assert_eq!(up.len(), 1);
+        lines.push(format!("{} {}", up[0].program, up[0].args.join(" ")));
+        // kbot-bench has no stress-ng workload: the agent cannot run it.
+        assert!(kbot_bench_invocations(job, &r).is_err());
+    }
+    let common = "stress-ng --timeout 60 --times --verify --metrics --no-rand-seed";
+    let mut want = vec![
+        format!("{common} --pipeherd 8"),
+        format!("{common} --ring-pipe 8"),
+    ];
+    for test in ["pipe", "pthread"] {
+        for sched in ["batch", "deadline", "fifo", "idle", "other", "rr"] {
+            // Neither stressor has its own --<test>-sched option.
+            want.push(format!("{common} --workload-sched {sched} --{test} 8"));
+        }
+    }
+    assert_eq!(lines, want);
+    let fifo = jobs
+        .iter()
+        .find(|j| j.path_params() == "100%-fifo-pipe-60s")
+        .expect("pipe under fifo");
+    assert_eq!(fifo.options.get("sched").map(String::as_str), Some("fifo"));
+}

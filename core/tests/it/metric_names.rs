@@ -131,14 +131,17 @@ const PERF_SCHED_MESSAGING: Program = Program {
     kbot_only: &[],
 };
 
-/// intel/lkp-tests programs/stress-ng/parse for the pipe stressor:
+/// intel/lkp-tests programs/stress-ng/parse for the pipe stressors kbot
+/// plans (pipe, pthread, pipeherd, ring-pipe):
 /// `<stressor>.{pass,fail,ops,ops_per_sec}` from the bogo-ops table and
 /// `<stressor>.<unit>{,.pass,.fail}` from the miscellaneous metrics, the unit
 /// normalised by lib/tests/stats.rb `normalize` ("MB per sec pipe write
-/// rate" becomes `MB_per_sec_pipe_write_rate`). Not covered: units with
-/// brackets, which the pipe stressor does not print, are normalised
-/// differently (stream's "memory rate (Mflop per sec)": upstream
-/// `memory_rate_Mflop_per_sec`, kbot `memory_rate__Mflop_per_sec_`).
+/// rate" becomes `MB_per_sec_pipe_write_rate`, "pipe read+write calls per
+/// sec" `pipe_read+write_calls_per_sec`). The units are stress-ng's
+/// (`stress_metrics_set` in stress-pipe.c, stress-pthread.c,
+/// stress-pipeherd.c, stress-ring-pipe.c); `context_switches_per_second` is
+/// an older stress-ng's wording, in upstream's
+/// spec/fixtures/stats/stress-ng/01.yaml.
 const STRESS_NG: Program = Program {
     testcase: "stress-ng",
     upstream: &[
@@ -149,6 +152,29 @@ const STRESS_NG: Program = Program {
         "pipe.MB_per_sec_pipe_write_rate",
         "pipe.MB_per_sec_pipe_write_rate.pass",
         "pipe.MB_per_sec_pipe_write_rate.fail",
+        "pthread.pass",
+        "pthread.ops",
+        "pthread.ops_per_sec",
+        "pthread.nanosecs_to_start_a_pthread",
+        "pthread.nanosecs_to_start_a_pthread.pass",
+        "pthread.%_of_4096_pthreads_created",
+        "pthread.%_of_4096_pthreads_created.pass",
+        "pipeherd.pass",
+        "pipeherd.ops",
+        "pipeherd.ops_per_sec",
+        "pipeherd.context_switches_per_bogo_op",
+        "pipeherd.context_switches_per_bogo_op.pass",
+        "pipeherd.context_switches_per_sec",
+        "pipeherd.context_switches_per_sec.pass",
+        "pipeherd.context_switches_per_second",
+        "pipeherd.context_switches_per_second.pass",
+        "ring-pipe.pass",
+        "ring-pipe.ops",
+        "ring-pipe.ops_per_sec",
+        "ring-pipe.pipe_read+write_calls_per_sec",
+        "ring-pipe.pipe_read+write_calls_per_sec.pass",
+        "ring-pipe.MB_per_sec_data_pipe_write",
+        "ring-pipe.MB_per_sec_data_pipe_write.pass",
     ],
     kbot_only: &[],
 };
@@ -434,9 +460,59 @@ stress-ng: info:  [17121] for a 2.00s run time:
                 fixture("stress-ng-pipe-metrics-brief.txt"),
             ),
             sample(Tool::StressNg, p.testcase, failed),
+            sample(Tool::StressNg, p.testcase, PIPE_FAMILY),
+            sample(Tool::StressNg, p.testcase, UPSTREAM_PIPEHERD),
         ],
         p.upstream,
     );
+}
+
+/// pthread, pipeherd and ring-pipe in stress-ng's `--metrics` format, with
+/// the units their sources print.
+const PIPE_FAMILY: &str = "\
+stress-ng: metrc: [2759] stressor       bogo ops real time  usr time  sys time   bogo ops/s     bogo ops/s CPU used per       RSS Max
+stress-ng: metrc: [2759]                           (secs)    (secs)    (secs)   (real time) (usr+sys time) instance (%)          (KB)
+stress-ng: metrc: [2759] pipeherd       31374714     60.03      8.84    298.78    522650.08      101991.79        52.10          2048
+stress-ng: metrc: [2759] pthread          123456     60.00     10.00     50.00      2057.60        2057.60        50.00          4096
+stress-ng: metrc: [2759] ring-pipe      98765432     60.00     20.00     40.00   1646090.53     1646090.53        50.00          1024
+stress-ng: metrc: [2759] miscellaneous metrics:
+stress-ng: metrc: [2759] pipeherd           1.01 context switches per bogo op (average per stressor)
+stress-ng: metrc: [2759] pipeherd      262868.42 context switches per sec (average per stressor)
+stress-ng: metrc: [2759] pthread        35123.40 nanosecs to start a pthread (harmonic mean of 8 instances)
+stress-ng: metrc: [2759] pthread          100.00 % of 4096 pthreads created (geometric mean of 8 instances)
+stress-ng: metrc: [2759] ring-pipe    1646090.53 pipe read+write calls per sec (harmonic mean of 8 instances)
+stress-ng: metrc: [2759] ring-pipe          6.43 MB per sec data pipe write (harmonic mean of 8 instances)
+stress-ng: info:  [2759] for a 60.00s run time:
+";
+
+/// pipeherd's rows of lkp-tests' spec/fixtures/stats/stress-ng/01 (an older
+/// stress-ng, `--metrics-brief`), which upstream's parse turns into the
+/// names of 01.yaml.
+const UPSTREAM_PIPEHERD: &str = "\
+stress-ng: info:  [2759] stressor       bogo ops real time  usr time  sys time   bogo ops/s     bogo ops/s
+stress-ng: info:  [2759]                           (secs)    (secs)    (secs)   (real time) (usr+sys time)
+stress-ng: info:  [2759] pipeherd       31374714      5.03      8.84    298.78   6235302.61      101991.79
+stress-ng: info:  [2759] pipeherd           1.01 context switches per bogo op (average per stressor)
+stress-ng: info:  [2759] pipeherd      262868.42 context switches per second (average per stressor)
+stress-ng: info:  [2759] for a 247.66s run time:
+";
+
+#[test]
+fn stress_ng_pipe_family_values_are_upstreams() {
+    let m = run(Tool::StressNg, &ctx("stress-ng"), UPSTREAM_PIPEHERD);
+    // spec/fixtures/stats/stress-ng/01.yaml
+    for (name, want) in [
+        ("stress-ng.pipeherd.pass", 1.0),
+        ("stress-ng.pipeherd.ops", 31374714.0),
+        ("stress-ng.pipeherd.ops_per_sec", 6235302.61),
+        ("stress-ng.pipeherd.context_switches_per_bogo_op.pass", 1.0),
+        ("stress-ng.pipeherd.context_switches_per_bogo_op", 1.01),
+        ("stress-ng.pipeherd.context_switches_per_second.pass", 1.0),
+        ("stress-ng.pipeherd.context_switches_per_second", 262868.42),
+    ] {
+        assert_eq!(m.get(name), Some(&want), "{name}: {m:?}");
+    }
+    assert_eq!(m.len(), 7, "{m:?}");
 }
 
 #[test]
@@ -497,6 +573,14 @@ fn directions_follow_upstream_index_tables() {
         ("perf-bench-sched-pipe.ops_per_sec", HigherIsBetter),
         // index-perf-all.yaml `stress-ng\..+_per_sec: 1`
         ("stress-ng.pipe.ops_per_sec", HigherIsBetter),
+        (
+            "stress-ng.pipeherd.context_switches_per_sec",
+            HigherIsBetter,
+        ),
+        (
+            "stress-ng.ring-pipe.pipe_read+write_calls_per_sec",
+            HigherIsBetter,
+        ),
     ];
     for (name, want) in upstream {
         assert_eq!(direction(name), want, "{name}");
@@ -523,6 +607,14 @@ fn directions_follow_upstream_index_tables() {
     ] {
         assert_eq!(direction(name), HigherIsBetter, "{name}");
         assert!(is_kpi(name) && is_perf_metric(name), "{name}");
+    }
+    // stress-ng's units without a `_per_sec` (or `_per_item`, `_per_seek`)
+    // suffix have no direction upstream, nor in kbot.
+    for name in [
+        "stress-ng.pipeherd.context_switches_per_bogo_op",
+        "stress-ng.ring-pipe.MB_per_sec_data_pipe_write",
+    ] {
+        assert_eq!(direction(name), Direction::Undefined, "{name}");
     }
 }
 
