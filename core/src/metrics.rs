@@ -3,7 +3,8 @@
 //!
 //! Everything here follows `intel/lkp-tests`: `etc/index-perf-all.yaml`,
 //! `etc/index-latency-all.yaml`, `etc/perf-metrics-prefixes`,
-//! `lib/perf_metrics.rb` and `etc/perf-metrics-threshold.yaml`, plus the
+//! `lib/perf_metrics.rb`, `etc/perf-metrics-threshold.yaml`, and
+//! `etc/failure` and `etc/pass` (function stats, `lib/stats.rb`), plus the
 //! names kbot-bench reports (`workloads/README.md`).
 
 use std::sync::OnceLock;
@@ -164,6 +165,24 @@ const BENCHMARK_PREFIXES: &[&str] = &[
     "unixbench",
     "will-it-scale",
 ];
+
+/// lkp-tests' `etc/failure`: stats that record a failure. `lib/stats.rb`
+/// anchors each at the start only (`%r{^#{pattern}}`).
+const FAILURE_PATTERNS: &[&str] = &[
+    r".+killed_by.*",
+    r".+\.(error|warn|fail)[^_]*$",
+    r"dmesg.*",
+    r"kmemleak\..+unreferenced_object\..+",
+    r"kmsg.*",
+    r"last_state.*",
+    r"locktoture\..+lock_hotplug",
+    r"rcutoture\..+rcu_hotplug",
+    r"stderr.*",
+    r"xfstests\..+fail$",
+];
+
+/// lkp-tests' `etc/pass`: stats that record a pass.
+const PASS_PATTERNS: &[&str] = &[r".+\.pass$"];
 
 /// One absolute noise floor of `etc/perf-metrics-threshold.yaml`.
 struct Floor {
@@ -411,6 +430,7 @@ struct Tables {
     higher: Vec<Regex>,
     lower: Vec<Regex>,
     floors: Vec<(Regex, f64, bool)>,
+    function: Vec<Regex>,
 }
 
 fn tables() -> &'static Tables {
@@ -425,6 +445,11 @@ fn tables() -> &'static Tables {
             floors: FLOORS
                 .iter()
                 .map(|f| (compile(&format!("^(?:{})$", f.pattern)), f.value, f.integer))
+                .collect(),
+            function: FAILURE_PATTERNS
+                .iter()
+                .chain(PASS_PATTERNS)
+                .map(|p| compile(&format!("^(?:{p})")))
                 .collect(),
         }
     })
@@ -462,9 +487,15 @@ pub fn is_monitor(metric: &str) -> bool {
 }
 
 /// 0-day's `kpi_stat?`: any `<test>.<x>` of the benchmark itself, except
-/// `<test>.time.*`.
+/// `<test>.time.*`; and, unlike upstream's, except function stats
+/// ([`is_function_stat`]: `stress-ng.pipe.pass`, `.fail`): they record
+/// whether a test ran, not how fast, and 0-day judges them by a rule of
+/// their own, so kbot's verdict never reports or bisects on them.
 pub fn is_kpi(metric: &str) -> bool {
-    metric.contains('.') && !is_monitor(metric) && !is_time_metric(metric)
+    metric.contains('.')
+        && !is_monitor(metric)
+        && !is_time_metric(metric)
+        && !is_function_stat(metric)
 }
 
 /// 0-day's perf metrics (monitor prefixes plus benchmark prefixes): they need
@@ -472,6 +503,21 @@ pub fn is_kpi(metric: &str) -> bool {
 pub fn is_perf_metric(metric: &str) -> bool {
     let p = prefix(metric);
     MONITOR_PREFIXES.contains(&p) || BENCHMARK_PREFIXES.contains(&p)
+}
+
+/// 0-day's `function_stat?` (lkp-tests' `lib/stats.rb`): a stat that records
+/// a pass or a failure rather than a measurement, by the patterns of
+/// `etc/failure` and `etc/pass` (`*.pass`, `*.fail`, `*.error`, `*.warn`,
+/// `dmesg.*`, ...), unless its name has `.time.`, `.timestamp:` or
+/// `.bootstage:`. kbot's are stress-ng's `<stressor>.pass` / `.fail`.
+pub fn is_function_stat(metric: &str) -> bool {
+    if [".time.", ".timestamp:", ".bootstage:"]
+        .iter()
+        .any(|s| metric.contains(s))
+    {
+        return false;
+    }
+    tables().function.iter().any(|r| r.is_match(metric))
 }
 
 /// `perf-profile.*` rows: compared and shown as absolute percentage points.
@@ -621,13 +667,48 @@ mod tests {
     }
 
     #[test]
-    fn kpis_exclude_time_and_monitors() {
+    fn kpis_exclude_time_monitors_and_function_stats() {
         assert!(is_kpi("lmbench3.PIPE.bandwidth.MB/sec"));
         assert!(!is_kpi("lmbench3.time.elapsed_time"));
         assert!(!is_kpi("perf-stat.ps.cpu-cycles"));
+        assert!(is_kpi("stress-ng.pipe.ops_per_sec"));
+        assert!(!is_kpi("stress-ng.pipe.pass"));
+        assert!(!is_kpi("stress-ng.pipe.fail"));
+        assert!(!is_kpi("stress-ng.pipe.MB_per_sec_pipe_write_rate.fail"));
         assert!(is_perf_metric("lmbench3.time.user_time"));
         assert!(is_perf_metric("vmstat.system.cs"));
         assert!(!is_perf_metric("kmsg.foo"));
+    }
+
+    #[test]
+    fn function_stats_follow_etc_failure_and_pass() {
+        for m in [
+            "stress-ng.pipe.pass",
+            "stress-ng.pipe.fail",
+            "stress-ng.pipe.MB_per_sec_pipe_write_rate.pass",
+            "stress-ng.ring-pipe.pipe_read+write_calls_per_sec.fail",
+            "unixbench.test.pass",
+            "x.y.error",
+            "x.y.warn",
+            "x.y.failures",
+            "dmesg.boot_failures",
+            "last_state.is_incomplete_run",
+            "x.oom.killed_by_foo",
+        ] {
+            assert!(is_function_stat(m), "{m}");
+        }
+        for m in [
+            "stress-ng.pipe.ops",
+            "stress-ng.pipe.ops_per_sec",
+            "stress-ng.pipe.fail_rate",
+            "pass",
+            ".pass",
+            "x.time.fail",
+            "hackbench.throughput",
+            "xfail.y",
+        ] {
+            assert!(!is_function_stat(m), "{m}");
+        }
     }
 
     #[test]

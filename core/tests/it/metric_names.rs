@@ -609,13 +609,17 @@ fn directions_follow_upstream_index_tables() {
         assert!(is_kpi(name) && is_perf_metric(name), "{name}");
     }
     // stress-ng's units without a `_per_sec` (or `_per_item`, `_per_seek`)
-    // suffix have no direction upstream, nor in kbot.
+    // suffix have no direction upstream, nor in kbot; its `.pass` and
+    // `.fail` are function stats, neither KPIs nor directed.
     for name in [
         "stress-ng.pipeherd.context_switches_per_bogo_op",
         "stress-ng.ring-pipe.MB_per_sec_data_pipe_write",
+        "stress-ng.pipe.pass",
+        "stress-ng.pipe.fail",
     ] {
         assert_eq!(direction(name), Direction::Undefined, "{name}");
     }
+    assert!(!is_kpi("stress-ng.pipe.pass") && !is_kpi("stress-ng.pipe.fail"));
 }
 
 /// The monitor names kbot's agent emits are monitors in kbot's tables, as in
