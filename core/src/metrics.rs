@@ -3,9 +3,10 @@
 //!
 //! Everything here follows `intel/lkp-tests`: `etc/index-perf-all.yaml`,
 //! `etc/index-latency-all.yaml`, `etc/perf-metrics-prefixes`,
-//! `lib/perf_metrics.rb`, `etc/perf-metrics-threshold.yaml`, and
-//! `etc/failure` and `etc/pass` (function stats, `lib/stats.rb`), plus the
-//! names kbot-bench reports (`workloads/README.md`).
+//! `etc/perf-metrics-patterns`, `lib/perf_metrics.rb`,
+//! `etc/perf-metrics-threshold.yaml`, and `etc/failure` and `etc/pass`
+//! (function stats, `lib/stats.rb`), plus the names kbot-bench reports
+//! (`workloads/README.md`).
 
 use std::sync::OnceLock;
 
@@ -120,8 +121,9 @@ const LOWER: &[&str] = &[
     r"^perf-stat\.overall\.path-length$",
 ];
 
-/// Monitor prefixes of `etc/perf-metrics-prefixes` (the monitors that
-/// `include/category/benchmark` switches on, §8).
+/// Monitors: lkp-tests programs that run beside the benchmark (most of them
+/// switched on by `include/category/benchmark`, §8). Their stats are never a
+/// benchmark's KPI. This is not the perf-metric set ([`is_perf_metric`]).
 const MONITOR_PREFIXES: &[&str] = &[
     "boot-time",
     "buddyinfo",
@@ -152,15 +154,71 @@ const MONITOR_PREFIXES: &[&str] = &[
     "vmstat",
 ];
 
-/// Benchmark prefixes: `lib/perf_metrics.rb` adds every benchmark's own
-/// prefix to the perf metrics; these are the pipe tests of §7 and kbot-bench.
-const BENCHMARK_PREFIXES: &[&str] = &[
+/// lkp-tests' `etc/perf-metrics-prefixes`, as written: a stat whose name
+/// starts with one of these is a perf metric.
+const PERF_METRIC_PREFIXES: &[&str] = &[
+    "boot-meminfo.DirectMap1G",
+    "boot-meminfo.DirectMap2M",
+    "boot-meminfo.DirectMap4k",
+    "boot-meminfo.KernelStack",
+    "boot-meminfo.MemFree",
+    "boot-meminfo.MemTotal",
+    "boot-meminfo.PageTables",
+    "boot-meminfo.Slab",
+    "boot-meminfo.VmallocUsed",
+    "boot-memory.bootmem",
+    "boot-memory.code",
+    "boot-memory.init",
+    "boot-slabinfo.",
+    "boot-time.",
+    "energy.",
+    "interrupts.CAL:Function_call_interrupts",
+    "iostat.",
+    "perf-c2c.HITM.total",
+    "perf-profile.children.cycles-pp.native_queued_spin_lock_slowpath",
+    "perf-stat.",
+    "pmeter.",
+    "proc-vmstat.",
+    "turbostat.%Busy",
+    "turbostat.Bzy_MHz",
+    "turbostat.C1%",
+    "turbostat.C1E%",
+    "turbostat.CorWatt",
+    "turbostat.Pk%pc10",
+    "turbostat.Pkg%pc2",
+    "turbostat.Pkg%pc3",
+    "turbostat.Pkg%pc6",
+    "turbostat.Pkg%pc7",
+    "turbostat.Pkg%pc8",
+    "turbostat.Pkg%pc9",
+    "turbostat.PkgTmp",
+    "turbostat.PkgWatt",
+    "turbostat.POLL%",
+    "turbostat.RAMWatt",
+    "turbostat.SYS%LPI",
+    "vmstat.cpu.",
+    "vmstat.io.",
+    "vmstat.swap.",
+    "vmstat.system.",
+];
+
+/// lkp-tests' `etc/perf-metrics-patterns`, matched anywhere in the name as
+/// `LKP::PerfMetricsPatterns` does (both start with `^`): every `time`
+/// stat (`<test>.time.*`, `hackbench.time_sec`) and lock_stat contentions.
+const PERF_METRIC_PATTERNS: &[&str] = &[r"^(.*\.)?time..*", r"^lock_stat..*..contentions"];
+
+/// `lib/perf_metrics.rb` also adds `<test>.` for each upstream test: a
+/// program with both a parser and a run script (`programs/<p>/parse`,
+/// `programs/<p>/run`) that `etc/linux-test-cases` and
+/// `etc/other-test-cases` do not list. Of the programs kbot runs, these
+/// are upstream tests; pipen and pipebench have no upstream program, and
+/// bw_pipe and lat_pipe are lmbench3's binaries, so their stats are not
+/// perf metrics unless a pattern above takes them (`pipen.time.*`).
+const UPSTREAM_TEST_PREFIXES: &[&str] = &[
     "hackbench",
     "lmbench3",
     "perf-bench-sched-messaging",
     "perf-bench-sched-pipe",
-    "pipebench",
-    "pipen",
     "stress-ng",
     "unixbench",
     "will-it-scale",
@@ -430,6 +488,7 @@ struct Tables {
     higher: Vec<Regex>,
     lower: Vec<Regex>,
     floors: Vec<(Regex, f64, bool)>,
+    perf_patterns: Vec<Regex>,
     function: Vec<Regex>,
 }
 
@@ -446,6 +505,7 @@ fn tables() -> &'static Tables {
                 .iter()
                 .map(|f| (compile(&format!("^(?:{})$", f.pattern)), f.value, f.integer))
                 .collect(),
+            perf_patterns: PERF_METRIC_PATTERNS.iter().map(|p| compile(p)).collect(),
             function: FAILURE_PATTERNS
                 .iter()
                 .chain(PASS_PATTERNS)
@@ -498,11 +558,15 @@ pub fn is_kpi(metric: &str) -> bool {
         && !is_function_stat(metric)
 }
 
-/// 0-day's perf metrics (monitor prefixes plus benchmark prefixes): they need
-/// a 1% change, everything else 5%.
+/// 0-day's `perf_metric?` (lkp-tests' `lib/perf_metrics.rb`): a stat of
+/// `etc/perf-metrics-patterns`, one starting with an entry of
+/// `etc/perf-metrics-prefixes`, or one of an upstream test
+/// (`UPSTREAM_TEST_PREFIXES`). A perf metric needs a 1% change, anything
+/// else 5% (`skip_small_change?`).
 pub fn is_perf_metric(metric: &str) -> bool {
-    let p = prefix(metric);
-    MONITOR_PREFIXES.contains(&p) || BENCHMARK_PREFIXES.contains(&p)
+    tables().perf_patterns.iter().any(|r| r.is_match(metric))
+        || PERF_METRIC_PREFIXES.iter().any(|p| metric.starts_with(p))
+        || (metric.contains('.') && UPSTREAM_TEST_PREFIXES.contains(&prefix(metric)))
 }
 
 /// 0-day's `function_stat?` (lkp-tests' `lib/stats.rb`): a stat that records
@@ -675,9 +739,59 @@ mod tests {
         assert!(!is_kpi("stress-ng.pipe.pass"));
         assert!(!is_kpi("stress-ng.pipe.fail"));
         assert!(!is_kpi("stress-ng.pipe.MB_per_sec_pipe_write_rate.fail"));
-        assert!(is_perf_metric("lmbench3.time.user_time"));
-        assert!(is_perf_metric("vmstat.system.cs"));
-        assert!(!is_perf_metric("kmsg.foo"));
+    }
+
+    #[test]
+    fn perf_metrics_are_upstreams() {
+        let perf = [
+            // etc/perf-metrics-patterns
+            "lmbench3.time.user_time",
+            "pipen.time.user_time",
+            "bw_pipe.time.elapsed_time",
+            "hackbench.time_sec",
+            "lock_stat.rq->lock.contentions",
+            // etc/perf-metrics-prefixes
+            "vmstat.system.cs",
+            "vmstat.cpu.us",
+            "proc-vmstat.pgfault",
+            "perf-stat.ps.cpu-cycles",
+            "perf-stat.overall.path-length",
+            "interrupts.CAL:Function_call_interrupts",
+            "perf-profile.children.cycles-pp.native_queued_spin_lock_slowpath",
+            "turbostat.Bzy_MHz",
+            "iostat.sda.util",
+            // upstream tests (lib/perf_metrics.rb)
+            "hackbench.throughput",
+            "lmbench3.PIPE.bandwidth.MB/sec",
+            "perf-bench-sched-pipe.ops_per_sec",
+            "perf-bench-sched-messaging.total_time_sec",
+            "stress-ng.pipe.ops_per_sec",
+            "unixbench.score",
+            "will-it-scale.per_process_ops",
+        ];
+        let not_perf = [
+            // No upstream program: kbot-bench's own.
+            "pipen.MB/sec",
+            "pipen.ops_per_sec",
+            "pipebench.MB/sec",
+            "bw_pipe.bandwidth.MB/sec",
+            // Monitors outside the prefix list.
+            "interrupts.LOC:Local_timer_interrupts",
+            "perf-profile.self.cycles-pp.pipe_read",
+            "vmstat.memory.free",
+            "meminfo.MemFree",
+            "turbostat.Avg_MHz",
+            "softirqs.NET_RX",
+            "kmsg.foo",
+            "hackbench",
+            "lock_stat.rq->lock.holdtime-total",
+        ];
+        for m in perf {
+            assert!(is_perf_metric(m), "{m}");
+        }
+        for m in not_perf {
+            assert!(!is_perf_metric(m), "{m}");
+        }
     }
 
     #[test]
