@@ -7,6 +7,7 @@
 
 use std::path::Path;
 
+use kbot_core::metrics;
 use kbot_core::parsers::{self, ParseContext, Tool};
 use kbot_core::programs::{Invocation, Repeat};
 
@@ -75,6 +76,9 @@ fn measure(cfg: QemuConfig, noise: &NoiseArgs) -> Result<()> {
                 "boot": boot,
                 "run": run,
                 "kpi": noise.kpi,
+                // The ratio floor a verdict on the KPI needs: 1% for 0-day's
+                // perf metrics, 5% for the rest.
+                "perf_metric": metrics::is_perf_metric(&noise.kpi),
                 "value": value,
                 "boot_wall_secs": rec.wall().as_secs_f64(),
                 "host_other": rec.host.map(|h| h.other),

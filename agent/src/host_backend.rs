@@ -8,6 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kbot_api::agent::{FailureKind, ResultUpload};
+use kbot_core::parsers::perf_stat;
 use kbot_core::programs::{Invocation, Repeat};
 
 use crate::error::{AgentError, Result};
@@ -96,6 +97,7 @@ pub fn run(
     metrics.extend(monitors::metrics(&before, &after, elapsed));
     if use_perf {
         metrics.extend(perf::stat_metrics(&perf_counts, perf_seconds));
+        perf_stat::add_path_length(&mut metrics);
     }
     let mut notes = tuning.notes.clone();
     notes.insert(

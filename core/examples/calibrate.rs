@@ -27,7 +27,9 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, LogNormal, Normal, StudentT};
 
-/// A KPI with 0-day's 1% floor (an upstream test: a perf metric), higher is better.
+/// A KPI with 0-day's 1% ratio floor and no absolute floor (a perf metric of
+/// an upstream test, lkp-tests' `lib/perf_metrics.rb`), higher is better.
+/// Only the floors a name selects enter the verdicts.
 const METRIC: &str = "lmbench3.PIPE.bandwidth.MB/sec";
 
 #[derive(Clone, Copy, Debug)]

@@ -36,6 +36,7 @@ fn main() -> ExitCode {
         prefix: prefix.clone(),
         tasks,
         threads: false,
+        hackbench_iterations: false,
     };
     match parse(tool, &text, &ctx) {
         Ok(metrics) => {

@@ -3,8 +3,10 @@
 //!
 //! Everything here follows `intel/lkp-tests`: `etc/index-perf-all.yaml`,
 //! `etc/index-latency-all.yaml`, `etc/perf-metrics-prefixes`,
-//! `lib/perf_metrics.rb` and `etc/perf-metrics-threshold.yaml`, plus the
-//! names kbot-bench reports (`workloads/README.md`).
+//! `etc/perf-metrics-patterns`, `lib/perf_metrics.rb`,
+//! `etc/perf-metrics-threshold.yaml`, and `etc/failure` and `etc/pass`
+//! (function stats, `lib/stats.rb`), plus the names kbot-bench reports
+//! (`workloads/README.md`).
 
 use std::sync::OnceLock;
 
@@ -91,6 +93,11 @@ const HIGHER: &[&str] = &[
     r"\.MB/sec$",
     r"_ops$",
     r"\.throughput$",
+    // programs/hackbench/parse's throughputs from the best, mean and worst
+    // iteration time. etc/index-perf-all.yaml's `.+\.throughput` does not
+    // reach them (upstream leaves them without a direction); like
+    // `throughput`, they are work per second.
+    r"^hackbench\.throughput_(best|avg|worst)$",
     r"\.score$",
     r"ops_per_sec$",
     r"^stress-ng\..+_per_sec$",
@@ -98,8 +105,8 @@ const HIGHER: &[&str] = &[
 
 /// Lower-is-better patterns: `etc/index-latency-all.yaml` (`*.latency.us`),
 /// `kbuild\..+_per_iteration: -1`, the issue's `*.total_time_sec` and
-/// `*.time.elapsed_time`, and kbot-bench's `hackbench.time_sec` and
-/// `perf-bench-sched-pipe.usecs_per_op`.
+/// `*.time.elapsed_time`, kbot-bench's `hackbench.time_sec` and
+/// `perf-bench-sched-pipe.usecs_per_op`, and `perf-stat.overall.path-length`.
 const LOWER: &[&str] = &[
     r"\.latency\.us$",
     r"\.latency_us$",
@@ -108,10 +115,15 @@ const LOWER: &[&str] = &[
     r"^kbuild\..+_per_iteration$",
     r"^hackbench\.time_sec$",
     r"\.usecs_per_op$",
+    // lib/matrix.rb's instructions per unit of the workload: fewer is a
+    // cheaper path through the kernel (upstream's index tables have no
+    // entry for it).
+    r"^perf-stat\.overall\.path-length$",
 ];
 
-/// Monitor prefixes of `etc/perf-metrics-prefixes` (the monitors that
-/// `include/category/benchmark` switches on, §8).
+/// Monitors: lkp-tests programs that run beside the benchmark (most of them
+/// switched on by `include/category/benchmark`, §8). Their stats are never a
+/// benchmark's KPI. This is not the perf-metric set ([`is_perf_metric`]).
 const MONITOR_PREFIXES: &[&str] = &[
     "boot-time",
     "buddyinfo",
@@ -142,19 +154,93 @@ const MONITOR_PREFIXES: &[&str] = &[
     "vmstat",
 ];
 
-/// Benchmark prefixes: `lib/perf_metrics.rb` adds every benchmark's own
-/// prefix to the perf metrics; these are the pipe tests of §7 and kbot-bench.
-const BENCHMARK_PREFIXES: &[&str] = &[
+/// lkp-tests' `etc/perf-metrics-prefixes`, as written: a stat whose name
+/// starts with one of these is a perf metric.
+const PERF_METRIC_PREFIXES: &[&str] = &[
+    "boot-meminfo.DirectMap1G",
+    "boot-meminfo.DirectMap2M",
+    "boot-meminfo.DirectMap4k",
+    "boot-meminfo.KernelStack",
+    "boot-meminfo.MemFree",
+    "boot-meminfo.MemTotal",
+    "boot-meminfo.PageTables",
+    "boot-meminfo.Slab",
+    "boot-meminfo.VmallocUsed",
+    "boot-memory.bootmem",
+    "boot-memory.code",
+    "boot-memory.init",
+    "boot-slabinfo.",
+    "boot-time.",
+    "energy.",
+    "interrupts.CAL:Function_call_interrupts",
+    "iostat.",
+    "perf-c2c.HITM.total",
+    "perf-profile.children.cycles-pp.native_queued_spin_lock_slowpath",
+    "perf-stat.",
+    "pmeter.",
+    "proc-vmstat.",
+    "turbostat.%Busy",
+    "turbostat.Bzy_MHz",
+    "turbostat.C1%",
+    "turbostat.C1E%",
+    "turbostat.CorWatt",
+    "turbostat.Pk%pc10",
+    "turbostat.Pkg%pc2",
+    "turbostat.Pkg%pc3",
+    "turbostat.Pkg%pc6",
+    "turbostat.Pkg%pc7",
+    "turbostat.Pkg%pc8",
+    "turbostat.Pkg%pc9",
+    "turbostat.PkgTmp",
+    "turbostat.PkgWatt",
+    "turbostat.POLL%",
+    "turbostat.RAMWatt",
+    "turbostat.SYS%LPI",
+    "vmstat.cpu.",
+    "vmstat.io.",
+    "vmstat.swap.",
+    "vmstat.system.",
+];
+
+/// lkp-tests' `etc/perf-metrics-patterns`, matched anywhere in the name as
+/// `LKP::PerfMetricsPatterns` does (both start with `^`): every `time`
+/// stat (`<test>.time.*`, `hackbench.time_sec`) and lock_stat contentions.
+const PERF_METRIC_PATTERNS: &[&str] = &[r"^(.*\.)?time..*", r"^lock_stat..*..contentions"];
+
+/// `lib/perf_metrics.rb` also adds `<test>.` for each upstream test: a
+/// program with both a parser and a run script (`programs/<p>/parse`,
+/// `programs/<p>/run`) that `etc/linux-test-cases` and
+/// `etc/other-test-cases` do not list. Of the programs kbot runs, these
+/// are upstream tests; pipen and pipebench have no upstream program, and
+/// bw_pipe and lat_pipe are lmbench3's binaries, so their stats are not
+/// perf metrics unless a pattern above takes them (`pipen.time.*`).
+const UPSTREAM_TEST_PREFIXES: &[&str] = &[
     "hackbench",
     "lmbench3",
     "perf-bench-sched-messaging",
     "perf-bench-sched-pipe",
-    "pipebench",
-    "pipen",
     "stress-ng",
     "unixbench",
     "will-it-scale",
 ];
+
+/// lkp-tests' `etc/failure`: stats that record a failure. `lib/stats.rb`
+/// anchors each at the start only (`%r{^#{pattern}}`).
+const FAILURE_PATTERNS: &[&str] = &[
+    r".+killed_by.*",
+    r".+\.(error|warn|fail)[^_]*$",
+    r"dmesg.*",
+    r"kmemleak\..+unreferenced_object\..+",
+    r"kmsg.*",
+    r"last_state.*",
+    r"locktoture\..+lock_hotplug",
+    r"rcutoture\..+rcu_hotplug",
+    r"stderr.*",
+    r"xfstests\..+fail$",
+];
+
+/// lkp-tests' `etc/pass`: stats that record a pass.
+const PASS_PATTERNS: &[&str] = &[r".+\.pass$"];
 
 /// One absolute noise floor of `etc/perf-metrics-threshold.yaml`.
 struct Floor {
@@ -403,6 +489,8 @@ struct Tables {
     lower: Vec<Regex>,
     floors: Vec<(Regex, f64, bool)>,
     primary: Vec<Regex>,
+    perf_patterns: Vec<Regex>,
+    function: Vec<Regex>,
 }
 
 fn tables() -> &'static Tables {
@@ -419,6 +507,12 @@ fn tables() -> &'static Tables {
                 .map(|f| (compile(&format!("^(?:{})$", f.pattern)), f.value, f.integer))
                 .collect(),
             primary: PRIMARY.iter().map(|p| compile(p)).collect(),
+            perf_patterns: PERF_METRIC_PATTERNS.iter().map(|p| compile(p)).collect(),
+            function: FAILURE_PATTERNS
+                .iter()
+                .chain(PASS_PATTERNS)
+                .map(|p| compile(&format!("^(?:{p})")))
+                .collect(),
         }
     })
 }
@@ -455,16 +549,41 @@ pub fn is_monitor(metric: &str) -> bool {
 }
 
 /// 0-day's `kpi_stat?`: any `<test>.<x>` of the benchmark itself, except
-/// `<test>.time.*`.
+/// `<test>.time.*`; and, unlike upstream's, except function stats
+/// ([`is_function_stat`]: `stress-ng.pipe.pass`, `.fail`): they record
+/// whether a test ran, not how fast, and 0-day judges them by a rule of
+/// their own, so kbot's verdict never reports or bisects on them.
 pub fn is_kpi(metric: &str) -> bool {
-    metric.contains('.') && !is_monitor(metric) && !is_time_metric(metric)
+    metric.contains('.')
+        && !is_monitor(metric)
+        && !is_time_metric(metric)
+        && !is_function_stat(metric)
 }
 
-/// 0-day's perf metrics (monitor prefixes plus benchmark prefixes): they need
-/// a 1% change, everything else 5%.
+/// 0-day's `perf_metric?` (lkp-tests' `lib/perf_metrics.rb`): a stat of
+/// `etc/perf-metrics-patterns`, one starting with an entry of
+/// `etc/perf-metrics-prefixes`, or one of an upstream test
+/// (`UPSTREAM_TEST_PREFIXES`). A perf metric needs a 1% change, anything
+/// else 5% (`skip_small_change?`).
 pub fn is_perf_metric(metric: &str) -> bool {
-    let p = prefix(metric);
-    MONITOR_PREFIXES.contains(&p) || BENCHMARK_PREFIXES.contains(&p)
+    tables().perf_patterns.iter().any(|r| r.is_match(metric))
+        || PERF_METRIC_PREFIXES.iter().any(|p| metric.starts_with(p))
+        || (metric.contains('.') && UPSTREAM_TEST_PREFIXES.contains(&prefix(metric)))
+}
+
+/// 0-day's `function_stat?` (lkp-tests' `lib/stats.rb`): a stat that records
+/// a pass or a failure rather than a measurement, by the patterns of
+/// `etc/failure` and `etc/pass` (`*.pass`, `*.fail`, `*.error`, `*.warn`,
+/// `dmesg.*`, ...), unless its name has `.time.`, `.timestamp:` or
+/// `.bootstage:`. kbot's are stress-ng's `<stressor>.pass` / `.fail`.
+pub fn is_function_stat(metric: &str) -> bool {
+    if [".time.", ".timestamp:", ".bootstage:"]
+        .iter()
+        .any(|s| metric.contains(s))
+    {
+        return false;
+    }
+    tables().function.iter().any(|r| r.is_match(metric))
 }
 
 /// `perf-profile.*` rows: compared and shown as absolute percentage points.
@@ -579,10 +698,10 @@ const PRIMARY: &[&str] = &[
 
 /// The job's primary KPI among `names`: the first [`PRIMARY`] pattern that
 /// some KPI matches, else the first KPI with a direction (by name), else
-/// the first KPI. Function stats (`.pass`, `.fail`) never lead.
+/// the first KPI.
 pub fn primary_kpi<'a>(names: impl Iterator<Item = &'a str> + Clone) -> Option<&'a str> {
     let patterns = &tables().primary;
-    let kpis = names.filter(|n| is_kpi(n) && !n.ends_with(".pass") && !n.ends_with(".fail"));
+    let kpis = names.filter(|n| is_kpi(n));
     let lowest = |it: &mut dyn Iterator<Item = &'a str>| it.min();
     patterns
         .iter()
@@ -625,6 +744,10 @@ mod tests {
             ("unixbench.throughput", HigherIsBetter),
             ("unixbench.score", HigherIsBetter),
             ("hackbench.throughput", HigherIsBetter),
+            ("hackbench.throughput_best", HigherIsBetter),
+            ("hackbench.throughput_avg", HigherIsBetter),
+            ("hackbench.throughput_worst", HigherIsBetter),
+            ("hackbench.throughput_median", Undefined),
             ("hackbench.time_sec", LowerIsBetter),
             ("perf-bench-sched-pipe.ops_per_sec", HigherIsBetter),
             ("perf-bench-sched-pipe.usecs_per_op", LowerIsBetter),
@@ -636,6 +759,8 @@ mod tests {
             ("lmbench3.time.elapsed_time", LowerIsBetter),
             ("lmbench3.time.voluntary_context_switches", Undefined),
             ("vmstat.system.cs", Undefined),
+            ("perf-stat.overall.path-length", LowerIsBetter),
+            ("perf-stat.overall.ipc", Undefined),
         ];
         for (m, d) in cases {
             assert_eq!(direction(m), d, "{m}");
@@ -643,13 +768,98 @@ mod tests {
     }
 
     #[test]
-    fn kpis_exclude_time_and_monitors() {
+    fn kpis_exclude_time_monitors_and_function_stats() {
         assert!(is_kpi("lmbench3.PIPE.bandwidth.MB/sec"));
         assert!(!is_kpi("lmbench3.time.elapsed_time"));
         assert!(!is_kpi("perf-stat.ps.cpu-cycles"));
-        assert!(is_perf_metric("lmbench3.time.user_time"));
-        assert!(is_perf_metric("vmstat.system.cs"));
-        assert!(!is_perf_metric("kmsg.foo"));
+        assert!(is_kpi("stress-ng.pipe.ops_per_sec"));
+        assert!(!is_kpi("stress-ng.pipe.pass"));
+        assert!(!is_kpi("stress-ng.pipe.fail"));
+        assert!(!is_kpi("stress-ng.pipe.MB_per_sec_pipe_write_rate.fail"));
+    }
+
+    #[test]
+    fn perf_metrics_are_upstreams() {
+        let perf = [
+            // etc/perf-metrics-patterns
+            "lmbench3.time.user_time",
+            "pipen.time.user_time",
+            "bw_pipe.time.elapsed_time",
+            "hackbench.time_sec",
+            "lock_stat.rq->lock.contentions",
+            // etc/perf-metrics-prefixes
+            "vmstat.system.cs",
+            "vmstat.cpu.us",
+            "proc-vmstat.pgfault",
+            "perf-stat.ps.cpu-cycles",
+            "perf-stat.overall.path-length",
+            "interrupts.CAL:Function_call_interrupts",
+            "perf-profile.children.cycles-pp.native_queued_spin_lock_slowpath",
+            "turbostat.Bzy_MHz",
+            "iostat.sda.util",
+            // upstream tests (lib/perf_metrics.rb)
+            "hackbench.throughput",
+            "lmbench3.PIPE.bandwidth.MB/sec",
+            "perf-bench-sched-pipe.ops_per_sec",
+            "perf-bench-sched-messaging.total_time_sec",
+            "stress-ng.pipe.ops_per_sec",
+            "unixbench.score",
+            "will-it-scale.per_process_ops",
+        ];
+        let not_perf = [
+            // No upstream program: kbot-bench's own.
+            "pipen.MB/sec",
+            "pipen.ops_per_sec",
+            "pipebench.MB/sec",
+            "bw_pipe.bandwidth.MB/sec",
+            // Monitors outside the prefix list.
+            "interrupts.LOC:Local_timer_interrupts",
+            "perf-profile.self.cycles-pp.pipe_read",
+            "vmstat.memory.free",
+            "meminfo.MemFree",
+            "turbostat.Avg_MHz",
+            "softirqs.NET_RX",
+            "kmsg.foo",
+            "hackbench",
+            "lock_stat.rq->lock.holdtime-total",
+        ];
+        for m in perf {
+            assert!(is_perf_metric(m), "{m}");
+        }
+        for m in not_perf {
+            assert!(!is_perf_metric(m), "{m}");
+        }
+    }
+
+    #[test]
+    fn function_stats_follow_etc_failure_and_pass() {
+        for m in [
+            "stress-ng.pipe.pass",
+            "stress-ng.pipe.fail",
+            "stress-ng.pipe.MB_per_sec_pipe_write_rate.pass",
+            "stress-ng.ring-pipe.pipe_read+write_calls_per_sec.fail",
+            "unixbench.test.pass",
+            "x.y.error",
+            "x.y.warn",
+            "x.y.failures",
+            "dmesg.boot_failures",
+            "last_state.is_incomplete_run",
+            "x.oom.killed_by_foo",
+        ] {
+            assert!(is_function_stat(m), "{m}");
+        }
+        for m in [
+            "stress-ng.pipe.ops",
+            "stress-ng.pipe.ops_per_sec",
+            "stress-ng.pipe.fail_rate",
+            "pass",
+            ".pass",
+            "x.time.fail",
+            "hackbench.throughput",
+            "xfail.y",
+        ] {
+            assert!(!is_function_stat(m), "{m}");
+        }
     }
 
     #[test]

@@ -6,6 +6,8 @@
 //! 27 characters; rows of `base_mean [± s%]  change  head_mean [± s%]  stat`
 //! with the arithmetic mean and the population σ, `± s%` only when above 2%,
 //! and an absolute change (no `%`) for perf-profile and `%`-suffixed stats.
+//! Function stats (`*.pass`, `*.fail`) come first, in a block of their own:
+//! `fail:runs  %reproduction  fail:runs  stat` (`show_failure_change`).
 
 use std::collections::BTreeMap;
 
@@ -33,6 +35,11 @@ pub struct TableRow {
     pub change_is_absolute: bool,
     pub head_mean: f64,
     pub head_stddev_pct: f64,
+    /// A function stat's runs `(base, head)`: the means are then the runs
+    /// that failed (or passed) and `change` the change of their share, in
+    /// points ([`crate::stats::ZeroDayRow::function_runs`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function_runs: Option<(usize, usize)>,
 }
 
 impl TableRow {
@@ -48,6 +55,7 @@ impl TableRow {
             change_is_absolute,
             head_mean: r.head_mean,
             head_stddev_pct: r.head_stddev_pct,
+            function_runs: r.function_runs,
         }
     }
 }
@@ -179,12 +187,44 @@ pub fn render(t: &TableInput) -> String {
         "-".repeat(BASE_SHA_WIDTH),
         "-".repeat(HEAD_SHA_WIDTH)
     ));
-    line("         %stddev     %change         %stddev");
-    line("             \\          |                \\  ");
-    for r in &t.rows {
-        line(&render_row(r));
+    let (function, perf): (Vec<&TableRow>, Vec<&TableRow>) =
+        t.rows.iter().partition(|r| r.function_runs.is_some());
+    if !function.is_empty() {
+        line("       fail:runs  %reproduction    fail:runs");
+        line("           |             |             |    ");
+        for r in &function {
+            line(&render_function_row(r));
+        }
+    }
+    if !perf.is_empty() || function.is_empty() {
+        line("         %stddev     %change         %stddev");
+        line("             \\          |                \\  ");
+        for r in perf {
+            line(&render_row(r));
+        }
     }
     out
+}
+
+/// `show_failure_change`: each side's count (blank when 0) and runs, the
+/// change of the share in points between them.
+fn render_function_row(r: &TableRow) -> String {
+    let (base_runs, head_runs) = r.function_runs.unwrap_or_default();
+    let side = |count: f64, runs: usize| {
+        let count = if count == 0.0 {
+            String::new()
+        } else {
+            format!("{}", count.round() as i64)
+        };
+        format!("{count:>11}:{runs:<4}")
+    };
+    format!(
+        "{}{:>10.0}% {}  {}",
+        side(r.base_mean, base_runs),
+        r.change,
+        side(r.head_mean, head_runs),
+        r.metric
+    )
 }
 
 fn render_row(r: &TableRow) -> String {
@@ -293,10 +333,63 @@ mod tests {
             change_is_absolute: true,
             head_mean: 8.53,
             head_stddev_pct: 3.2,
+            function_runs: None,
         };
         assert_eq!(
             render_row(&r),
             "     10.63            -2.1        8.53 ±  3%  perf-profile.self.cycles-pp.pipe_read"
         );
+    }
+
+    #[test]
+    fn function_stats_get_lkps_failure_block() {
+        let row = |metric: &str, base: f64, head: f64, change: f64| TableRow {
+            metric: metric.into(),
+            base_mean: base,
+            base_stddev_pct: 0.0,
+            change,
+            change_is_absolute: false,
+            head_mean: head,
+            head_stddev_pct: 0.0,
+            function_runs: Some((3, 3)),
+        };
+        let t = TableInput {
+            axes: BTreeMap::from([("testcase".to_string(), "stress-ng".to_string())]),
+            base: CommitRef {
+                sha: "a".repeat(40),
+                subject: "base".into(),
+            },
+            head: CommitRef {
+                sha: "b".repeat(40),
+                subject: "head".into(),
+            },
+            rows: vec![
+                row("stress-ng.pipe.fail", 0.0, 3.0, 100.0),
+                TableRow {
+                    function_runs: None,
+                    ..row("stress-ng.pipe.ops_per_sec", 1000.0, 900.0, -10.0)
+                },
+            ],
+        };
+        let text = render(&t);
+        let lines: Vec<&str> = text.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.contains("fail:runs"))
+            .expect("failure header");
+        assert_eq!(lines[at], "       fail:runs  %reproduction    fail:runs");
+        assert_eq!(
+            lines[at + 1],
+            "           |             |             |    "
+        );
+        assert_eq!(
+            lines[at + 2],
+            "           :3          100%           3:3     stress-ng.pipe.fail"
+        );
+        assert_eq!(
+            lines[at + 3],
+            "         %stddev     %change         %stddev"
+        );
+        assert!(lines[at + 5].ends_with("stress-ng.pipe.ops_per_sec"));
     }
 }

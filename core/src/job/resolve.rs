@@ -65,11 +65,8 @@ fn resolve_value(o: &OptionSpec, v: &str, hw: &Hardware) -> Result<String> {
 
 /// Parameters LKP's run scripts compute from the machine rather than the
 /// job: will-it-scale without `nr_task` sweeps task counts as
-/// `setup_threads_to_iterate` and `setup_params` do (1, the cores of one
-/// last-level cache, then each node's worth of cores; `runtime` shared out
-/// over 3 + nr_node iterations, halved, less the 5 warm-up seconds, at
-/// least 5 s). kbot's hardware record has no cache topology, so one LLC per
-/// socket stands for lscpu's L2/L3 count.
+/// `programs/will-it-scale/run` does through `lib/sysinfo.sh`
+/// (`setup_threads_to_iterate`, then `setup_params`).
 fn derive_params(
     job: &AtomicJob,
     hw: &Hardware,
@@ -78,6 +75,29 @@ fn derive_params(
     if job.program != "will-it-scale" || resolved.contains_key("nr_task") {
         return Ok(());
     }
+    let nr_node = u64::from(hw.numa_nodes.max(1));
+    let tasks = threads_to_iterate(hw)?;
+    // setup_params: `runtime` shared out over 3 + nr_node iterations,
+    // halved, less the 5 warm-up seconds, at least 5 s.
+    let runtime: i64 = resolved
+        .get("runtime")
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(300);
+    let iterations = 3 + nr_node as i64;
+    let duration = (runtime / iterations / 2 - 5).max(5);
+    let list: Vec<String> = tasks.iter().map(u64::to_string).collect();
+    resolved.insert("threads_to_iterate".to_string(), list.join(" "));
+    resolved.insert("duration".to_string(), duration.to_string());
+    Ok(())
+}
+
+/// `setup_threads_to_iterate` of lkp-tests' `lib/sysinfo.sh`: 1, the cores
+/// of one last-level cache, each node's worth of cores (1, 2, ... nodes),
+/// and from 4 CPUs on also `nr_cpu * 3 / 4` and `nr_cpu`; then `sort -un`
+/// (ascending, each count once). Upstream takes the cores per LLC from
+/// lscpu's L2 and L3 instance counts; kbot's hardware record has no cache
+/// topology, so one LLC per socket stands for them.
+fn threads_to_iterate(hw: &Hardware) -> Result<Vec<u64>> {
     let nr_node = u64::from(hw.numa_nodes.max(1));
     let nr_cpu = u64::from(hw.threads);
     let threads_per_core = (nr_cpu / u64::from(hw.cores.max(1))).max(1);
@@ -94,14 +114,10 @@ fn derive_params(
     let cores_per_llc = u64::from(hw.cores / hw.sockets.max(1)).max(1);
     let mut tasks = vec![1, cores_per_llc];
     tasks.extend((1..=nr_node).map(|i| i * cores_per_node));
-    let runtime: i64 = resolved
-        .get("runtime")
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(300);
-    let iterations = 3 + nr_node as i64;
-    let duration = (runtime / iterations / 2 - 5).max(5);
-    let list: Vec<String> = tasks.iter().map(u64::to_string).collect();
-    resolved.insert("threads_to_iterate".to_string(), list.join(" "));
-    resolved.insert("duration".to_string(), duration.to_string());
-    Ok(())
+    if nr_cpu >= 4 {
+        tasks.extend([nr_cpu * 3 / 4, nr_cpu]);
+    }
+    tasks.sort_unstable();
+    tasks.dedup();
+    Ok(tasks)
 }

@@ -78,6 +78,11 @@ pub struct ParseContext {
     /// The will-it-scale harness run used threads (`*_threads`), so the
     /// metric is `per_thread_ops` rather than `per_process_ops`.
     pub threads: bool,
+    /// Each execution is one iteration of a hackbench run (one `Time:`):
+    /// the iterations' throughputs are combined as LKP's parser combines
+    /// the times of its log (`hackbench::combine`), not averaged.
+    #[serde(default)]
+    pub hackbench_iterations: bool,
 }
 
 impl ParseContext {
@@ -179,8 +184,9 @@ pub struct Parsed<'a> {
 /// `*.time.*` figures add up (the workload's total, as one `time` around it
 /// would show) except the peak RSS, which is the maximum; a will-it-scale
 /// run over several task counts or modes gives upstream's results for the
-/// sweep (`will_it_scale::combine`); any other metric seen several times
-/// (repeated runs) is averaged.
+/// sweep (`will_it_scale::combine`); hackbench's iterations give upstream's
+/// best, average and worst throughputs (`hackbench::combine`); any other
+/// metric seen several times (repeated runs) is averaged.
 pub fn merge_executions(parsed: &[Parsed<'_>]) -> Result<Metrics> {
     let mut seen: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     for p in parsed {
@@ -194,6 +200,7 @@ pub fn merge_executions(parsed: &[Parsed<'_>]) -> Result<Metrics> {
         put(&mut out, "", k, merge_values(k, &vs))?;
     }
     will_it_scale::combine(parsed, &mut out)?;
+    hackbench::combine(parsed, &mut out)?;
     Ok(out)
 }
 

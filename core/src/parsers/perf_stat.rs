@@ -2,7 +2,8 @@
 //! names it (`programs/perf-stat/parse`): `perf-stat.ps.<event>` (the count
 //! per second of the measured time), `perf-stat.total.instructions`, and
 //! the derived `perf-stat.overall.*` rows (miss rates, ipc/cpi, MPKI, ...)
-//! from the totals.
+//! from the totals; with the benchmark's workload, LKP's path length
+//! ([`add_path_length`]).
 //!
 //! LKP runs `perf stat -a -I 1000` beside the test and also prints one
 //! `i.<event>` row per interval; kbot's agent runs `perf stat` around each
@@ -135,6 +136,28 @@ pub fn lkp_metrics(totals: &BTreeMap<String, f64>, seconds: f64) -> Metrics {
     m
 }
 
+/// Adds `perf-stat.overall.path-length` to a run's metrics, as lkp-tests'
+/// `lib/matrix.rb` (`add_path_length`) adds it to a run's stats:
+/// `perf-stat.total.instructions` over the run's one `*.workload` stat (the
+/// benchmark's total work: will-it-scale's ops, unixbench's loops), the
+/// instructions spent per unit of work. Nothing is added when the run has no
+/// instructions count, no `*.workload` or several, or a workload of 0
+/// (upstream would store Infinity). kbot's instructions are the workload's
+/// own processes' (see the module's note), where LKP counts the whole system.
+pub fn add_path_length(metrics: &mut Metrics) {
+    let mut workloads = metrics.iter().filter(|(k, _)| k.ends_with(".workload"));
+    let (Some((_, &workload)), None) = (workloads.next(), workloads.next()) else {
+        return;
+    };
+    let Some(&instructions) = metrics.get("perf-stat.total.instructions") else {
+        return;
+    };
+    let path_length = instructions / workload;
+    if workload != 0.0 && path_length.is_finite() {
+        metrics.insert("perf-stat.overall.path-length".to_string(), path_length);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,5 +202,32 @@ mod tests {
         assert_eq!(m["perf-stat.overall.dTLB-load-miss-rate%"], 10.0);
         // No time measured: no per-second rows.
         assert!(lkp_metrics(&c, 0.0).keys().all(|k| !k.contains(".ps.")));
+    }
+
+    #[test]
+    fn path_length_is_instructions_per_unit_of_workload() {
+        let mut m = lkp_metrics(&counts(CSV), 2.0);
+        m.insert("will-it-scale.workload".into(), 3e6);
+        m.insert("will-it-scale.per_process_ops".into(), 1e6);
+        add_path_length(&mut m);
+        assert_eq!(m["perf-stat.overall.path-length"], 2000.0);
+
+        // No workload, two workloads, a zero workload, no instructions:
+        // upstream adds nothing (or Infinity, which kbot does not store).
+        let base = lkp_metrics(&counts(CSV), 2.0);
+        let mut none = base.clone();
+        add_path_length(&mut none);
+        let mut two = base.clone();
+        two.insert("a.workload".into(), 1.0);
+        two.insert("b.workload".into(), 1.0);
+        add_path_length(&mut two);
+        let mut zero = base.clone();
+        zero.insert("a.workload".into(), 0.0);
+        add_path_length(&mut zero);
+        let mut no_ins = Metrics::from([("a.workload".to_string(), 5.0)]);
+        add_path_length(&mut no_ins);
+        for m in [none, two, zero, no_ins] {
+            assert!(!m.contains_key("perf-stat.overall.path-length"), "{m:?}");
+        }
     }
 }

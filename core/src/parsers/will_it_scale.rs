@@ -234,6 +234,7 @@ mod tests {
             prefix: "will-it-scale".into(),
             tasks: Some(tasks),
             threads,
+            ..ParseContext::default()
         }
     }
 

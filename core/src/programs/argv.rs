@@ -164,6 +164,30 @@ fn wis_duration(p: &Params) -> Result<u64> {
         })
 }
 
+/// Stressors with a scheduler option of their own (`--<stressor>-sched`,
+/// stress-ng's `core-opts.c`).
+const STRESS_NG_OWN_SCHED: &[&str] = &[
+    "cpu",
+    "min-nanosleep",
+    "sctp",
+    "varyload",
+    "workload",
+    "yield",
+];
+
+/// How lkp-tests' `programs/stress-ng/run` passes `sched`: as
+/// `--<test>-sched` when `stress-ng --help` lists that option, else as
+/// `--workload-sched`. None of the pipe stressors has its own, so they get
+/// `--workload-sched`, a setting only the workload stressor reads: the
+/// stressor itself runs under the default policy, upstream and in kbot.
+fn stress_ng_sched_option(test: &str) -> String {
+    if STRESS_NG_OWN_SCHED.contains(&test) {
+        format!("--{test}-sched")
+    } else {
+        "--workload-sched".to_string()
+    }
+}
+
 /// LKP's hackbench loop count: `30000 * nr_cpu / nr_threads` unless set.
 fn hackbench_loops(p: &Params) -> Result<u64> {
     if p.resolved.contains_key("loops") {
@@ -257,6 +281,7 @@ pub fn kbot_bench_invocations(
             ]);
             let mut inv = bench(job, "messaging", args);
             inv.repeat = hackbench_repeat(&p)?;
+            inv.context.hackbench_iterations = true;
             vec![inv]
         }
         "perf-bench-sched-messaging" => vec![bench(
@@ -381,6 +406,7 @@ pub fn upstream_invocations(
             ]));
             let mut inv = upstream(job, "hackbench", args, Tool::Hackbench);
             inv.repeat = hackbench_repeat(&p)?;
+            inv.context.hackbench_iterations = true;
             vec![inv]
         }
         "perf-bench-sched-messaging" => {
@@ -424,21 +450,24 @@ pub fn upstream_invocations(
                 Tool::Pipebench,
             )]
         }
-        "stress-ng" => vec![upstream(
-            job,
-            "stress-ng",
-            strings([
+        "stress-ng" => {
+            let test = p.get("test")?;
+            // programs/stress-ng/run: the common options, the stressor's
+            // own options, then `--<test> nr_threads`.
+            let mut args = strings([
                 "--timeout",
                 &n("testtime")?,
                 "--times",
                 "--verify",
                 "--metrics",
                 "--no-rand-seed",
-                "--pipe",
-                &n("nr_threads")?,
-            ]),
-            Tool::StressNg,
-        )],
+            ]);
+            if let Some(sched) = p.resolved.get("sched") {
+                args.extend(strings([&stress_ng_sched_option(test), sched]));
+            }
+            args.extend(strings([&format!("--{test}"), &n("nr_threads")?]));
+            vec![upstream(job, "stress-ng", args, Tool::StressNg)]
+        }
         other => return Err(unknown_program(other)),
     }))
 }

@@ -80,6 +80,10 @@ const PROCESS_THREAD: ValueKind = ValueKind::Choice(&["process", "thread"]);
 /// LKP's hackbench and perf-bench-sched-pipe jobs spell thread mode `threads`.
 const PROCESS_THREADS: ValueKind = ValueKind::Choice(&["process", "threads"]);
 const IPC: ValueKind = ValueKind::Choice(&["pipe", "socket"]);
+/// The stress-ng stressors kbot plans: the pipe family of lkp-tests'
+/// `jobs/stress-ng/stress-ng-part3.yaml` and `stress-ng-scheduler.yaml`
+/// (`pipe` and `pthread` under each `sched`, `pipeherd`, `ring-pipe`).
+const STRESS_NG_STRESSORS: &[&str] = &["pipe", "pthread", "pipeherd", "ring-pipe"];
 
 /// Every program a job file may name.
 pub const PROGRAMS: &[ProgramSpec] = &[
@@ -344,17 +348,27 @@ pub const PROGRAMS: &[ProgramSpec] = &[
     },
     ProgramSpec {
         name: "stress-ng",
-        summary:
-            "stress-ng --pipe nr_threads (upstream tool only; kbot-bench has no stress-ng workload)",
+        summary: "stress-ng's pipe stressors, --<test> nr_threads as LKP runs them (upstream tool only; kbot-bench has no stress-ng workload)",
         options: &[
-            opt("test", None, ValueKind::Choice(&["pipe"]), "the stressor"),
+            opt(
+                "test",
+                None,
+                ValueKind::Choice(STRESS_NG_STRESSORS),
+                "the stressor",
+            ),
             opt(
                 "nr_threads",
                 Some("100%"),
                 ValueKind::Count,
-                "instances (--pipe N)",
+                "instances (--<test> N)",
             ),
             opt("testtime", Some("60s"), ValueKind::Duration, "--timeout"),
+            opt(
+                "sched",
+                None,
+                ValueKind::Choice(&["batch", "deadline", "fifo", "idle", "other", "rr"]),
+                "scheduler policy: --<test>-sched, or --workload-sched for a stressor without one (LKP)",
+            ),
         ],
         required: &["test"],
     },

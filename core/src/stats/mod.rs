@@ -256,9 +256,11 @@ pub struct Comparison {
     /// Metrics some run of each side has: both verdicts.
     pub metrics: Vec<MetricComparison>,
     /// Metrics of one side only that 0-day compares: every metric of the
-    /// base (it vanished from the head), and a head-only `perf-profile.*` or
-    /// `lock_stat.*` metric when the base ran that monitor (`StatCompare#process`).
-    /// Other head-only metrics are new and not compared, as upstream.
+    /// base (it vanished from the head), a head-only function stat
+    /// (`metrics::is_function_stat`: a new `.fail`), and a head-only
+    /// `perf-profile.*` or `lock_stat.*` metric when the base ran that
+    /// monitor (`StatCompare#process`). Other head-only metrics are new and
+    /// not compared, as upstream.
     #[serde(default)]
     pub one_sided: Vec<OneSidedMetric>,
 }
@@ -296,13 +298,13 @@ pub fn compare_runs(
     for (i, name) in nb.intersection(&nh).enumerate() {
         let b = padded(base, name)?;
         let h = padded(head, name)?;
-        metrics.push(compare_padded(name, &b, &h, cfg, i as u64));
+        metrics.push(compare_padded(name, &b, &h, &nb, cfg, i as u64));
     }
     let mut one_sided = Vec::new();
     for name in nb.symmetric_difference(&nh) {
         let present_in = if nb.contains(name) {
             Side::Base
-        } else if monitored_by(&nb, name) {
+        } else if monitored_by(&nb, name) || metrics::is_function_stat(name) {
             Side::Head
         } else {
             continue;
@@ -314,7 +316,7 @@ pub fn compare_runs(
             present_in,
             kpi: metrics::is_kpi(name),
             change_is_absolute: metrics::shows_absolute_change(name),
-            zero_day: zeroday::verdict_padded(name, &b, &h, cfg.perf_profile_threshold),
+            zero_day: zeroday::verdict_padded(name, &b, &h, &nb, cfg.perf_profile_threshold),
         });
     }
     let primary =
@@ -355,11 +357,13 @@ fn padded(runs: &[BTreeMap<String, f64>], name: &str) -> Result<Vec<Sample>> {
 }
 
 /// [`compare_metric`] on per-run samples: kbot's verdict and summaries over
-/// the runs that have the metric, 0-day's over all of them.
+/// the runs that have the metric, 0-day's over all of them (`base_stats`:
+/// the names the base's runs have, for its rule on function stats).
 fn compare_padded(
     name: &str,
     base: &[Sample],
     head: &[Sample],
+    base_stats: &BTreeSet<String>,
     cfg: &StatsConfig,
     salt: u64,
 ) -> MetricComparison {
@@ -372,7 +376,7 @@ fn compare_padded(
             .collect()
     };
     let mut m = compare_metric(name, &present(base), &present(head), cfg, salt);
-    m.zero_day = zeroday::verdict_padded(name, base, head, cfg.perf_profile_threshold);
+    m.zero_day = zeroday::verdict_padded(name, base, head, base_stats, cfg.perf_profile_threshold);
     m
 }
 

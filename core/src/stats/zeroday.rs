@@ -9,6 +9,8 @@
 //! lacks). So the run counts are the number of runs, whatever each run
 //! printed, and a stat that vanishes is compared against zeros.
 
+use std::collections::BTreeSet;
+
 use serde::{Deserialize, Serialize};
 
 use crate::metrics;
@@ -36,6 +38,14 @@ pub enum ZeroDayReason {
     BelowAbsoluteFloor,
     /// perf-profile threshold rule: neither median is above the threshold.
     BelowPerfProfileThreshold,
+    /// A function stat whose counterpart the base lacks: a `.fail`,
+    /// `.error` or `.warn` without `<stat>.pass` in the base, or a `.pass`
+    /// without `<stat>.fail`, `.error` or `.warn` there
+    /// (`skip_function_stat?`).
+    NoBaseCounterpart,
+    /// A function stat whose largest value is the same on both sides
+    /// (`changed_function_stat?`).
+    SameMaximum,
 }
 
 /// The numbers of a stat's row in `lkp compare`'s table (`calc_avg_stddev`,
@@ -52,6 +62,12 @@ pub struct ZeroDayRow {
     /// `100·(head − base)/base`, with a base mean of 0 taken as 1e-100; the
     /// difference of the means for perf-profile and `%` stats.
     pub change: f64,
+    /// For a function stat, the runs of each side `(base, head)`: `lkp
+    /// compare` then prints `fail:runs` (the means are the sums of the
+    /// samples, the runs that failed or passed) and `change` is the change
+    /// of that share in percentage points (`calc_failure_change`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function_runs: Option<(usize, usize)>,
 }
 
 /// 0-day's verdict on one stat.
@@ -151,7 +167,10 @@ pub fn shown_by_default(metric: &str) -> bool {
     !denied || allowed
 }
 
-/// Apply 0-day's rule to `metric` when every run of both sides has it.
+/// Apply 0-day's rule to `metric` when every run of both sides has it and
+/// the base has no other stat: a function stat ([`metrics::is_function_stat`])
+/// then has no counterpart in the base and is never called changed; use
+/// [`verdict_padded`] with the base's stat names for those.
 pub fn verdict(
     metric: &str,
     base: &[f64],
@@ -159,19 +178,32 @@ pub fn verdict(
     perf_profile_threshold: Option<f64>,
 ) -> ZeroDayVerdict {
     let wrap = |v: &[f64]| v.iter().map(|x| Sample::Value(*x)).collect::<Vec<_>>();
-    verdict_padded(metric, &wrap(base), &wrap(head), perf_profile_threshold)
+    let base_stats = BTreeSet::from([metric.to_string()]);
+    verdict_padded(
+        metric,
+        &wrap(base),
+        &wrap(head),
+        &base_stats,
+        perf_profile_threshold,
+    )
 }
 
 /// Apply 0-day's rule to one sample per run of each side ([`Sample::Missing`]
-/// where a run lacks the stat). `perf_profile_threshold` is `lkp compare
-/// -p X`; `None` is its built-in Integer 5, which only applies where the
-/// head's median is an Integer, i.e. a padded 0 (Ruby's `is_a?` test).
+/// where a run lacks the stat). `base_stats` are the stat names some run of
+/// the base has: the rule for function stats looks up a stat's counterpart
+/// there. `perf_profile_threshold` is `lkp compare -p X`; `None` is its
+/// built-in Integer 5, which only applies where the head's median is an
+/// Integer, i.e. a padded 0 (Ruby's `is_a?` test).
 pub fn verdict_padded(
     metric: &str,
     base: &[Sample],
     head: &[Sample],
+    base_stats: &BTreeSet<String>,
     perf_profile_threshold: Option<f64>,
 ) -> ZeroDayVerdict {
+    if metrics::is_function_stat(metric) {
+        return function_verdict(metric, base, head, base_stats);
+    }
     let row = table_row(metric, base, head);
     let not = |reason, ratio| ZeroDayVerdict {
         changed: false,
@@ -247,6 +279,108 @@ pub fn verdict_padded(
     changed
 }
 
+/// 0-day's rule for a function stat (`StatCompare` with `is_function_stat`):
+/// compared whatever the run counts and even when the base lacks it (its
+/// runs are zeros), but only when the base has its counterpart
+/// (`skip_function_stat?`); no margin is trimmed; changed when the largest
+/// values of the two sides differ (`changed_function_stat?`) and the ratio
+/// of the medians and the absolute floors pass as for any stat
+/// (`skip_small_change?`). `dmesg.*`, `kmsg.*`, `last_state.*` and
+/// `stderr.*` need no counterpart.
+fn function_verdict(
+    metric: &str,
+    base: &[Sample],
+    head: &[Sample],
+    base_stats: &BTreeSet<String>,
+) -> ZeroDayVerdict {
+    let row = function_row(base, head);
+    let not = |reason, ratio| ZeroDayVerdict {
+        changed: false,
+        reason,
+        ratio,
+        row,
+    };
+    if !shown_by_default(metric) {
+        return not(ZeroDayReason::HiddenByDefault, 1.0);
+    }
+    if lacks_base_counterpart(metric, base_stats) {
+        return not(ZeroDayReason::NoBaseCounterpart, 1.0);
+    }
+    let (b, a) = (trimmed(base, 0), trimmed(head, 0));
+    if a.is_empty() || b.is_empty() {
+        return not(ZeroDayReason::NoSamples, 1.0);
+    }
+    let (_, med_a, max_a) = min_med_max(&a);
+    let (_, med_b, max_b) = min_med_max(&b);
+    let (va, vb) = (med_a.value(), med_b.value());
+    let (hi, lo) = (va.max(vb), va.min(vb));
+    let ratio = if lo > 0.0 {
+        (hi / lo).min(RATIO_CAP)
+    } else {
+        RATIO_CAP
+    };
+    let (max_a, max_b) = (max_a.value(), max_b.value());
+    if max_a == max_b {
+        return not(ZeroDayReason::SameMaximum, ratio);
+    }
+    if ratio <= RATIO_FLOOR_ALL
+        || (!metrics::is_perf_metric(metric) && ratio <= RATIO_FLOOR_NON_PERF)
+    {
+        return not(ZeroDayReason::BelowRatioFloor, ratio);
+    }
+    if !metrics::passes_absolute_floor(metric, max_a.max(max_b), hi - lo) {
+        return not(ZeroDayReason::BelowAbsoluteFloor, ratio);
+    }
+    ZeroDayVerdict {
+        changed: true,
+        reason: ZeroDayReason::Changed,
+        ratio,
+        row,
+    }
+}
+
+/// `skip_function_stat?`: a `.error`, `.warn` or `.fail` stat is compared
+/// only when the base has `<stat>.pass`, a `.pass` stat only when the base
+/// has `<stat>.error`, `.warn` or `.fail` ("only consider pass and fail").
+fn lacks_base_counterpart(metric: &str, base_stats: &BTreeSet<String>) -> bool {
+    const LOGS: &[&str] = &["dmesg", "kmsg", "last_state", "stderr"];
+    if LOGS.contains(&metrics::prefix(metric)) && metric.contains('.') {
+        return false;
+    }
+    let Some((stat, last)) = metric.rsplit_once('.') else {
+        return false;
+    };
+    let has = |suffix: &str| base_stats.contains(&format!("{stat}.{suffix}"));
+    match last {
+        "error" | "warn" | "fail" => !has("pass"),
+        "pass" => !["error", "warn", "fail"].iter().any(|s| has(s)),
+        _ => false,
+    }
+}
+
+/// `lkp compare`'s row for a function stat (`calc_failure_fail`,
+/// `calc_failure_change`): how many runs of each side failed (or passed),
+/// the sum of the samples, and the change of their share of the runs in
+/// percentage points.
+fn function_row(base: &[Sample], head: &[Sample]) -> ZeroDayRow {
+    let sum = |v: &[Sample]| v.iter().map(|s| s.value()).sum::<f64>();
+    let share = |v: &[Sample]| {
+        if v.is_empty() {
+            0.0
+        } else {
+            sum(v) / v.len() as f64
+        }
+    };
+    ZeroDayRow {
+        base_mean: sum(base),
+        base_stddev_pct: 0.0,
+        head_mean: sum(head),
+        head_stddev_pct: 0.0,
+        change: 100.0 * (share(head) - share(base)),
+        function_runs: Some((base.len(), head.len())),
+    }
+}
+
 /// `sort_remove_margin` with `sorted` (lib/statistics.rb): the margin is
 /// `min(n >> 5, max_margin)` of the run count `n`; after sorting, `-1`
 /// placeholders are dropped from the front only (a `-1` with a smaller
@@ -311,6 +445,7 @@ fn table_row(metric: &str, base: &[Sample], head: &[Sample]) -> ZeroDayRow {
         head_mean,
         head_stddev_pct,
         change,
+        function_runs: None,
     }
 }
 
@@ -388,6 +523,11 @@ mod tests {
 
     use Sample::{Missing, Value as V};
 
+    /// The base's stat names, for stats whose rule does not look at them.
+    fn no_stats() -> BTreeSet<String> {
+        BTreeSet::new()
+    }
+
     #[test]
     fn runs_are_counted_and_placeholders_dropped_as_lkp_does() {
         // Three runs a side, one a -1 placeholder each: lkp counts 3 runs
@@ -411,7 +551,13 @@ mod tests {
         let v = verdict(KPI, &[-1.0; 3], &[1.0, 2.0, 3.0], None);
         assert_eq!(v.reason, ZeroDayReason::NoSamples);
         // Fewer than 3 runs on both sides, whatever the values.
-        let v = verdict_padded(KPI, &[V(1.0), Missing], &[V(9.0), V(9.0)], None);
+        let v = verdict_padded(
+            KPI,
+            &[V(1.0), Missing],
+            &[V(9.0), V(9.0)],
+            &no_stats(),
+            None,
+        );
         assert_eq!(v.reason, ZeroDayReason::TooFewRuns);
     }
 
@@ -419,12 +565,18 @@ mod tests {
     fn a_missing_sample_is_a_zero() {
         // The head's runs lost the stat: compared against zeros, a change.
         let base = [V(100.0), V(101.0), V(102.0)];
-        let v = verdict_padded(KPI, &base, &[Missing; 3], None);
+        let v = verdict_padded(KPI, &base, &[Missing; 3], &no_stats(), None);
         assert!(v.changed, "{v:?}");
         assert_eq!((v.ratio, v.row.head_mean, v.row.change), (5.0, 0.0, -100.0));
         // One head run lost it: its 0 is the head's minimum, the median
         // stays inside the base's range, and the row's mean counts the 0.
-        let v = verdict_padded(KPI, &base, &[V(100.0), V(101.0), Missing], None);
+        let v = verdict_padded(
+            KPI,
+            &base,
+            &[V(100.0), V(101.0), Missing],
+            &no_stats(),
+            None,
+        );
         assert_eq!(v.reason, ZeroDayReason::RangesOverlap);
         assert!((v.row.head_mean - 67.0).abs() < 1e-9, "{:?}", v.row);
         assert!(v.row.head_stddev_pct > 2.0, "{:?}", v.row);
@@ -440,14 +592,14 @@ mod tests {
         let gone = [Missing; 3];
         // lkp compare's default threshold is the Integer 5, and the head's
         // median is the padded Integer 0: a median above 5 decides alone.
-        let v = verdict_padded(m, &[V(3.0), V(3.1), V(3.2)], &gone, None);
+        let v = verdict_padded(m, &[V(3.0), V(3.1), V(3.2)], &gone, &no_stats(), None);
         assert_eq!(v.reason, ZeroDayReason::BelowPerfProfileThreshold);
-        let v = verdict_padded(m, &[V(6.0), V(6.1), V(6.2)], &gone, None);
+        let v = verdict_padded(m, &[V(6.0), V(6.1), V(6.2)], &gone, &no_stats(), None);
         assert!(v.changed, "{v:?}");
         assert!((v.row.change + 6.1).abs() < 1e-9, "{:?}", v.row);
         // `-p 5.0` is a Float: not the padded median's class, so the
         // separation test decides.
-        let v = verdict_padded(m, &[V(3.0), V(3.1), V(3.2)], &gone, Some(5.0));
+        let v = verdict_padded(m, &[V(3.0), V(3.1), V(3.2)], &gone, &no_stats(), Some(5.0));
         assert!(v.changed, "{v:?}");
     }
 
@@ -490,5 +642,97 @@ mod tests {
             let v = verdict(m, &base, &head, None);
             assert!(v.changed, "{m}: {v:?}");
         }
+    }
+
+    fn stats(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|n| n.to_string()).collect()
+    }
+
+    #[test]
+    fn a_new_failure_is_a_change_on_any_run_count() {
+        let fail = "stress-ng.pipe.fail";
+        // The base passed in both its runs, the head failed in its one run:
+        // function stats need no 3 runs, and the base's zeros (it never
+        // printed the stat) are compared.
+        let base_stats = stats(&["stress-ng.pipe.pass", "stress-ng.pipe.ops"]);
+        let v = verdict_padded(fail, &[Missing, Missing], &[V(1.0)], &base_stats, None);
+        assert!(v.changed, "{v:?}");
+        assert_eq!(v.ratio, 5.0);
+        // lkp compare's row: fails of each side, the runs, and the change
+        // of the failing share in points.
+        assert_eq!(
+            (v.row.base_mean, v.row.head_mean, v.row.change),
+            (0.0, 1.0, 100.0)
+        );
+        assert_eq!(v.row.function_runs, Some((2, 1)));
+        // One of three head runs failed: the head's largest value is 1.
+        let v = verdict_padded(
+            fail,
+            &[Missing; 3],
+            &[Missing, V(1.0), Missing],
+            &base_stats,
+            None,
+        );
+        assert!(v.changed, "{v:?}");
+        assert!((v.row.change - 100.0 / 3.0).abs() < 1e-9, "{:?}", v.row);
+    }
+
+    #[test]
+    fn function_stats_need_their_counterpart_in_the_base() {
+        // A `.fail` whose base never passed (never printed `.pass`), and a
+        // `.pass` whose base never failed: skip_function_stat? skips both.
+        let v = verdict_padded(
+            "stress-ng.pipe.fail",
+            &[Missing; 3],
+            &[V(1.0); 3],
+            &stats(&["stress-ng.pipe.ops"]),
+            None,
+        );
+        assert_eq!(v.reason, ZeroDayReason::NoBaseCounterpart);
+        let v = verdict_padded(
+            "stress-ng.pipe.pass",
+            &[V(1.0); 3],
+            &[Missing; 3],
+            &stats(&["stress-ng.pipe.pass"]),
+            None,
+        );
+        assert_eq!(v.reason, ZeroDayReason::NoBaseCounterpart);
+        // With a failure in the base, a lost `.pass` is a change.
+        let v = verdict_padded(
+            "stress-ng.pipe.pass",
+            &[V(1.0), V(1.0), Missing],
+            &[Missing; 3],
+            &stats(&["stress-ng.pipe.pass", "stress-ng.pipe.fail"]),
+            None,
+        );
+        assert!(v.changed, "{v:?}");
+        // `verdict` knows no other stat of the base.
+        let v = verdict("stress-ng.pipe.fail", &[0.0; 3], &[1.0; 3], None);
+        assert_eq!(v.reason, ZeroDayReason::NoBaseCounterpart);
+    }
+
+    #[test]
+    fn function_stats_change_only_with_their_maximum() {
+        let base_stats = stats(&["stress-ng.pipe.pass", "stress-ng.pipe.fail"]);
+        // Both sides failed at least once: the largest values are equal,
+        // however the share moved (upstream prints the row, calls no change).
+        let v = verdict_padded(
+            "stress-ng.pipe.fail",
+            &[V(1.0), Missing, Missing, Missing],
+            &[V(1.0); 4],
+            &base_stats,
+            None,
+        );
+        assert_eq!(v.reason, ZeroDayReason::SameMaximum);
+        assert_eq!(v.row.change, 75.0);
+        // Every run of both sides passing is no change either.
+        let v = verdict_padded(
+            "stress-ng.pipe.pass",
+            &[V(1.0); 3],
+            &[V(1.0); 3],
+            &base_stats,
+            None,
+        );
+        assert_eq!(v.reason, ZeroDayReason::SameMaximum);
     }
 }

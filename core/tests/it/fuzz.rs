@@ -207,12 +207,16 @@ fn context() -> impl Strategy<Value = ParseContext> {
         prop_oneof![Just(String::new()), "[a-z0-9.-]{1,12}", hostile_text(20)],
         prop::option::of(prop_oneof![Just(0u64), 1..300u64, Just(u64::MAX)]),
         any::<bool>(),
+        any::<bool>(),
     )
-        .prop_map(|(prefix, tasks, threads)| ParseContext {
-            prefix,
-            tasks,
-            threads,
-        })
+        .prop_map(
+            |(prefix, tasks, threads, hackbench_iterations)| ParseContext {
+                prefix,
+                tasks,
+                threads,
+                hackbench_iterations,
+            },
+        )
 }
 
 fn check_metrics(m: &parsers::Metrics) -> Result<(), TestCaseError> {
@@ -288,6 +292,7 @@ fn merging_executions_survives_any_metrics() {
         "wis.per_thread_ops",
         "wis.time.elapsed_time",
         "wis.time.maximum_resident_set_size",
+        "wis.throughput",
         "other.metric",
     ]);
     let execution = (

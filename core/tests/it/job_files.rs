@@ -404,9 +404,10 @@ fn will_it_scale_without_nr_task_sweeps_task_counts_as_lkp() {
     let job = only("will-it-scale: {test: pipe1, mode: process}\n");
     assert_eq!(job.path_params(), "process-pipe1", "no nr_task in the path");
     // 224 CPUs, 112 cores, 2 nodes: 56 cores a node and (one LLC a socket)
-    // 56 a cache; runtime 300 over 3 + 2 iterations, halved, less 5.
+    // 56 a cache, then 3/4 of the CPUs and all of them, each count once;
+    // runtime 300 over 3 + 2 iterations, halved, less 5.
     let r = job.resolve(&spr()).expect("resolves");
-    assert_eq!(r["threads_to_iterate"], "1 56 56 112");
+    assert_eq!(r["threads_to_iterate"], "1 56 112 168 224");
     assert_eq!(r["duration"], "25");
     let inv = kbot_bench_invocations(&job, &r).expect("maps");
     let argv: Vec<String> = inv.iter().map(|i| i.args[..5].join(" ")).collect();
@@ -415,14 +416,16 @@ fn will_it_scale_without_nr_task_sweeps_task_counts_as_lkp() {
         [
             "pipe1 -t 1 -s 25",
             "pipe1 -t 56 -s 25",
-            "pipe1 -t 56 -s 25",
-            "pipe1 -t 112 -s 25"
+            "pipe1 -t 112 -s 25",
+            "pipe1 -t 168 -s 25",
+            "pipe1 -t 224 -s 25"
         ]
     );
-    // 2 CPUs on one node: 300 / 4 / 2 - 5 = 32 s at 1, 2 and 2 tasks.
+    // 2 CPUs on one node: 300 / 4 / 2 - 5 = 32 s at 1 and 2 tasks (below
+    // 4 CPUs upstream adds no 3/4 count).
     let both = only("will-it-scale: {test: pipe1}\n");
     let r = both.resolve(&two_cpus()).expect("resolves");
-    assert_eq!(r["threads_to_iterate"], "1 2 2");
+    assert_eq!(r["threads_to_iterate"], "1 2");
     let up = upstream_invocations(&both, &r)
         .expect("maps")
         .expect("exists");
@@ -435,12 +438,106 @@ fn will_it_scale_without_nr_task_sweeps_task_counts_as_lkp() {
             )
         })
         .collect();
-    assert_eq!(runs.len(), 6, "processes then threads at each count");
+    assert_eq!(runs.len(), 4, "processes then threads at each count");
     assert_eq!(runs[0], ("pipe1_processes -t 1 -s 32".to_string(), Some(1)));
     assert_eq!(runs[1], ("pipe1_threads -t 1 -s 32".to_string(), Some(1)));
-    assert_eq!(runs[5], ("pipe1_threads -t 2 -s 32".to_string(), Some(2)));
+    assert_eq!(runs[3], ("pipe1_threads -t 2 -s 32".to_string(), Some(2)));
     // A short runtime still measures 5 s a count, as LKP's floor.
     let short = only("runtime: 20s\nwill-it-scale: {test: pipe1}\n");
     let r = short.resolve(&two_cpus()).expect("resolves");
     assert_eq!(r["duration"], "5");
+}
+
+/// lkp-tests' `lib/sysinfo.sh` `setup_threads_to_iterate` worked by hand
+/// for machines of several sizes: `1 cores_per_llc node*cores_per_node...`,
+/// plus `nr_cpu*3/4 nr_cpu` from 4 CPUs on, through `sort -un`.
+#[test]
+fn will_it_scale_sweep_is_upstreams_at_every_size() {
+    let machine = |sockets, cores, threads, numa_nodes| Hardware {
+        sockets,
+        cores,
+        threads,
+        numa_nodes,
+        ..spr()
+    };
+    let cases = [
+        // 1 CPU: 1 1 1 -> 1.
+        (machine(1, 1, 1, 1), "1"),
+        // 2 CPUs: 1 2 2 -> 1 2.
+        (machine(1, 2, 2, 1), "1 2"),
+        // 3 CPUs: under 4, no 3/4 count: 1 3 3 -> 1 3.
+        (machine(1, 3, 3, 1), "1 3"),
+        // 4 CPUs: 1 4 4 3 4 -> 1 3 4.
+        (machine(1, 4, 4, 1), "1 3 4"),
+        // 4 CPUs on 2 SMT cores: 1 2 2 3 4.
+        (machine(1, 2, 4, 1), "1 2 3 4"),
+        // 8 CPUs: 1 8 8 6 8 -> 1 6 8 (kbot ran 1 8 8 before).
+        (machine(1, 8, 8, 1), "1 6 8"),
+        // 96 CPUs, 2 sockets of 24 SMT cores, 2 nodes:
+        // 1 24 24 48 72 96.
+        (machine(2, 48, 96, 2), "1 24 48 72 96"),
+        // 96 CPUs on one socket and node, no SMT: 1 96 96 72 96.
+        (machine(1, 96, 96, 1), "1 72 96"),
+        // 4 nodes of 16 cores, 1 socket (sub-NUMA clustering): 1 64 16 32
+        // 48 64 48 64.
+        (machine(1, 64, 64, 4), "1 16 32 48 64"),
+    ];
+    let job = only("will-it-scale: {test: pipe1}\n");
+    for (hw, want) in cases {
+        let r = job.resolve(&hw).expect("resolves");
+        assert_eq!(
+            r["threads_to_iterate"], want,
+            "{} CPUs, {} cores, {} sockets, {} nodes",
+            hw.threads, hw.cores, hw.sockets, hw.numa_nodes
+        );
+    }
+}
+
+/// The pipe family of lkp-tests' `jobs/stress-ng/stress-ng-part3.yaml` and
+/// `stress-ng-scheduler.yaml` (the corpus file `stress-ng-pipe-family.yaml`
+/// lays it out as upstream does) resolves and maps to the command line
+/// upstream's `programs/stress-ng/run` builds.
+#[test]
+fn stress_ng_pipe_family_runs_as_upstreams_run_script() {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/lkp-jobs/jobs/stress-ng-pipe-family.yaml"),
+    )
+    .expect("corpus file");
+    let jobs = parse_job_file(&text).expect("plans");
+    let eight = Hardware {
+        sockets: 1,
+        cores: 8,
+        threads: 8,
+        numa_nodes: 1,
+        ..spr()
+    };
+    let mut lines = Vec::new();
+    for job in &jobs {
+        let r = job.resolve(&eight).expect("resolves");
+        let up = upstream_invocations(job, &r)
+            .expect("maps")
+            .expect("upstream tool");
+        assert_eq!(up.len(), 1);
+        lines.push(format!("{} {}", up[0].program, up[0].args.join(" ")));
+        // kbot-bench has no stress-ng workload: the agent cannot run it.
+        assert!(kbot_bench_invocations(job, &r).is_err());
+    }
+    let common = "stress-ng --timeout 60 --times --verify --metrics --no-rand-seed";
+    let mut want = vec![
+        format!("{common} --pipeherd 8"),
+        format!("{common} --ring-pipe 8"),
+    ];
+    for test in ["pipe", "pthread"] {
+        for sched in ["batch", "deadline", "fifo", "idle", "other", "rr"] {
+            // Neither stressor has its own --<test>-sched option.
+            want.push(format!("{common} --workload-sched {sched} --{test} 8"));
+        }
+    }
+    assert_eq!(lines, want);
+    let fifo = jobs
+        .iter()
+        .find(|j| j.path_params() == "100%-fifo-pipe-60s")
+        .expect("pipe under fifo");
+    assert_eq!(fifo.options.get("sched").map(String::as_str), Some("fifo"));
 }

@@ -4,6 +4,7 @@
 //! tree stay in `tests/fixtures` and `tests/lkp-jobs`.
 
 mod common;
+mod function_stats;
 mod fuzz;
 mod job_files;
 mod lkp_corpus;

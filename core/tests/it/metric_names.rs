@@ -131,14 +131,17 @@ const PERF_SCHED_MESSAGING: Program = Program {
     kbot_only: &[],
 };
 
-/// intel/lkp-tests programs/stress-ng/parse for the pipe stressor:
+/// intel/lkp-tests programs/stress-ng/parse for the pipe stressors kbot
+/// plans (pipe, pthread, pipeherd, ring-pipe):
 /// `<stressor>.{pass,fail,ops,ops_per_sec}` from the bogo-ops table and
 /// `<stressor>.<unit>{,.pass,.fail}` from the miscellaneous metrics, the unit
 /// normalised by lib/tests/stats.rb `normalize` ("MB per sec pipe write
-/// rate" becomes `MB_per_sec_pipe_write_rate`). Not covered: units with
-/// brackets, which the pipe stressor does not print, are normalised
-/// differently (stream's "memory rate (Mflop per sec)": upstream
-/// `memory_rate_Mflop_per_sec`, kbot `memory_rate__Mflop_per_sec_`).
+/// rate" becomes `MB_per_sec_pipe_write_rate`, "pipe read+write calls per
+/// sec" `pipe_read+write_calls_per_sec`). The units are stress-ng's
+/// (`stress_metrics_set` in stress-pipe.c, stress-pthread.c,
+/// stress-pipeherd.c, stress-ring-pipe.c); `context_switches_per_second` is
+/// an older stress-ng's wording, in upstream's
+/// spec/fixtures/stats/stress-ng/01.yaml.
 const STRESS_NG: Program = Program {
     testcase: "stress-ng",
     upstream: &[
@@ -149,6 +152,29 @@ const STRESS_NG: Program = Program {
         "pipe.MB_per_sec_pipe_write_rate",
         "pipe.MB_per_sec_pipe_write_rate.pass",
         "pipe.MB_per_sec_pipe_write_rate.fail",
+        "pthread.pass",
+        "pthread.ops",
+        "pthread.ops_per_sec",
+        "pthread.nanosecs_to_start_a_pthread",
+        "pthread.nanosecs_to_start_a_pthread.pass",
+        "pthread.%_of_4096_pthreads_created",
+        "pthread.%_of_4096_pthreads_created.pass",
+        "pipeherd.pass",
+        "pipeherd.ops",
+        "pipeherd.ops_per_sec",
+        "pipeherd.context_switches_per_bogo_op",
+        "pipeherd.context_switches_per_bogo_op.pass",
+        "pipeherd.context_switches_per_sec",
+        "pipeherd.context_switches_per_sec.pass",
+        "pipeherd.context_switches_per_second",
+        "pipeherd.context_switches_per_second.pass",
+        "ring-pipe.pass",
+        "ring-pipe.ops",
+        "ring-pipe.ops_per_sec",
+        "ring-pipe.pipe_read+write_calls_per_sec",
+        "ring-pipe.pipe_read+write_calls_per_sec.pass",
+        "ring-pipe.MB_per_sec_data_pipe_write",
+        "ring-pipe.MB_per_sec_data_pipe_write.pass",
     ],
     kbot_only: &[],
 };
@@ -299,7 +325,7 @@ fn will_it_scale_names() {
     let processes = ParseContext {
         prefix: p.testcase.into(),
         tasks: Some(2),
-        threads: false,
+        ..ParseContext::default()
     };
     let threads = ParseContext {
         threads: true,
@@ -434,9 +460,59 @@ stress-ng: info:  [17121] for a 2.00s run time:
                 fixture("stress-ng-pipe-metrics-brief.txt"),
             ),
             sample(Tool::StressNg, p.testcase, failed),
+            sample(Tool::StressNg, p.testcase, PIPE_FAMILY),
+            sample(Tool::StressNg, p.testcase, UPSTREAM_PIPEHERD),
         ],
         p.upstream,
     );
+}
+
+/// pthread, pipeherd and ring-pipe in stress-ng's `--metrics` format, with
+/// the units their sources print.
+const PIPE_FAMILY: &str = "\
+stress-ng: metrc: [2759] stressor       bogo ops real time  usr time  sys time   bogo ops/s     bogo ops/s CPU used per       RSS Max
+stress-ng: metrc: [2759]                           (secs)    (secs)    (secs)   (real time) (usr+sys time) instance (%)          (KB)
+stress-ng: metrc: [2759] pipeherd       31374714     60.03      8.84    298.78    522650.08      101991.79        52.10          2048
+stress-ng: metrc: [2759] pthread          123456     60.00     10.00     50.00      2057.60        2057.60        50.00          4096
+stress-ng: metrc: [2759] ring-pipe      98765432     60.00     20.00     40.00   1646090.53     1646090.53        50.00          1024
+stress-ng: metrc: [2759] miscellaneous metrics:
+stress-ng: metrc: [2759] pipeherd           1.01 context switches per bogo op (average per stressor)
+stress-ng: metrc: [2759] pipeherd      262868.42 context switches per sec (average per stressor)
+stress-ng: metrc: [2759] pthread        35123.40 nanosecs to start a pthread (harmonic mean of 8 instances)
+stress-ng: metrc: [2759] pthread          100.00 % of 4096 pthreads created (geometric mean of 8 instances)
+stress-ng: metrc: [2759] ring-pipe    1646090.53 pipe read+write calls per sec (harmonic mean of 8 instances)
+stress-ng: metrc: [2759] ring-pipe          6.43 MB per sec data pipe write (harmonic mean of 8 instances)
+stress-ng: info:  [2759] for a 60.00s run time:
+";
+
+/// pipeherd's rows of lkp-tests' spec/fixtures/stats/stress-ng/01 (an older
+/// stress-ng, `--metrics-brief`), which upstream's parse turns into the
+/// names of 01.yaml.
+const UPSTREAM_PIPEHERD: &str = "\
+stress-ng: info:  [2759] stressor       bogo ops real time  usr time  sys time   bogo ops/s     bogo ops/s
+stress-ng: info:  [2759]                           (secs)    (secs)    (secs)   (real time) (usr+sys time)
+stress-ng: info:  [2759] pipeherd       31374714      5.03      8.84    298.78   6235302.61      101991.79
+stress-ng: info:  [2759] pipeherd           1.01 context switches per bogo op (average per stressor)
+stress-ng: info:  [2759] pipeherd      262868.42 context switches per second (average per stressor)
+stress-ng: info:  [2759] for a 247.66s run time:
+";
+
+#[test]
+fn stress_ng_pipe_family_values_are_upstreams() {
+    let m = run(Tool::StressNg, &ctx("stress-ng"), UPSTREAM_PIPEHERD);
+    // spec/fixtures/stats/stress-ng/01.yaml
+    for (name, want) in [
+        ("stress-ng.pipeherd.pass", 1.0),
+        ("stress-ng.pipeherd.ops", 31374714.0),
+        ("stress-ng.pipeherd.ops_per_sec", 6235302.61),
+        ("stress-ng.pipeherd.context_switches_per_bogo_op.pass", 1.0),
+        ("stress-ng.pipeherd.context_switches_per_bogo_op", 1.01),
+        ("stress-ng.pipeherd.context_switches_per_second.pass", 1.0),
+        ("stress-ng.pipeherd.context_switches_per_second", 262868.42),
+    ] {
+        assert_eq!(m.get(name), Some(&want), "{name}: {m:?}");
+    }
+    assert_eq!(m.len(), 7, "{m:?}");
 }
 
 #[test]
@@ -497,6 +573,14 @@ fn directions_follow_upstream_index_tables() {
         ("perf-bench-sched-pipe.ops_per_sec", HigherIsBetter),
         // index-perf-all.yaml `stress-ng\..+_per_sec: 1`
         ("stress-ng.pipe.ops_per_sec", HigherIsBetter),
+        (
+            "stress-ng.pipeherd.context_switches_per_sec",
+            HigherIsBetter,
+        ),
+        (
+            "stress-ng.ring-pipe.pipe_read+write_calls_per_sec",
+            HigherIsBetter,
+        ),
     ];
     for (name, want) in upstream {
         assert_eq!(direction(name), want, "{name}");
@@ -513,12 +597,35 @@ fn directions_follow_upstream_index_tables() {
         direction("will-it-scale.16.scalability"),
         Direction::Undefined
     );
+    // programs/hackbench/parse's other throughputs: upstream's index has
+    // no entry that reaches them (`.+\.throughput` is anchored); kbot's
+    // table calls them higher-is-better, like `throughput`.
+    for name in [
+        "hackbench.throughput_best",
+        "hackbench.throughput_avg",
+        "hackbench.throughput_worst",
+    ] {
+        assert_eq!(direction(name), HigherIsBetter, "{name}");
+        assert!(is_kpi(name) && is_perf_metric(name), "{name}");
+    }
+    // stress-ng's units without a `_per_sec` (or `_per_item`, `_per_seek`)
+    // suffix have no direction upstream, nor in kbot; its `.pass` and
+    // `.fail` are function stats, neither KPIs nor directed.
+    for name in [
+        "stress-ng.pipeherd.context_switches_per_bogo_op",
+        "stress-ng.ring-pipe.MB_per_sec_data_pipe_write",
+        "stress-ng.pipe.pass",
+        "stress-ng.pipe.fail",
+    ] {
+        assert_eq!(direction(name), Direction::Undefined, "{name}");
+    }
+    assert!(!is_kpi("stress-ng.pipe.pass") && !is_kpi("stress-ng.pipe.fail"));
 }
 
-/// The monitor names kbot's agent emits are monitors in kbot's tables, as in
-/// upstream's etc/perf-metrics-prefixes (`vmstat.cpu.`, `vmstat.system.`,
-/// `proc-vmstat.`, `perf-stat.`, and the perf-profile and interrupts rows it
-/// lists).
+/// The monitor names kbot's agent emits are monitors in kbot's tables; the
+/// perf metrics among them are those of upstream's etc/perf-metrics-prefixes
+/// (`vmstat.cpu.`, `vmstat.system.`, `proc-vmstat.`, `perf-stat.`, and the
+/// one perf-profile row and one interrupts row it lists).
 #[test]
 fn monitor_names_are_monitors() {
     // intel/lkp-tests programs/vmstat/parse `keys`: the ones the agent
@@ -538,19 +645,31 @@ fn monitor_names_are_monitors() {
         "proc-vmstat.nr_free_pages",
         // programs/interrupts/parse: named sources join with `_`
         "interrupts.CAL:Function_call_interrupts",
-        "interrupts.4:IO-APIC.4-edge.ttyS0",
         // programs/perf-stat/parse: `ps.<event>`, `total.instructions`
         "perf-stat.ps.context-switches",
         "perf-stat.total.instructions",
+        // lib/matrix.rb add_path_length
+        "perf-stat.overall.path-length",
+        "perf-profile.children.cycles-pp.native_queued_spin_lock_slowpath",
+    ];
+    // Monitors' stats that etc/perf-metrics-prefixes does not list: they
+    // need a 5% change.
+    let not_perf = [
+        "interrupts.4:IO-APIC.4-edge.ttyS0",
+        "interrupts.LOC:Local_timer_interrupts",
         // programs/perf-profile/parse: `self.<event>.<symbol>`, event
         // `cycles:pp` with `:` turned into `-`
         "perf-profile.self.cycles-pp.pipe_write",
-        "perf-profile.children.cycles-pp.native_queued_spin_lock_slowpath",
     ];
-    for name in vmstat.iter().chain(&others) {
+    for name in vmstat.iter().chain(&others).chain(&not_perf) {
         assert!(is_monitor(name), "{name}");
         assert!(!is_kpi(name), "{name}");
+    }
+    for name in vmstat.iter().chain(&others) {
         assert!(is_perf_metric(name), "{name}");
+    }
+    for name in not_perf {
+        assert!(!is_perf_metric(name), "{name}");
     }
     // etc/index-perf-all.yaml and etc/index-latency-all.yaml give vmstat no
     // direction; neither does kbot.
@@ -589,7 +708,7 @@ const PERF_STAT_OVERALL: &[&str] = &[
 
 #[test]
 fn perf_stat_names_are_lkps() {
-    use kbot_core::parsers::perf_stat::{counts, lkp_metrics, LKP_EVENTS};
+    use kbot_core::parsers::perf_stat::{add_path_length, counts, lkp_metrics, LKP_EVENTS};
     // What `perf stat -x,` prints for every event the agent asks for.
     let csv: String = LKP_EVENTS
         .iter()
@@ -615,4 +734,21 @@ fn perf_stat_names_are_lkps() {
             "{name}"
         );
     }
+    // lib/matrix.rb `add_path_length`: with the run's one `*.workload`.
+    let mut run = m.clone();
+    run.insert("will-it-scale.workload".into(), 1e6);
+    add_path_length(&mut run);
+    let added: Vec<&String> = run.keys().filter(|k| !m.contains_key(*k)).collect();
+    assert_eq!(
+        added,
+        ["perf-stat.overall.path-length", "will-it-scale.workload"]
+    );
+    assert_eq!(
+        run["perf-stat.overall.path-length"],
+        m["perf-stat.total.instructions"] / 1e6
+    );
+    assert_eq!(
+        direction("perf-stat.overall.path-length"),
+        Direction::LowerIsBetter
+    );
 }

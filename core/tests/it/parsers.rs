@@ -47,6 +47,7 @@ fn will_it_scale_harness_and_csv() {
         prefix: "will-it-scale".into(),
         tasks: Some(2),
         threads: false,
+        hackbench_iterations: false,
     };
     let m = parse(Tool::WillItScale, &text, &ctx).expect("parses");
     // LKP: average / nr_task, printed with %d.
@@ -245,6 +246,7 @@ fn nan_inf_and_garbage_are_typed_errors() {
         prefix: "p".into(),
         tasks: Some(2),
         threads: false,
+        hackbench_iterations: false,
     };
     let cases: [(Tool, &str); 12] = [
         (Tool::Lmbench, "Pipe bandwidth: nan MB/sec\n"),
@@ -286,6 +288,7 @@ fn truncated_outputs_never_panic() {
         prefix: "p".into(),
         tasks: Some(2),
         threads: false,
+        hackbench_iterations: false,
     };
     let cases = [
         (Tool::Lmbench, "lmbench-results-pipe.txt"),

@@ -6,6 +6,9 @@
 use kbot_core::stats::rng::SplitMix64;
 use kbot_core::stats::{compare_metric, Comparison, Outcome, StatsConfig};
 
+/// A KPI with 0-day's 1% ratio floor and no absolute floor (a perf metric of
+/// an upstream test, lkp-tests' `lib/perf_metrics.rb`), higher is better.
+/// The samples are simulated, so only the floors the name selects matter.
 const METRIC: &str = "lmbench3.PIPE.bandwidth.MB/sec";
 
 /// Standard normal draws by Box-Muller.
