@@ -291,15 +291,22 @@ fn main() {
         .iter()
         .map(|&n| format!("{n}: {:.4}", cfg.look_alpha(n)))
         .collect();
+    let betas: Vec<String> = cfg
+        .look_schedule()
+        .iter()
+        .map(|&n| format!("{n}: {:.4}", cfg.look_same_beta(n)))
+        .collect();
     println!(
         "kbot: alpha {} spent as alpha·t^{} over looks at {} runs/side; job's runs {initial}; \
-         same: margin {:.1}% (or the metric's floor), TOST at {} spent as β·t^{}\n",
+         same: margin {:.1}% (or the metric's floor), TOST at {} spent as β·t^{} (one-sided \
+         levels {})\n",
         cfg.alpha,
         cfg.spending_rho,
         levels.join(", "),
         100.0 * cfg.same_margin,
         cfg.same_alpha,
         cfg.same_spending_rho,
+        betas.join(", "),
     );
     let only = |name: &str| std::env::args().any(|a| a == format!("--only-{name}"));
     let any_only = std::env::args().any(|a| a.starts_with("--only-"));

@@ -48,7 +48,7 @@ fn resample(src: &[f64], dst: &mut [f64], rng: &mut SplitMix64) {
 
 /// Smallest sample on which a mode count means anything: with fewer runs a
 /// KDE cannot separate two modes from noise.
-const BIMODAL_MIN_N: usize = 6;
+pub(crate) const BIMODAL_MIN_N: usize = 6;
 /// Grid points for the density; enough to resolve modes one bandwidth apart.
 const KDE_GRID: usize = 128;
 /// A local maximum counts as a mode when it reaches this share of the
