@@ -1,14 +1,16 @@
-//! The user subcommands (`submit`, `submissions`, `follow`, `cancel`,
-//! `results`, `repo`, `watch`, `bisections`, `bisect`, `report`) and what
-//! each one asks the server through [`UserClient`].
+//! The user subcommands (`submit`, `submissions`, `show`, `events`,
+//! `follow`, `cancel`, `results`, `repo`, `watch`, `bisections`, `bisect`,
+//! `reports`, `report`) and what each one asks the server through
+//! [`UserClient`].
 
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
 use kbot_api::client::UserClient;
+use kbot_api::reports::StoredReport;
 use kbot_api::repos::{RepoCreate, RepoView};
-use kbot_api::submissions::{SubmissionView, SubmitRequest};
+use kbot_api::submissions::{EventView, JobView, SubmissionView, SubmitRequest};
 use kbot_api::watches::WatchCreate;
 
 use crate::error::{Error, Result};
@@ -41,6 +43,23 @@ pub enum UserCommand {
         /// How many, newest first.
         #[arg(long, default_value_t = 20)]
         limit: u32,
+    },
+    /// A submission: its pair, state, atomic jobs, job rows and the jobs no
+    /// agent can take.
+    Show {
+        #[command(flatten)]
+        conn: Connection,
+        id: i64,
+    },
+    /// Print a submission's events so far, oldest first, and return
+    /// (`follow` waits for more).
+    Events {
+        #[command(flatten)]
+        conn: Connection,
+        id: i64,
+        /// Only the events after this event id.
+        #[arg(long, default_value_t = 0)]
+        after: i64,
     },
     /// Print a submission's events as they happen, until it is done.
     Follow {
@@ -79,13 +98,26 @@ pub enum UserCommand {
     /// Show or cancel a bisection.
     #[command(subcommand)]
     Bisect(BisectCommand),
-    /// Regression reports.
+    /// List the latest regression reports, newest first.
+    Reports {
+        #[command(flatten)]
+        conn: Connection,
+    },
+    /// Show or resend a regression report.
     #[command(subcommand)]
     Report(ReportCommand),
 }
 
 #[derive(Debug, Clone, Subcommand)]
 pub enum ReportCommand {
+    /// A report: its message as written (with `--json`, also its state,
+    /// recipients and delivery attempts).
+    Show {
+        #[command(flatten)]
+        conn: Connection,
+        /// The report's id or Message-ID.
+        id: String,
+    },
     /// Send an `uncertain` report (its sender stopped while handing it to
     /// the relay: it may have arrived) or a `failed` one (again).
     Resend {
@@ -233,6 +265,30 @@ pub async fn run(cmd: UserCommand) -> Result<()> {
             }
             Ok(())
         }
+        UserCommand::Show { conn, id } => {
+            let detail = client(&conn)?.submission(id).await?;
+            if conn.json {
+                return output::json(&detail);
+            }
+            output::line(&summary_line(&detail.submission))?;
+            for job in &detail.jobs {
+                output::line(&job_line(job))?;
+            }
+            for w in &detail.waiting {
+                output::line(&format!("waiting job {}: {}", w.job_index, w.reason))?;
+            }
+            Ok(())
+        }
+        UserCommand::Events { conn, id, after } => {
+            let events = client(&conn)?.events(id, after).await?;
+            if conn.json {
+                return output::json(&events);
+            }
+            for e in &events {
+                output::line(&event_line(e))?;
+            }
+            Ok(())
+        }
         UserCommand::Follow { conn, id, interval } => {
             let api = client(&conn)?;
             follow(&api, id, Duration::from_secs(interval.max(1)), conn.json).await
@@ -278,6 +334,24 @@ pub async fn run(cmd: UserCommand) -> Result<()> {
         }
         UserCommand::Bisect(BisectCommand::Cancel { conn, id }) => {
             output::json(&client(&conn)?.cancel_bisection(id).await?)
+        }
+        UserCommand::Reports { conn } => {
+            let reports = client(&conn)?.reports().await?;
+            if conn.json {
+                return output::json(&reports);
+            }
+            for r in &reports {
+                output::line(&report_line(r))?;
+            }
+            Ok(())
+        }
+        UserCommand::Report(ReportCommand::Show { conn, id }) => {
+            let detail = client(&conn)?.report(&id).await?;
+            if conn.json {
+                return output::json(&detail);
+            }
+            // The message ends with its own line end, as a mail does.
+            output::line(detail.report.message.trim_end_matches('\n'))
         }
         UserCommand::Report(ReportCommand::Resend { conn, id }) => {
             let detail = client(&conn)?.resend_report(&id).await?;
@@ -382,13 +456,7 @@ async fn follow(api: &UserClient, id: i64, interval: Duration, json: bool) -> Re
             if json {
                 output::json_line(e)?;
             } else {
-                output::line(&format!(
-                    "{}\tjob {}\t{}\t{}",
-                    kbot_server::time::format_time(e.at),
-                    e.job_id,
-                    e.state,
-                    e.detail
-                ))?;
+                output::line(&event_line(e))?;
             }
             after = after.max(e.id);
         }
@@ -405,6 +473,40 @@ async fn follow(api: &UserClient, id: i64, interval: Duration, json: bool) -> Re
 
 fn is_settled(state: &str) -> bool {
     matches!(state, "done" | "failed" | "cancelled")
+}
+
+fn event_line(e: &EventView) -> String {
+    format!(
+        "{}\tjob {}\t{}\t{}",
+        kbot_server::time::format_time(e.at),
+        e.job_id,
+        e.state,
+        e.detail
+    )
+}
+
+fn job_line(j: &JobView) -> String {
+    format!(
+        "job {id}\t#{index} {side} {commit:.12} run {run}\t{state}\t{agent}",
+        id = j.id,
+        index = j.job_index,
+        side = j.side,
+        commit = j.commit,
+        run = j.run_index,
+        state = j.state,
+        agent = j.agent.as_deref().unwrap_or("-"),
+    )
+}
+
+fn report_line(r: &StoredReport) -> String {
+    format!(
+        "{}\t{}\t{}\t{}\t{}",
+        r.id,
+        r.state,
+        kbot_server::time::format_time(r.created_at),
+        r.message_id,
+        r.subject
+    )
 }
 
 fn summary_line(s: &SubmissionView) -> String {

@@ -6,7 +6,7 @@ use reqwest::Method;
 
 use super::{Http, Result};
 use crate::bisections::{BisectionDetail, BisectionView};
-use crate::reports::ReportDetail;
+use crate::reports::{ReportDetail, StoredReport};
 use crate::repos::{RepoCreate, RepoView};
 use crate::submissions::{
     EventView, SubmissionDetail, SubmissionResults, SubmissionView, SubmitRequest,
@@ -113,10 +113,20 @@ impl UserClient {
         self.post(&format!("/bisections/{id}/cancel")).await
     }
 
+    /// `GET /reports`: the latest reports, newest first.
+    pub async fn reports(&self) -> Result<Vec<StoredReport>> {
+        self.get("/reports").await
+    }
+
+    /// `GET /reports/{key}`: a report with its message and delivery
+    /// attempts; `key` is the report's id or Message-ID.
+    pub async fn report(&self, key: &str) -> Result<ReportDetail> {
+        self.get(&report_path(key)).await
+    }
+
     /// `POST /reports/{key}/resend`; `key` is the report's id or Message-ID.
     pub async fn resend_report(&self, key: &str) -> Result<ReportDetail> {
-        let key = url::form_urlencoded::byte_serialize(key.as_bytes()).collect::<String>();
-        self.post(&format!("/reports/{key}/resend")).await
+        self.post(&format!("{}/resend", report_path(key))).await
     }
 
     async fn get<R: serde::de::DeserializeOwned>(&self, path: &str) -> Result<R> {
@@ -127,4 +137,11 @@ impl UserClient {
     async fn post<R: serde::de::DeserializeOwned>(&self, path: &str) -> Result<R> {
         self.http.expect(Method::POST, path, Some(&())).await
     }
+}
+
+/// `/reports/{key}`, the key escaped: a Message-ID's `<`, `>`, `@` and `/`
+/// are not path characters.
+fn report_path(key: &str) -> String {
+    let key = url::form_urlencoded::byte_serialize(key.as_bytes()).collect::<String>();
+    format!("/reports/{key}")
 }

@@ -90,6 +90,38 @@ async fn submit_list_cancel_results_from_the_command_line() {
         let (ok, out, _) = cli(&server, &token, &["submissions", "--limit", "5"]).await;
         assert!(ok && out.starts_with(&format!("{id}\t")), "{out}");
 
+        // `show`: the summary line, one line per job row, then why each
+        // atomic job waits (no agent here).
+        let (ok, out, err) = cli(&server, &token, &["show", &id.to_string()]).await;
+        assert!(ok, "show: {err}");
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(
+            lines[0].starts_with(&format!("{id}\tqueued\tlinux\t")),
+            "{out}"
+        );
+        assert_eq!(lines.len(), 1 + 8 + 2, "{out}");
+        assert!(
+            lines[1..9]
+                .iter()
+                .all(|l| l.starts_with("job ") && l.ends_with("\tqueued\t-")),
+            "{out}"
+        );
+        assert_eq!(
+            lines[9..],
+            [
+                "waiting job 0: no agent has enrolled",
+                "waiting job 1: no agent has enrolled"
+            ],
+            "{out}"
+        );
+        let (ok, out, err) = cli(&server, &token, &["show", &id.to_string(), "--json"]).await;
+        assert!(ok, "show --json: {err}");
+        let json: Value = serde_json::from_str(&out).expect("show --json is JSON");
+        assert_eq!(json["submission"]["id"], id);
+        assert_eq!(json["atomic_jobs"].as_array().map(Vec::len), Some(2));
+        assert_eq!(json["jobs"].as_array().map(Vec::len), Some(8));
+        assert_eq!(json["job_file"], JOB);
+
         let (ok, out, err) = cli(&server, &token, &["cancel", &id.to_string()]).await;
         assert!(ok, "cancel: {err}");
         assert!(out.contains("\tcancelled\t"), "{out}");
@@ -102,6 +134,31 @@ async fn submit_list_cancel_results_from_the_command_line() {
             8,
             "{out}"
         );
+
+        // `events` prints what `follow` printed, and returns at once.
+        let (ok, events_out, err) = cli(&server, &token, &["events", &id.to_string()]).await;
+        assert!(ok, "events: {err}");
+        assert_eq!(events_out.lines().count(), 8, "{events_out}");
+        assert!(
+            out.starts_with(&events_out),
+            "follow:\n{out}\nevents:\n{events_out}"
+        );
+        let (ok, out, err) = cli(&server, &token, &["events", &id.to_string(), "--json"]).await;
+        assert!(ok, "events --json: {err}");
+        let events: Vec<Value> = serde_json::from_str(&out).expect("events --json is a JSON list");
+        assert_eq!(events.len(), 8, "{out}");
+        assert!(events.iter().all(|e| e["state"] == "cancelled"), "{out}");
+        // --after: only the events after that one.
+        let third = events[2]["id"].as_i64().expect("event id").to_string();
+        let (ok, out, err) = cli(
+            &server,
+            &token,
+            &["events", &id.to_string(), "--after", &third, "--json"],
+        )
+        .await;
+        assert!(ok, "events --after: {err}");
+        let later: Vec<Value> = serde_json::from_str(&out).expect("JSON list");
+        assert_eq!(later, events[3..], "{out}");
 
         let (ok, out, err) = cli(&server, &token, &["results", &id.to_string()]).await;
         assert!(ok, "results: {err}");
@@ -224,4 +281,79 @@ async fn a_closed_pipe_ends_a_command_quietly() {
         assert!(out.status.success(), "{args:?}: {:?}", out.status);
     }
     server.stop().await;
+}
+
+/// `reports` lists the outbox newest first; `report show` finds a report by
+/// id or by Message-ID (with or without `<>`) and prints its message, or
+/// with `--json` the report and its delivery attempts.
+#[tokio::test]
+async fn reports_and_report_show_from_the_command_line() {
+    use kbot_server::mail::outbox;
+    for backend in backends() {
+        let server = TestServer::start(backend).await;
+        let (_, token) = kbot_server::auth::create_user_token(server.db(), "rita", None)
+            .await
+            .expect("token");
+        let (ok, out, err) = cli(&server, &token, &["reports", "--json"]).await;
+        assert!(ok, "reports --json: {err}");
+        assert_eq!(out.trim(), "[]");
+
+        let mut ids = Vec::new();
+        for message_id in ["first@kbot.test", "second@kbot.test"] {
+            let report = kbot_testkit::outbox_report(message_id, "mail_off");
+            let mut tx = server.db().begin().await.expect("begin");
+            let id = outbox::insert(&mut tx, &report).await.expect("insert");
+            tx.commit().await.expect("commit");
+            ids.push(id.expect("a new Message-ID is queued"));
+        }
+
+        let (ok, out, err) = cli(&server, &token, &["reports"]).await;
+        assert!(ok, "reports: {err}");
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 2, "{out}");
+        assert!(
+            lines[0].starts_with(&format!("{}\tmail_off\t", ids[1]))
+                && lines[0].contains("\tsecond@kbot.test\t[linux:master] "),
+            "{out}"
+        );
+        let (ok, out, err) = cli(&server, &token, &["reports", "--json"]).await;
+        assert!(ok, "reports --json: {err}");
+        let list: Vec<Value> = serde_json::from_str(&out).expect("JSON list");
+        let listed: Vec<&str> = list
+            .iter()
+            .filter_map(|r| r["message_id"].as_str())
+            .collect();
+        assert_eq!(listed, ["second@kbot.test", "first@kbot.test"]);
+
+        // The message itself, by Message-ID with its angle brackets.
+        let (ok, out, err) = cli(&server, &token, &["report", "show", "<first@kbot.test>"]).await;
+        assert!(ok, "report show: {err}");
+        assert_eq!(
+            out,
+            kbot_testkit::outbox_report("first@kbot.test", "mail_off").message
+        );
+        let (ok, out, err) = cli(
+            &server,
+            &token,
+            &["report", "show", &ids[1].to_string(), "--json"],
+        )
+        .await;
+        assert!(ok, "report show --json: {err}");
+        let json: Value = serde_json::from_str(&out).expect("JSON");
+        assert_eq!(json["id"], ids[1]);
+        assert_eq!(json["message_id"], "second@kbot.test");
+        assert_eq!(json["state"], "mail_off");
+        assert_eq!(json["recipients"], serde_json::json!(["dev@example.org"]));
+        assert!(
+            json["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("Message-ID: <second@kbot.test>")),
+            "{out}"
+        );
+        assert_eq!(json["delivery"], Value::Array(vec![]));
+
+        let (ok, _, err) = cli(&server, &token, &["report", "show", "nobody@kbot.test"]).await;
+        assert!(!ok && err.contains("not_found"), "{err}");
+        server.stop().await;
+    }
 }
