@@ -696,7 +696,7 @@ const PRIMARY: &[&str] = &[
     r"\.total_time_sec$",
 ];
 
-/// The job's primary KPI among `names`: the first [`PRIMARY`] pattern that
+/// The job's primary KPI among `names`: the first `PRIMARY` pattern that
 /// some KPI matches, else the first KPI with a direction (by name), else
 /// the first KPI.
 pub fn primary_kpi<'a>(names: impl Iterator<Item = &'a str> + Clone) -> Option<&'a str> {

@@ -1,7 +1,7 @@
 //! The single route table: every route once, one line each, grouped by who
 //! calls it; handlers live in their own modules.
 //!
-//! The table is data ([`RouteTable`]) that yields the axum router, the
+//! The table is data (`RouteTable`) that yields the axum router, the
 //! OpenAPI document and the list of routes the tests walk
 //! ([`route_list`]). An API handler is registered with utoipa-axum's
 //! `routes!`, which reads its path and method from its `#[utoipa::path]`:
