@@ -194,6 +194,17 @@ impl Tally {
         format!("{:.2}%", 100.0 * k as f64 / self.n as f64)
     }
 
+    /// `different | same | unknown | mean runs` as table cells.
+    fn outcome_cells(&self) -> String {
+        format!(
+            "{} | {} | {} | {}",
+            self.pct(self.different),
+            self.pct(self.same),
+            self.pct(self.unknown),
+            self.mean_runs()
+        )
+    }
+
     fn mean_runs(&self) -> String {
         format!("{:.2}", self.runs as f64 / self.n as f64)
     }
@@ -340,13 +351,10 @@ fn aa_table(cell: &Cell, cfg: &StatsConfig) {
         for cv in [0.01, 0.02, 0.05, 0.10] {
             let t = run(cell, noise, cv, 0.0, cfg);
             println!(
-                "| {} | {:.0}% | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {:.0}% | {} | {} | {} | {} |",
                 noise.name(),
                 cv * 100.0,
-                t.pct(t.different),
-                t.pct(t.same),
-                t.pct(t.unknown),
-                t.mean_runs(),
+                t.outcome_cells(),
                 t.pct(t.same_within_6),
                 t.pct(t.zd_min),
                 t.pct(t.zd_max)
@@ -398,13 +406,10 @@ fn same_table(cell: &Cell, cfg: &StatsConfig) {
         for shift in [-0.02, -0.03, -0.05] {
             let t = run(cell, noise, 0.02, shift, cfg);
             println!(
-                "| {} | {:.0}% | {} | {} | {} | {} |",
+                "| {} | {:.0}% | {} |",
                 noise.name(),
                 shift * 100.0,
-                t.pct(t.different),
-                t.pct(t.same),
-                t.pct(t.unknown),
-                t.mean_runs(),
+                t.outcome_cells()
             );
         }
     }
@@ -432,14 +437,7 @@ fn rounded_table(cell: &Cell, cfg: &StatsConfig) {
                 true,
             ));
         }
-        println!(
-            "| {mean} | {:.1}% | {} | {} | {} | {} |",
-            cv * 100.0,
-            t.pct(t.different),
-            t.pct(t.same),
-            t.pct(t.unknown),
-            t.mean_runs(),
-        );
+        println!("| {mean} | {:.1}% | {} |", cv * 100.0, t.outcome_cells());
     }
 }
 

@@ -231,12 +231,7 @@ pub fn verdict_padded(
     let (min_a, med_a, max_a) = min_med_max(&a);
     let (min_b, med_b, max_b) = min_med_max(&b);
     let (va, vb) = (med_a.value(), med_b.value());
-    let (hi, lo) = (va.max(vb), va.min(vb));
-    let ratio = if lo > 0.0 {
-        (hi / lo).min(RATIO_CAP)
-    } else {
-        RATIO_CAP
-    };
+    let (ratio, delta) = median_ratio(va, vb);
     let changed = ZeroDayVerdict {
         changed: true,
         reason: ZeroDayReason::Changed,
@@ -268,15 +263,37 @@ pub fn verdict_padded(
         // skip_small_change? never filters perf-profile stats.
         return changed;
     }
+    if let Some(reason) = small_change(metric, ratio, max_a.max(max_b), delta) {
+        return not(reason, ratio);
+    }
+    changed
+}
+
+/// The ratio of the larger median to the smaller (capped at `RATIO_CAP`,
+/// and the cap when the smaller is not positive) and their difference.
+fn median_ratio(va: f64, vb: f64) -> (f64, f64) {
+    let (hi, lo) = (va.max(vb), va.min(vb));
+    let ratio = if lo > 0.0 {
+        (hi / lo).min(RATIO_CAP)
+    } else {
+        RATIO_CAP
+    };
+    (ratio, hi - lo)
+}
+
+/// `skip_small_change?`: why a change of `ratio` (medians `delta` apart,
+/// largest value `max`) is too small to count, if it is: the ratio floors,
+/// then the absolute floors.
+fn small_change(metric: &str, ratio: f64, max: f64, delta: f64) -> Option<ZeroDayReason> {
     if ratio <= RATIO_FLOOR_ALL
         || (!metrics::is_perf_metric(metric) && ratio <= RATIO_FLOOR_NON_PERF)
     {
-        return not(ZeroDayReason::BelowRatioFloor, ratio);
+        Some(ZeroDayReason::BelowRatioFloor)
+    } else if !metrics::passes_absolute_floor(metric, max, delta) {
+        Some(ZeroDayReason::BelowAbsoluteFloor)
+    } else {
+        None
     }
-    if !metrics::passes_absolute_floor(metric, max_a.max(max_b), hi - lo) {
-        return not(ZeroDayReason::BelowAbsoluteFloor, ratio);
-    }
-    changed
 }
 
 /// 0-day's rule for a function stat (`StatCompare` with `is_function_stat`):
@@ -313,23 +330,13 @@ fn function_verdict(
     let (_, med_a, max_a) = min_med_max(&a);
     let (_, med_b, max_b) = min_med_max(&b);
     let (va, vb) = (med_a.value(), med_b.value());
-    let (hi, lo) = (va.max(vb), va.min(vb));
-    let ratio = if lo > 0.0 {
-        (hi / lo).min(RATIO_CAP)
-    } else {
-        RATIO_CAP
-    };
+    let (ratio, delta) = median_ratio(va, vb);
     let (max_a, max_b) = (max_a.value(), max_b.value());
     if max_a == max_b {
         return not(ZeroDayReason::SameMaximum, ratio);
     }
-    if ratio <= RATIO_FLOOR_ALL
-        || (!metrics::is_perf_metric(metric) && ratio <= RATIO_FLOOR_NON_PERF)
-    {
-        return not(ZeroDayReason::BelowRatioFloor, ratio);
-    }
-    if !metrics::passes_absolute_floor(metric, max_a.max(max_b), hi - lo) {
-        return not(ZeroDayReason::BelowAbsoluteFloor, ratio);
+    if let Some(reason) = small_change(metric, ratio, max_a.max(max_b), delta) {
+        return not(reason, ratio);
     }
     ZeroDayVerdict {
         changed: true,

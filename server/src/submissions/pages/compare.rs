@@ -241,7 +241,10 @@ fn card(i: usize, job: &str, c: &ComparisonView, samples: &Samples, runs_cap: u3
 
 fn change_text(c: &ComparisonView, absolute: bool, unit: Option<&str>, by: &str) -> String {
     match c.change_percent {
-        Some(x) if absolute => format!("{x:+.2} {} ({by})", unit.unwrap_or("")),
+        Some(x) if absolute => match unit {
+            Some(unit) => format!("{x:+.2} {unit} ({by})"),
+            None => format!("{x:+.2} ({by})"),
+        },
         Some(x) => format!("{x:+.1}% ({by})"),
         None => String::from("undefined (base mean 0)"),
     }
