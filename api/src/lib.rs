@@ -3,8 +3,8 @@
 //! the agent, the command line and the load tool.
 //!
 //! - [`agent`]: the agent protocol (enrol, lease, heartbeat, events, results).
-//! - [`repos`], [`submissions`], [`bisections`], [`watches`], [`reports`],
-//!   [`regressions`]: the user API, one module per resource.
+//! - [`repos`], [`submissions`], [`bisections`], [`watches`], [`lists`],
+//!   [`reports`], [`regressions`]: the user API, one module per resource.
 //! - [`ErrorBody`]: the body of every error answer.
 //! - `client` (feature `client`): `AgentClient` and `UserClient`, the one
 //!   typed HTTP client of each protocol.
@@ -16,6 +16,7 @@ pub mod agent;
 pub mod bisections;
 #[cfg(feature = "client")]
 pub mod client;
+pub mod lists;
 pub mod regressions;
 pub mod reports;
 pub mod repos;

@@ -17,7 +17,7 @@
 //! 2. web: `web`
 //! 3. features: `access`, `agents`, `repos`, `jobs`, `scheduler`,
 //!    `comparisons`, `submissions`, `mail`, `regressions`, `bisect`,
-//!    `watches`, `dashboard`
+//!    `watches`, `lists`, `dashboard`
 //! 4. assembly: `lib`, `server`, `routes`, `openapi`
 //!
 //! Base modules name only base modules; `web` names base modules; a
@@ -31,7 +31,8 @@
 //! [`bisect::settled`]), so comparisons come before what they start;
 //! submissions show their comparisons, reports (`mail`) quote them,
 //! regressions link reports, bisections record regressions and send
-//! reports, and watches start bisections. `dashboard` holds only the pages
+//! reports, watches start bisections, and lists queue pairs whose
+//! bisections answer in the patch's thread. `dashboard` holds only the pages
 //! that span features.
 //!
 //! # Modules
@@ -62,7 +63,8 @@
 //!   transaction that found them and sent from it.
 //! - [`regressions`]: what the robot found, and its triage.
 //! - [`bisect`]: from a regressed pair to its verified first bad commit;
-//!   [`watches`]: branches the robot follows.
+//!   [`watches`]: branches the robot follows; [`lists`]: mailing lists
+//!   whose patch series it tests and whose threads it answers.
 //! - [`dashboard`]: the overview, machines and trends pages.
 //! - [`routes`]: the single route table; [`openapi`]: the OpenAPI document
 //!   of the REST API; [`server`]: migrate, bind, serve, shut down.
@@ -78,6 +80,7 @@ pub mod dashboard;
 pub mod db;
 pub mod error;
 pub mod jobs;
+pub mod lists;
 pub mod mail;
 pub mod openapi;
 pub mod regressions;

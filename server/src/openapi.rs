@@ -44,6 +44,7 @@ pub const USER_TOKEN: &str = "user_token";
         (name = "submissions", description = "Job files submitted for a commit pair, their runs and comparisons"),
         (name = "bisections", description = "From a regressed pair to its verified first bad commit"),
         (name = "watches", description = "Branches the robot tests at every new head"),
+        (name = "lists", description = "Mailing lists whose patch series the robot tests"),
         (name = "reports", description = "Regression reports and their delivery"),
         (name = "regressions", description = "What the robot found, and its triage"),
         (name = "meta", description = "This document"),

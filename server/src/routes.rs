@@ -35,8 +35,8 @@ use utoipa_axum::routes;
 use crate::error::{Error, HtmlError};
 use crate::state::AppState;
 use crate::{
-    access, agents, bisect, dashboard, jobs, openapi, regressions, repos, scheduler, submissions,
-    watches, web,
+    access, agents, bisect, dashboard, jobs, lists, openapi, regressions, repos, scheduler,
+    submissions, watches, web,
 };
 
 /// The whole HTTP surface of the server.
@@ -114,6 +114,7 @@ fn user_routes(t: RouteTable) -> RouteTable {
     use regressions::routes as g;
     use repos::routes as r;
     use submissions::routes as s;
+    use lists::routes as l;
     use watches::routes as w;
     t.api(routes!(r::create))
         .api(routes!(r::list))
@@ -135,6 +136,14 @@ fn user_routes(t: RouteTable) -> RouteTable {
         .api(routes!(w::list))
         .api(routes!(w::show))
         .api(routes!(w::remove))
+        .api(routes!(l::create))
+        .api(routes!(l::list))
+        .api(routes!(l::show))
+        .api(routes!(l::commands))
+        .api(routes!(l::read))
+        .api(routes!(l::remove))
+        .api(routes!(l::series_list))
+        .api(routes!(l::series_show))
         .api(routes!(g::list))
         .api(routes!(g::triage))
 }
@@ -153,6 +162,9 @@ fn dashboard_routes(t: RouteTable) -> RouteTable {
         .page(Method::GET, "/bisections", bisect::pages::list)
         .page(Method::GET, "/bisections/{id}", bisect::pages::show)
         .page(Method::GET, "/watches", watches::pages::watches)
+        .page(Method::GET, "/lists", lists::pages::lists)
+        .page(Method::GET, "/series/{id}", lists::pages::series)
+        .page(Method::GET, "/git/{repo}/{*path}", repos::serve::file)
 }
 
 /// Dashboard sign-in and sign-out, and the forms that change things (a

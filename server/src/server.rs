@@ -70,6 +70,7 @@ impl Server {
         let comparer = crate::comparisons::spawn_worker(state.clone(), crate::bisect::settled);
         let bisector = crate::bisect::spawn_worker(state.clone());
         let watcher = crate::watches::spawn_worker(state.clone());
+        let reader = crate::lists::spawn_worker(state.clone());
         let mailer = crate::mail::sender::spawn_for(&state);
         let app = routes::router(state.clone());
         let (stop_tx, mut stop_rx) = watch::channel(false);
@@ -94,6 +95,7 @@ impl Server {
         comparer.abort();
         bisector.abort();
         watcher.abort();
+        reader.abort();
         if let Some(mailer) = mailer {
             // The sender stops after the delivery in progress; never abort mid-SMTP.
             let _ = tokio::time::timeout(grace, mailer).await;

@@ -64,6 +64,13 @@ fn opening(out: &mut String, data: &ReportData, config: &ReportConfig) {
         "commit: {} (\"{}\") {} {}",
         data.commit.sha, data.commit.subject, data.repo_url, data.branch
     );
+    if let Some(posted) = &data.posted {
+        let _ = write!(
+            out,
+            "url: {}\nbase: {}\npatch link: {}\npatch subject: {}\n",
+            posted.url, posted.base, posted.patch_link, posted.patch_subject
+        );
+    }
     if !data.still_on.is_empty() {
         out.push('\n');
         for still in &data.still_on {

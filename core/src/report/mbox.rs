@@ -98,6 +98,10 @@ pub struct Addressing {
     pub cc: Vec<Mailbox>,
     /// The `Date:` header (Unix ms): when the report was queued, fixed from then on.
     pub date_ms: i64,
+    /// A reply's `In-Reply-To:` and `References:` (ids without `<>`,
+    /// oldest first, the parent last).
+    pub in_reply_to: Option<String>,
+    pub references: Vec<String>,
 }
 
 impl Addressing {
@@ -126,6 +130,7 @@ pub fn message(report: &RenderedReport, addressing: &Addressing) -> Result<Strin
     let mut out = format!("From: {}\n", addressing.from.header_form());
     push_list(&mut out, "To", &addressing.to);
     push_list(&mut out, "Cc", &addressing.cc);
+    push_thread(&mut out, addressing)?;
     let subject = if report.subject.is_ascii() {
         header_text(&report.subject, MAX_SUBJECT_BYTES)
     } else {
@@ -159,6 +164,33 @@ fn push_body(out: &mut String, body: &str) {
         out.push_str(rest);
         out.push('\n');
     }
+}
+
+/// `In-Reply-To:` and `References:`; an id that could break a header is
+/// refused, not sent.
+fn push_thread(out: &mut String, addressing: &Addressing) -> Result<()> {
+    let ok = |id: &str| {
+        !id.is_empty()
+            && id.len() <= 998
+            && id.contains('@')
+            && !id.contains(|c: char| c.is_whitespace() || c.is_control() || c == '<' || c == '>')
+    };
+    if let Some(parent) = &addressing.in_reply_to {
+        if !ok(parent) {
+            return Err(invalid(format!("bad In-Reply-To id {parent:?}")));
+        }
+        out.push_str(&format!("In-Reply-To: <{parent}>\n"));
+    }
+    let refs: Vec<String> = addressing
+        .references
+        .iter()
+        .filter(|id| ok(id))
+        .map(|id| format!("<{id}>"))
+        .collect();
+    if !refs.is_empty() {
+        out.push_str(&format!("References: {}\n", refs.join("\n\t")));
+    }
+    Ok(())
 }
 
 fn push_list(out: &mut String, header: &str, boxes: &[Mailbox]) {
@@ -260,6 +292,8 @@ mod tests {
                 Mailbox::new("B", "LEITAO@debian.org"),
             ],
             date_ms: 1_793_801_070_000,
+            in_reply_to: None,
+            references: Vec::new(),
         }
     }
 

@@ -22,7 +22,7 @@ pub use body::{commit_label, render_body};
 pub use impact::render_impact_table;
 pub use machine::describe_machine;
 pub use message_id::MessageId;
-pub use subject::{render_subject, subject_prefix};
+pub use subject::{render_subject, reply_subject, subject_prefix};
 
 use serde::{Deserialize, Serialize};
 
@@ -149,6 +149,23 @@ pub struct ReportData {
     pub identity_key: String,
     /// Optional hand-written preface, printed before `Hello,`.
     pub preface: Option<String>,
+    /// Set when the commit is a patch kbot read on a mailing list and
+    /// applied itself: the report answers in the patch's thread.
+    pub posted: Option<PostedPatch>,
+}
+
+/// 0-day's lines under `commit:` for a patch posted to a list (its report
+/// is a reply in the patch's thread, `Re: <patch subject>`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PostedPatch {
+    /// `url:`: where the applied series can be fetched.
+    pub url: String,
+    /// `base:`: the tree and the commit the series was applied on.
+    pub base: String,
+    /// `patch link:`: the patch mail in the list's archive.
+    pub patch_link: String,
+    /// `patch subject:`: the mail's subject as posted.
+    pub patch_subject: String,
 }
 
 /// A report ready to send or show.

@@ -16,7 +16,23 @@ pub(crate) fn short_sha(sha: &str) -> &str {
     sha.get(..10).unwrap_or(sha)
 }
 
+/// `Re: <subject>`, without doubling a `Re:` already there.
+pub fn reply_subject(subject: &str) -> String {
+    let s = subject.trim();
+    let is_reply = s
+        .get(..3)
+        .is_some_and(|p| p.eq_ignore_ascii_case("re:"));
+    if is_reply {
+        s.to_owned()
+    } else {
+        format!("Re: {s}")
+    }
+}
+
 pub fn render_subject(data: &ReportData) -> String {
+    if let Some(posted) = &data.posted {
+        return reply_subject(&posted.patch_subject);
+    }
     let prefix = subject_prefix(&data.commit.subject)
         .map(|p| format!("[{p}] "))
         .unwrap_or_default();
@@ -45,6 +61,12 @@ mod tests {
         assert_eq!(subject_prefix("mm, slab: fix x"), None);
         assert_eq!(subject_prefix("Revert \"llist: y\""), None);
         assert_eq!(subject_prefix("no prefix at all"), None);
+    }
+
+    #[test]
+    fn a_reply_subject_has_one_re() {
+        assert_eq!(reply_subject("[PATCH v2 3/5] pipe: x"), "Re: [PATCH v2 3/5] pipe: x");
+        assert_eq!(reply_subject("RE: [PATCH] y"), "RE: [PATCH] y");
     }
 
     #[test]

@@ -383,6 +383,7 @@ fn report_data(subject: String, tree: String, branch: String) -> ReportData {
         recorded_at_ms: 1_793_801_070_000,
         identity_key: "linux/a..b/x".into(),
         preface: None,
+        posted: None,
     }
 }
 

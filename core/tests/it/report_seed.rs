@@ -112,6 +112,7 @@ fn seed_data() -> ReportData {
         recorded_at_ms: 1_793_801_070_000,
         identity_key: "linux/c610d2d078..f7f4665dc5/lmbench3-PIPE/lkp-spr-2sp2".into(),
         preface: None,
+        posted: None,
     }
 }
 

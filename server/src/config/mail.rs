@@ -126,6 +126,8 @@ pub struct MailConfig {
     pub poll_interval: Duration,
     /// How long a claimed report stays claimed; a sender that died loses it after this.
     pub claim_ttl: Duration,
+    /// This server's public URL (`url:` lines point into its git).
+    pub public_url: String,
 }
 
 impl MailConfig {
@@ -153,6 +155,7 @@ impl MailConfig {
             retry_max: Duration::from_secs(3600),
             poll_interval: Duration::from_secs(5),
             claim_ttl: Duration::from_secs(300),
+            public_url: "http://127.0.0.1:8080".into(),
         }
     }
 
@@ -248,6 +251,7 @@ impl MailConfig {
             report_improvements: a.report_improvements,
             retry_base: Duration::from_secs(a.retry_base_secs.max(1)),
             retry_max: Duration::from_secs(a.retry_max_secs.max(a.retry_base_secs).max(1)),
+            public_url: public_url.trim_end_matches('/').to_owned(),
             ..defaults
         }
     }

@@ -83,7 +83,12 @@ async fn enqueue(tx: &mut Tx, config: &MailConfig, blame: &Blame<'_>) -> Result<
     let ctx = load_context(tx, blame.submission_id, pc.atomic_job_id).await?;
     let mut data = report_data(pc, blame.kpi, &ctx);
     data.still_on = blame.still_on.clone();
-    let addressing = addressing(config, &ctx.repo_name, &pc.head, now_ms());
+    // A patch read on a list is answered in its thread.
+    let (addressing, posted) = match super::thread::patch_thread(tx, config, &pc.head.sha).await? {
+        Some(thread) => (thread.place.addressing(config, now_ms()), Some(thread.posted)),
+        None => (addressing(config, &ctx.repo_name, &pc.head, now_ms()), None),
+    };
+    data.posted = posted;
     // A report that cannot be built (an author address git accepted but SMTP
     // cannot carry, no recipient at all) must not keep the verdict from being
     // recorded: log it and queue nothing. Database errors still roll back.
@@ -258,6 +263,7 @@ fn report_data(pc: &PairComparison, kpi: &MetricComparison, ctx: &Context) -> Re
             kpi.metric
         ),
         preface: None,
+        posted: None,
     }
 }
 
@@ -326,11 +332,13 @@ fn addressing(
         to,
         cc,
         date_ms,
+        in_reply_to: None,
+        references: Vec::new(),
     }
 }
 
 /// An address SMTP can carry: one `@` inside, no spaces, brackets or line breaks.
-fn usable(address: &str) -> bool {
+pub(super) fn usable(address: &str) -> bool {
     address.matches('@').count() == 1
         && !address.starts_with('@')
         && !address.ends_with('@')

@@ -2,8 +2,8 @@
 //! queueing a report in the transaction that records the regression
 //! ([`compose`]), the outbox table ([`outbox`]), SMTP delivery ([`smtp`]),
 //! the sender task with retries and backoff ([`sender`]), the dashboard
-//! pages and mbox download ([`pages`]), and the reproduction materials
-//! ([`materials`]).
+//! pages and mbox download ([`pages`]), the reproduction materials
+//! ([`materials`]), and answers in a mailing-list thread ([`thread`]).
 //!
 //! An SMTP outage delays mail but loses none: the outbox row stays until the
 //! relay accepts it. A report is never queued twice (its Message-ID derives
@@ -16,6 +16,7 @@ pub mod outbox;
 pub mod pages;
 pub mod sender;
 pub mod smtp;
+pub mod thread;
 
 pub use crate::config::mail as config;
 pub use crate::config::{MailArgs, MailConfig, SmtpSettings};

@@ -14,7 +14,7 @@ pub mod routes;
 mod store;
 
 pub use store::{
-    get, history, link_report, list, mark_by_robot, record, set_state, Filter, HistoryRow,
+    change_in, get, history, link_report, list, mark_by_robot, record, set_state, Filter, HistoryRow,
     NewRegression, TriageState,
 };
 

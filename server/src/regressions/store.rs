@@ -92,6 +92,25 @@ pub async fn mark_by_robot(
     Ok(())
 }
 
+/// A triage change in the caller's transaction (a `#kbot` command by mail,
+/// a fix kbot verified): `user_id` is who asked (`None`: the robot). The
+/// state it left.
+pub async fn change_in(
+    tx: &mut Tx,
+    id: i64,
+    user_id: Option<i64>,
+    to: TriageState,
+    note: &str,
+) -> Result<String> {
+    let from: String = sqlx::query_scalar("SELECT state FROM regressions WHERE id = $1")
+        .bind(id)
+        .fetch_optional(&mut **tx)
+        .await?
+        .ok_or_else(|| Error::not_found("regression", id))?;
+    change(tx, id, user_id, &from, to.as_str(), note.trim()).await?;
+    Ok(from)
+}
+
 /// A person's triage: the new state and why.
 pub async fn set_state(db: &Db, id: i64, user: &UserAuth, to: &str, note: &str) -> Result<()> {
     if !super::is_state(to) {

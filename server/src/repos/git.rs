@@ -61,7 +61,18 @@ impl Mirror {
     /// yet, otherwise fetches every ref with pruning.
     pub async fn sync(&self, url: &str) -> Result<(), GitError> {
         if self.path.join("HEAD").is_file() {
-            self.git(&["remote", "update", "--prune"]).await?;
+            // Branches and tags only: pruning every ref (`remote update
+            // --prune` on a `--mirror` clone) would delete the series kbot
+            // applied under `refs/kbot/`.
+            self.git(&[
+                "fetch",
+                "--prune",
+                "--quiet",
+                "origin",
+                "+refs/heads/*:refs/heads/*",
+                "+refs/tags/*:refs/tags/*",
+            ])
+            .await?;
             return Ok(());
         }
         if let Some(parent) = self.path.parent() {
@@ -225,9 +236,190 @@ impl Mirror {
         Ok(out.split_whitespace().next().map(str::to_owned))
     }
 
+    /// The newest commit on `branch`'s first-parent line committed at or
+    /// before `unix_secs`: the branch head when a mail was posted.
+    pub async fn head_at(&self, branch: &str, unix_secs: i64) -> Result<String, GitError> {
+        let head = self.resolve(branch).await?;
+        let before = format!("--before={unix_secs}");
+        let out = self
+            .git(&["rev-list", "-1", "--first-parent", &before, &head])
+            .await?;
+        let sha = out.trim();
+        if is_full_sha(sha) {
+            Ok(sha.to_owned())
+        } else {
+            Err(GitError::UnknownRevision {
+                rev: format!("{branch}@{unix_secs}"),
+            })
+        }
+    }
+
+    /// Commits on `branch` committed since `since_secs` whose message holds
+    /// `needle` (a fixed string), newest first.
+    pub async fn grep_log(
+        &self,
+        branch: &str,
+        since_secs: i64,
+        needle: &str,
+    ) -> Result<Vec<String>, GitError> {
+        let head = self.resolve(branch).await?;
+        let since = format!("--since={since_secs}");
+        let grep = format!("--grep={needle}");
+        let out = self
+            .git(&["log", "-F", &grep, &since, "--format=%H", &head])
+            .await?;
+        Ok(out
+            .lines()
+            .map(str::trim)
+            .filter(|l| is_full_sha(l))
+            .map(str::to_owned)
+            .collect())
+    }
+
+    /// Whether the mirror has `sha` as a commit (no fetch).
+    pub async fn has_commit(&self, sha: &str) -> bool {
+        let spec = format!("{sha}^{{commit}}");
+        is_full_sha(sha) && self.git(&["cat-file", "-e", &spec]).await.is_ok()
+    }
+
+    /// Points `name` (a `refs/kbot/...` ref) at `sha`, and refreshes the
+    /// files git's dumb HTTP transport reads, so the ref can be fetched
+    /// from the server.
+    pub async fn set_ref(&self, name: &str, sha: &str) -> Result<(), GitError> {
+        if !name.starts_with("refs/kbot/") {
+            return Err(GitError::InvalidRevision {
+                rev: name.into(),
+                reason: "kbot writes refs under refs/kbot/ only",
+            });
+        }
+        self.git(&["update-ref", name, checked_sha(sha)?]).await?;
+        self.update_server_info().await
+    }
+
+    /// `git update-server-info`: `info/refs` and `objects/info/packs`.
+    pub async fn update_server_info(&self) -> Result<(), GitError> {
+        self.git(&["update-server-info"]).await.map(drop)
+    }
+
+    /// Applies `mbox` (patches in order, mboxrd) on `base` with `git am -3`
+    /// in a temporary worktree whose sparse checkout holds only the files
+    /// the patches touch (`paths`), so a kernel-sized tree costs a few files.
+    /// Commits are made by `committer`, dated as authored, so the same
+    /// series on the same base always gives the same commits. `Ok(Err)`
+    /// carries git am's own words when the series does not apply.
+    pub async fn am(
+        &self,
+        base: &str,
+        mbox: Vec<u8>,
+        paths: &[String],
+        committer: (&str, &str),
+    ) -> Result<Result<String, String>, GitError> {
+        let base = checked_sha(base)?;
+        let dir = self.path.with_extension(format!("am-{}", std::process::id()));
+        let dir = dir.with_file_name(format!(
+            "{}-{}",
+            dir.file_name().and_then(|n| n.to_str()).unwrap_or("am"),
+            rand_suffix()
+        ));
+        let dir_str = dir.to_string_lossy().into_owned();
+        self.git(&["worktree", "add", "--detach", "--no-checkout", &dir_str, base])
+            .await?;
+        let result = am_in(&dir, base, mbox, paths, committer, self.timeout).await;
+        // Best effort: a worktree left behind is pruned by the next add.
+        let _ = self
+            .git(&["worktree", "remove", "--force", &dir_str])
+            .await;
+        let _ = tokio::fs::remove_dir_all(&dir).await;
+        let _ = self.git(&["worktree", "prune"]).await;
+        result
+    }
+
     async fn git(&self, args: &[&str]) -> Result<String, GitError> {
         run_git(Some(&self.path), args, self.timeout).await
     }
+}
+
+/// The `git am` run inside the worktree at `dir`.
+async fn am_in(
+    dir: &Path,
+    base: &str,
+    mbox: Vec<u8>,
+    paths: &[String],
+    (name, email): (&str, &str),
+    timeout: Duration,
+) -> Result<Result<String, String>, GitError> {
+    let at = |args: Vec<String>| {
+        let mut all = vec!["-C".to_owned(), dir.to_string_lossy().into_owned()];
+        all.extend(args);
+        all
+    };
+    let own = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    let mut sparse = own(&["sparse-checkout", "set", "--no-cone", "--"]);
+    // Anchored literal paths; a pattern character in a path would widen the
+    // checkout, never narrow it below what the patch touches.
+    sparse.extend(paths.iter().map(|p| format!("/{p}")));
+    run_git(None, &strs(&at(sparse)), timeout).await?;
+    run_git(None, &strs(&at(own(&["read-tree", "-mu", "HEAD"]))), timeout).await?;
+    let identity = [
+        format!("user.name={name}"),
+        format!("user.email={email}"),
+    ];
+    let mut am = vec!["-c".to_owned(), identity[0].clone(), "-c".to_owned(), identity[1].clone()];
+    am.extend(own(&[
+        "am",
+        "-3",
+        "--committer-date-is-author-date",
+        "--patch-format=mboxrd",
+    ]));
+    if let Some(why) = am_failure(&strs(&at(am)), mbox, timeout).await? {
+        let _ = run_git(None, &strs(&at(own(&["am", "--abort"]))), timeout).await;
+        return Ok(Err(why));
+    }
+    let tip = run_git(None, &strs(&at(own(&["rev-parse", "HEAD"]))), timeout).await?;
+    let tip = tip.trim().to_owned();
+    if tip == base {
+        return Ok(Err("git am made no commit".into()));
+    }
+    Ok(Ok(tip))
+}
+
+/// Runs `git am` with the mbox on its input; `Some` of what it said (both
+/// streams: "Patch failed at" goes to stdout, the hunk errors to stderr)
+/// when it stopped.
+async fn am_failure(args: &[&str], mbox: Vec<u8>, timeout: Duration) -> Result<Option<String>, GitError> {
+    use tokio::io::AsyncWriteExt;
+    let mut cmd = git_command(None, args);
+    cmd.stdin(Stdio::piped());
+    let mut child = cmd.spawn()?;
+    if let Some(mut stdin) = child.stdin.take() {
+        tokio::spawn(async move {
+            let _ = stdin.write_all(&mbox).await;
+        });
+    }
+    let output = tokio::time::timeout(timeout, child.wait_with_output())
+        .await
+        .map_err(|_| GitError::Timeout {
+            command: "am".into(),
+            secs: timeout.as_secs(),
+        })??;
+    if output.status.success() {
+        return Ok(None);
+    }
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok(Some(said.trim().to_owned()))
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// A short random suffix for a temporary directory's name.
+fn rand_suffix() -> String {
+    format!("{:08x}", rand::random::<u32>())
 }
 
 fn checked_sha(sha: &str) -> Result<&str, GitError> {

@@ -8,6 +8,7 @@
 
 pub mod git;
 pub mod routes;
+pub mod serve;
 mod store;
 
 use std::collections::HashMap;

@@ -30,6 +30,8 @@ pub const GROUP: &str = "sim-group";
 pub struct Model {
     levels: Mutex<HashMap<String, f64>>,
     failures: Mutex<HashMap<String, &'static str>>,
+    /// What a failed run says (the agent's build log tail), by commit.
+    details: Mutex<HashMap<String, String>>,
     /// Commits whose first runs spread across both ends: run index -> value.
     noisy: Mutex<HashMap<String, Vec<f64>>>,
 }
@@ -45,6 +47,7 @@ impl Model {
         Model {
             levels: Mutex::new(HashMap::new()),
             failures: Mutex::new(HashMap::new()),
+            details: Mutex::new(HashMap::new()),
             noisy: Mutex::new(HashMap::new()),
         }
     }
@@ -56,6 +59,25 @@ impl Model {
         for c in repo.descendants(sha) {
             *levels.entry(c).or_insert(GOOD) *= factor;
         }
+    }
+
+    /// Sets the level of `sha` alone (a commit the server made, which the
+    /// test repo does not have).
+    pub fn set(&self, sha: &str, level: f64) {
+        self.levels.lock().expect("lock").insert(sha.to_owned(), level);
+    }
+
+    /// [`Model::fail`], saying `detail` (a build log's tail).
+    pub fn fail_saying(&self, sha: &str, failure: &'static str, detail: &str) {
+        self.fail(sha, failure);
+        let mut details = self.details.lock().expect("lock");
+        details.insert(sha.to_owned(), detail.to_owned());
+    }
+
+    /// What a failed run of `sha` says.
+    pub fn detail(&self, sha: &str) -> String {
+        let details = self.details.lock().expect("lock");
+        details.get(sha).cloned().unwrap_or_else(|| "simulated".into())
     }
 
     /// Every run of `sha` fails with `failure` (`build_failed`, `boot_failed`).
@@ -224,7 +246,8 @@ impl<'a> Fleet<'a> {
         let response = match outcome {
             Ok(value) => agent.upload(job.job_id, value).await,
             Err(failure) => {
-                let body = json!({"state": "failed", "failure": failure, "detail": "simulated"});
+                let detail = self.sim.world.model.detail(&job.commit);
+                let body = json!({"state": "failed", "failure": failure, "detail": detail});
                 agent.event(job.job_id, body).await
             }
         };

@@ -1,0 +1,151 @@
+//! Wire types of mailing lists and the patch series read from them, shared
+//! by the REST handlers and the CLI.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// `POST /api/v1/lists`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ListCreate {
+    /// Short name (`linux-fsdevel`), used in refs and on the dashboard.
+    pub name: String,
+    /// The archive: a public-inbox v2 directory (`git/N.git` epochs) or v1
+    /// repository, an mbox file or a Maildir, as a path on the server; or
+    /// the URL of a public-inbox (its epochs `URL/0`, `URL/1`, ... are
+    /// cloned, as lore.kernel.org serves them).
+    pub archive: String,
+    /// The registered repo the list's patches apply to.
+    pub repo: String,
+    /// The branch whose head at posting time is the base when a series
+    /// names none (default: the repo's default branch).
+    pub branch: Option<String>,
+    /// The LKP-style job file run on every series, as YAML text.
+    pub job_file: String,
+    /// The list's posting address, Cc'd on every answer.
+    pub address: Option<String>,
+    /// The web archive the `patch link:` lines point into
+    /// (`https://lore.kernel.org/linux-fsdevel`).
+    pub web_url: Option<String>,
+    pub tbox_group: Option<String>,
+    /// How often the archive is read (default 300 s).
+    pub interval_secs: Option<u32>,
+    /// How long a series with missing parts waits before it ends
+    /// `incomplete` (default 3600 s).
+    pub wait_secs: Option<u32>,
+    /// Cap on runs per side of each pair (default 10).
+    pub max_runs: Option<u32>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ListView {
+    pub id: i64,
+    pub name: String,
+    pub archive: String,
+    /// `public-inbox-v2`, `public-inbox-v1`, `mbox` or `maildir`.
+    pub archive_kind: String,
+    pub address: Option<String>,
+    pub web_url: Option<String>,
+    pub repo: String,
+    pub branch: String,
+    pub job_name: String,
+    pub tbox_group: Option<String>,
+    pub interval_secs: u32,
+    pub wait_secs: u32,
+    pub max_runs: u32,
+    /// `active` or `removed`.
+    pub state: String,
+    pub messages_read: i64,
+    pub last_error: Option<String>,
+    /// Unix milliseconds.
+    pub checked_at: Option<i64>,
+    pub created_at: i64,
+}
+
+/// Something a list's reader did or saw.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ListEvent {
+    /// Unix milliseconds.
+    pub at: i64,
+    /// `read`, `read_failed`, `bad_message`, `series`, `applied`,
+    /// `cannot_apply`, `submitted`, `command`, `fixed`, ...
+    pub kind: String,
+    pub detail: String,
+}
+
+/// `GET /api/v1/lists/{id}`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ListDetail {
+    pub list: ListView,
+    pub series: Vec<SeriesView>,
+    pub events: Vec<ListEvent>,
+}
+
+/// A patch series as posted: its parts, where it was applied and how it was
+/// tested.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SeriesView {
+    pub id: i64,
+    pub list: String,
+    /// The Message-ID of the cover letter, else of patch 1.
+    pub key: String,
+    pub version: u32,
+    /// Patches in the series (the cover letter not counted).
+    pub total: u32,
+    pub rfc: bool,
+    pub title: String,
+    pub author: String,
+    /// `waiting` (parts missing), `incomplete` (they never came),
+    /// `superseded` (a newer version came before it started),
+    /// `cannot_apply`, `testing`, `tested`, `build_failed`, `failed`.
+    pub state: String,
+    /// The base commit and how it was chosen: `base-commit` (the sender's
+    /// `git format-patch --base`), or `tree head` (the list's branch head
+    /// when the series was posted).
+    pub base: Option<String>,
+    pub base_how: Option<String>,
+    /// Where the applied series is, fetchable from the server's git.
+    pub ref_name: Option<String>,
+    pub tip: Option<String>,
+    pub submission: Option<i64>,
+    pub superseded_by: Option<i64>,
+    pub detail: Option<String>,
+    /// Unix milliseconds: the first part's Date.
+    pub posted_at: i64,
+    pub updated_at: i64,
+}
+
+/// One part of a series.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SeriesPart {
+    /// 0 is the cover letter.
+    pub index: u32,
+    pub message_id: String,
+    pub subject: String,
+    /// The commit `git am` made of it.
+    pub commit: Option<String>,
+    pub patch_id: Option<String>,
+}
+
+/// A `#kbot` command read from a reply to one of kbot's mails.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ListCommand {
+    pub id: i64,
+    pub message_id: String,
+    pub sender: String,
+    /// `test`, `retest`, `invalid`, `dup`, `fix`.
+    pub command: String,
+    pub argument: String,
+    /// `done`, `refused`, `testing` (a pair runs), `tested`.
+    pub state: String,
+    pub outcome: String,
+    pub regression: Option<i64>,
+    pub submission: Option<i64>,
+    pub created_at: i64,
+}
+
+/// `GET /api/v1/series/{id}`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SeriesDetail {
+    pub series: SeriesView,
+    pub parts: Vec<SeriesPart>,
+}

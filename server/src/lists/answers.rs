@@ -1,0 +1,244 @@
+//! The answers kbot posts in a list thread that are no KPI report: a series
+//! that does not apply, a tip that does not build, and what a `#kbot`
+//! command did. Each goes In-Reply-To the mail it is about, To its author,
+//! Cc the list and the other recipients (`mail::thread`).
+
+use std::fmt::Write;
+
+use super::store::{self, ListRow, SeriesRow};
+use crate::db::{Db, Tx};
+use crate::error::{Error, Result};
+use crate::jobs::SubmissionState;
+use crate::mail::thread::{self, Answer, ThreadPlace};
+use crate::repos::RepoRow;
+use crate::state::AppState;
+
+/// Most compiler lines quoted from a failed build, as 0-day trims them.
+const MAX_BUILD_LINES: usize = 30;
+
+/// How a series' pair ended on its head side.
+#[derive(sqlx::FromRow)]
+pub struct PairOutcome {
+    #[sqlx(try_from = "String")]
+    pub state: SubmissionState,
+    pub head_finished: i64,
+    pub head_failure: Option<String>,
+    /// The agent's build log tail when a head job failed to build.
+    pub build_log: Option<String>,
+}
+
+pub async fn pair_outcome(db: &Db, submission_id: i64) -> Result<PairOutcome> {
+    sqlx::query_as::<_, PairOutcome>(
+        "SELECT s.state, \
+             (SELECT COUNT(*) FROM jobs j WHERE j.submission_id = s.id AND j.side = 'head' \
+              AND j.state = 'finished') AS head_finished, \
+             (SELECT MIN(j.failure) FROM jobs j WHERE j.submission_id = s.id \
+              AND j.side = 'head' AND j.state = 'failed') AS head_failure, \
+             (SELECT MIN(j.failure_detail) FROM jobs j WHERE j.submission_id = s.id \
+              AND j.side = 'head' AND j.state = 'failed' AND j.failure = 'build_failed') \
+              AS build_log \
+         FROM submissions s WHERE s.id = $1",
+    )
+    .bind(submission_id)
+    .fetch_optional(db.read())
+    .await?
+    .ok_or_else(|| Error::not_found("submission", submission_id))
+}
+
+/// The series' place to answer: its cover letter, else patch 1.
+pub async fn series_place(state: &AppState, l: &ListRow, s: &SeriesRow) -> Result<ThreadPlace> {
+    let parts = store::parts(&state.db, s.id).await?;
+    let first = parts
+        .iter()
+        .min_by_key(|p| p.index)
+        .ok_or_else(|| anyhow::anyhow!("series {} has no parts", s.id))?;
+    message_place(state, l, &first.message_id).await
+}
+
+/// A stored message's place as the parent of an answer.
+pub async fn message_place(state: &AppState, l: &ListRow, message_id: &str) -> Result<ThreadPlace> {
+    let m = store::message(&state.db, l.id, message_id).await?;
+    Ok(thread::place_of(
+        m.message_id.clone(),
+        &m.refs,
+        m.subject.clone(),
+        (m.from_name.clone(), m.from_address.clone()),
+        &m.recipients,
+        l.address.as_deref(),
+    ))
+}
+
+fn greeting(place: &ThreadPlace) -> String {
+    let name = place
+        .to
+        .name
+        .as_deref()
+        .and_then(|n| n.split_whitespace().next())
+        .unwrap_or("");
+    if name.is_empty() {
+        "Hi,\n\n".into()
+    } else {
+        format!("Hi {name},\n\n")
+    }
+}
+
+/// `[cannot apply to TREE/BRANCH]`, with git am's words; no test follows.
+pub async fn cannot_apply(
+    state: &AppState,
+    tx: &mut Tx,
+    l: &ListRow,
+    s: &SeriesRow,
+    repo: &RepoRow,
+    (base, how): (&str, &str),
+    why: &str,
+) -> Result<()> {
+    let place = series_place(state, l, s).await?;
+    let config = &state.config.mail;
+    let mut body = greeting(&place);
+    let _ = write!(
+        body,
+        "{} tried to test your patch series, but it does not apply.\n\n\
+         [cannot apply to {}/{}]\n\n\
+         base: {} {} ({base}, chosen as: {how})\n\
+         patch link: {}\n\n\
+         git am -3 said:\n\n{}\n\n\
+         If the series is meant for another tree or needs other patches first, kindly say\n\
+         so with `git format-patch --base=<commit>` (the base-commit: and\n\
+         prerequisite-patch-id: lines), as documented in\n\
+         https://git-scm.com/docs/git-format-patch#_base_tree_information\n",
+        config.report.robot_name,
+        repo.name,
+        l.branch,
+        repo.url,
+        l.branch,
+        thread::patch_link(l.web_url.as_deref(), &l.name, &place.parent),
+        indent(why, 40),
+    );
+    body.push_str(&thread::signature(config));
+    let answer = Answer {
+        place: &place,
+        identity_key: format!("cannot-apply/{}/{}", l.id, s.id),
+        body,
+        submission_id: None,
+    };
+    thread::enqueue_answer(tx, config, &answer).await?;
+    Ok(())
+}
+
+/// The tip of the series does not build: the compiler's error lines.
+pub async fn build_failed(
+    state: &AppState,
+    tx: &mut Tx,
+    l: &ListRow,
+    s: &SeriesRow,
+    log: &str,
+) -> Result<()> {
+    let place = series_place(state, l, s).await?;
+    let config = &state.config.mail;
+    let jobs = super::series::list_jobs(state, l)?.0;
+    let job = jobs.first();
+    let mut body = greeting(&place);
+    let _ = write!(
+        body,
+        "{} noticed the following build errors:\n\n\
+         [auto build test ERROR on {}/{}]\n\n\
+         url: {}/git/{}.git {}\n\
+         base: {} ({})\n\
+         patch link: {}\n\
+         config: {}\n\
+         compiler: {}\n\n\
+         If you fix the issue in a separate patch/commit (i.e. not just a new version of the\n\
+         same patch/commit), kindly add following tags\n\
+         | Reported-by: {}\n\n\
+         All errors (new ones prefixed by >>):\n\n{}\n",
+        config.report.robot_name,
+        l.repo_name,
+        l.branch,
+        config.public_url,
+        l.repo_name,
+        s.ref_name.as_deref().unwrap_or_default(),
+        s.base_sha.as_deref().unwrap_or_default(),
+        s.base_how.as_deref().unwrap_or_default(),
+        thread::patch_link(l.web_url.as_deref(), &l.name, &place.parent),
+        job.map_or("", |j| j.kconfig.as_str()),
+        job.map_or("", |j| j.compiler.as_str()),
+        config.report.identity(),
+        indent(&compiler_lines(log), MAX_BUILD_LINES),
+    );
+    body.push_str(&thread::signature(config));
+    let answer = Answer {
+        place: &place,
+        identity_key: format!("build-failed/{}/{}", l.id, s.id),
+        body,
+        submission_id: s.submission_id,
+    };
+    thread::enqueue_answer(tx, config, &answer).await?;
+    Ok(())
+}
+
+/// The lines of a build log a developer needs: the compiler's errors and
+/// warnings with the lines under them, and make's failure lines; the whole
+/// tail when none match.
+pub fn compiler_lines(log: &str) -> String {
+    let lines: Vec<&str> = log.lines().collect();
+    let mut keep = vec![false; lines.len()];
+    for (i, line) in lines.iter().enumerate() {
+        let hit = line.contains("error:")
+            || line.contains("warning:")
+            || line.contains("Error ")
+            || line.starts_with("make");
+        if hit {
+            // The source line and caret gcc prints under a diagnostic.
+            for k in keep.iter_mut().skip(i).take(3) {
+                *k = true;
+            }
+        }
+    }
+    let picked: Vec<&str> = lines
+        .iter()
+        .zip(&keep)
+        .filter(|(_, k)| **k)
+        .map(|(l, _)| *l)
+        .collect();
+    let chosen = if picked.is_empty() { lines } else { picked };
+    chosen
+        .iter()
+        .map(|l| {
+            if l.contains("error:") {
+                format!(">> {l}")
+            } else {
+                format!("   {l}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `text` indented by four spaces, at most `max` lines.
+fn indent(text: &str, max: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out: Vec<String> = lines.iter().take(max).map(|l| format!("    {l}")).collect();
+    if lines.len() > max {
+        out.push(format!("    [... {} more lines]", lines.len() - max));
+    }
+    out.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compiler_lines_keep_diagnostics() {
+        let log = "  CC fs/pipe.o\nfs/pipe.c:12:5: error: 'x' undeclared\n   12 | x = 1;\n      | ^\n  CC other.o\nmake[2]: *** [fs/pipe.o] Error 1\n";
+        let out = compiler_lines(log);
+        assert!(out.contains(">> fs/pipe.c:12:5: error: 'x' undeclared"));
+        assert!(out.contains("make[2]"));
+        assert!(!out.contains("CC other.o"));
+    }
+
+    #[test]
+    fn indent_caps_lines() {
+        assert_eq!(indent("a\nb\nc", 2), "    a\n    b\n    [... 1 more lines]");
+    }
+}

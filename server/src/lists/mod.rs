@@ -1,0 +1,285 @@
+//! Mailing lists: patch series tested before they are merged, answers in
+//! their threads, and `#kbot` commands in the replies.
+//!
+//! The worker ([`spawn_worker`]) reads each list's archive every interval
+//! ([`ingest`]: public-inbox v2 or v1, mbox, Maildir, parsed with a MIME
+//! parser: [`message`]), keeps every message, and acts on `#kbot` command
+//! lines in replies to kbot's own mails ([`commands`]). It then assembles
+//! the posted series ([`subject`], [`assemble`]), waits for missing parts,
+//! lets a newer version supersede an older one that has not started, and
+//! applies each complete series with `git am -3` on its base (the sender's
+//! `base-commit:`, else the list's branch head when it was posted) into
+//! `refs/kbot/series/LIST/ID` on the server's mirror ([`series`]). The series
+//! is then tested as a pair, base against tip; a regression inside it is
+//! bisected to the patch and answered in that patch's thread (the report
+//! threading lives in `mail::thread`). A series that does not apply and a
+//! tip that does not build get an answer of their own ([`answers`]).
+//! Regressions whose fix lands on a watched tree with `Closes:` (or `Link:`)
+//! are rerun and closed when the KPI is back ([`fixes`]).
+//!
+//! Who may do what, and that a From line can be forged, is in
+//! `docs/lists.md`.
+
+pub mod answers;
+pub mod archive;
+pub mod assemble;
+pub mod commands;
+pub mod fixes;
+pub mod ingest;
+pub mod message;
+pub mod pages;
+pub mod recheck;
+pub mod routes;
+pub mod series;
+mod store;
+pub mod subject;
+
+use std::time::Duration;
+
+use crate::auth::UserAuth;
+use crate::error::{Error, Result};
+use crate::repos;
+use crate::state::AppState;
+use crate::submissions;
+use crate::time::now_ms;
+use crate::worker::{self, Pace, Woken, Worker};
+use kbot_api::lists::{ListCreate, ListDetail, ListView, SeriesDetail, SeriesView};
+pub use store::{ListRow, SeriesState};
+
+/// How often the worker looks for due lists.
+const TICK: Duration = Duration::from_secs(1);
+
+/// Defaults and bounds of a list's read interval and of a series' wait.
+pub const DEFAULT_INTERVAL_SECS: u32 = 300;
+pub const DEFAULT_WAIT_SECS: u32 = 3600;
+pub const MAX_INTERVAL_SECS: u32 = 7 * 24 * 3600;
+
+/// Most events and series shown with a list.
+const SHOWN: i64 = 200;
+
+pub async fn create(state: &AppState, user: &UserAuth, req: ListCreate) -> Result<ListView> {
+    let name = req.name.trim();
+    check_name(name)?;
+    let plan = submissions::parse_job(&req.job_file, state.config.lkp_root.as_deref())?;
+    let max_runs = submissions::max_runs(req.max_runs)?;
+    let interval = bounded("interval_secs", req.interval_secs, DEFAULT_INTERVAL_SECS)?;
+    let wait = bounded("wait_secs", req.wait_secs, DEFAULT_WAIT_SECS)?;
+    let repo = repos::get_repo(&state.db, &req.repo).await?;
+    let branch = match req.branch.as_deref().map(str::trim).filter(|b| !b.is_empty()) {
+        Some(b) => b.to_owned(),
+        None => repo.default_branch.clone(),
+    };
+    // The branch must exist now; a typo is refused here, not found later.
+    repos::resolve_commit(state, &repo, &branch).await?;
+    let kind = ingest::prepare(state, name, req.archive.trim()).await?;
+    let trimmed = |o: &Option<String>| {
+        o.as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+    };
+    let id = store::insert(
+        &state.db,
+        &store::NewList {
+            name,
+            archive: req.archive.trim(),
+            archive_kind: kind.as_str(),
+            address: trimmed(&req.address).as_deref(),
+            web_url: trimmed(&req.web_url).as_deref(),
+            repo_id: repo.id,
+            branch: &branch,
+            job_name: &submissions::job_name(&plan.jobs),
+            job_file: &req.job_file,
+            tbox_group: trimmed(&req.tbox_group).as_deref(),
+            runs_cap: i64::from(max_runs),
+            interval_secs: i64::from(interval),
+            wait_secs: i64::from(wait),
+            user_id: user.user_id,
+        },
+    )
+    .await?;
+    tracing::info!(list = id, name, archive = %req.archive, user = %user.user_name, "list added");
+    Ok(store::get(&state.db, id).await?.view())
+}
+
+/// A list name goes into refs and paths: letters, digits, `.`, `_`, `-`.
+fn check_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::BadRequest(format!(
+            "list name {name:?}: use 1 to 64 letters, digits, '.', '_' or '-', not starting with '.'"
+        )))
+    }
+}
+
+fn bounded(what: &str, value: Option<u32>, default: u32) -> Result<u32> {
+    let v = value.unwrap_or(default);
+    if (1..=MAX_INTERVAL_SECS).contains(&v) {
+        Ok(v)
+    } else {
+        Err(Error::BadRequest(format!(
+            "{what} {v} must be between 1 and {MAX_INTERVAL_SECS}"
+        )))
+    }
+}
+
+pub async fn list(state: &AppState) -> Result<Vec<ListView>> {
+    Ok(store::list(&state.db)
+        .await?
+        .iter()
+        .map(ListRow::view)
+        .collect())
+}
+
+pub async fn detail(state: &AppState, id: i64) -> Result<ListDetail> {
+    let list = store::get(&state.db, id).await?;
+    Ok(ListDetail {
+        series: store::series_of_list(&state.db, id, SHOWN)
+            .await?
+            .iter()
+            .map(store::SeriesRow::view)
+            .collect(),
+        events: store::events(&state.db, id, SHOWN).await?,
+        list: list.view(),
+    })
+}
+
+pub async fn remove(state: &AppState, user: &UserAuth, id: i64) -> Result<ListView> {
+    store::get(&state.db, id).await?;
+    store::remove(&state.db, id, &user.user_name).await?;
+    tracing::info!(list = id, user = %user.user_name, "list removed");
+    Ok(store::get(&state.db, id).await?.view())
+}
+
+/// Reads the list now instead of at its next interval.
+pub async fn read_now(state: &AppState, id: i64) -> Result<ListView> {
+    let list = store::get(&state.db, id).await?;
+    // The worker's next tick (a second at most) takes it.
+    store::poke(&state.db, list.id).await?;
+    Ok(store::get(&state.db, id).await?.view())
+}
+
+pub async fn series_detail(state: &AppState, id: i64) -> Result<SeriesDetail> {
+    let series = store::series(&state.db, id).await?;
+    Ok(SeriesDetail {
+        parts: store::parts(&state.db, id).await?,
+        series: series.view(),
+    })
+}
+
+pub async fn commands(state: &AppState, id: i64) -> Result<Vec<kbot_api::lists::ListCommand>> {
+    store::get(&state.db, id).await?;
+    store::commands(&state.db, id, SHOWN).await
+}
+
+/// Every list's series, newest first (the dashboard's and the CLI's view).
+pub async fn all_series(state: &AppState) -> Result<Vec<SeriesView>> {
+    let mut out = Vec::new();
+    for l in store::list(&state.db).await? {
+        out.extend(
+            store::series_of_list(&state.db, l.id, SHOWN)
+                .await?
+                .iter()
+                .map(store::SeriesRow::view),
+        );
+    }
+    out.sort_by(|a, b| b.id.cmp(&a.id));
+    Ok(out)
+}
+
+/// Starts the list worker; it runs until the server shuts down.
+pub fn spawn_worker(state: AppState) -> tokio::task::JoinHandle<()> {
+    let shutdown = state.shutdown.clone();
+    tokio::spawn(worker::run(Reader(state), shutdown, Pace::Every(TICK)))
+}
+
+/// The list worker: every [`TICK`], reads the due lists, then moves every
+/// series and command pair on.
+struct Reader(AppState);
+
+impl Worker for Reader {
+    type Event = ();
+
+    async fn event(&mut self) -> Option<()> {
+        std::future::pending().await
+    }
+
+    async fn pass(&mut self, _: Woken<()>) {
+        pass(&self.0).await;
+    }
+}
+
+/// One pass: read due lists, then settle what runs.
+pub async fn pass(state: &AppState) {
+    let now = now_ms();
+    match store::due(&state.db, now).await {
+        Ok(due) => {
+            for l in due {
+                match store::claim(&state.db, &l, now).await {
+                    Ok(true) => check(state, &l).await,
+                    Ok(false) => {}
+                    Err(e) => log_error("claiming a list", Some(l.id), &e),
+                }
+            }
+        }
+        Err(e) => log_error("listing due lists", None, &e),
+    }
+    if let Err(e) = series::settle_all(state).await {
+        log_error("settling series", None, &e);
+    }
+    if let Err(e) = commands::settle_all(state).await {
+        log_error("settling command pairs", None, &e);
+    }
+    if let Err(e) = fixes::look(state).await {
+        log_error("looking for fixes", None, &e);
+    }
+}
+
+/// One look at a list: read new mail, act on commands, move its series on.
+async fn check(state: &AppState, l: &ListRow) {
+    let read = match ingest::read(state, l).await {
+        Ok(read) => read,
+        Err(e) => {
+            let why = crate::error::error_chain(&e);
+            tracing::warn!(list = l.id, error = %why, "list read failed");
+            if let Err(e) = store::read_failed(&state.db, l.id, &why).await {
+                log_error("recording a failed read", Some(l.id), &e);
+            }
+            return;
+        }
+    };
+    for m in &read.replies {
+        if let Err(e) = commands::take(state, l, m).await {
+            log_error("taking a command", Some(l.id), &e);
+        }
+    }
+    if let Err(e) = series::progress(state, l).await {
+        log_error("assembling series", Some(l.id), &e);
+    }
+}
+
+fn log_error(what: &str, list: Option<i64>, e: &Error) {
+    tracing::error!(list, error = %crate::error::error_chain(e), "{what} failed");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn list_names_are_path_safe() {
+        for good in ["linux-fsdevel", "lkml", "netdev.v2", "a_b"] {
+            assert!(check_name(good).is_ok(), "{good}");
+        }
+        for bad in ["", ".git", "a/b", "a b", "..", &"x".repeat(65)] {
+            assert!(check_name(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,406 @@
+//! From posted mails to a tested series: assembly into series (waiting for
+//! missing parts, superseding older versions that have not started), the
+//! base, `git am -3` into `refs/kbot/series/LIST/ID`, the pair, and how it
+//! ended.
+
+use kbot_core::job::AtomicJob;
+
+use super::answers;
+use super::assemble::{self, MessageMeta, SeriesDraft};
+use super::store::{self, ListRow, SeriesRow, SeriesState};
+use super::subject;
+use crate::error::Result;
+use crate::jobs::SubmissionState;
+use crate::repos::{self, RepoRow, StoredCommit};
+use crate::state::AppState;
+use crate::submissions::{self, NewPair};
+use crate::time::now_ms;
+
+/// Messages older than this (by when kbot read them) no longer join series.
+const ASSEMBLY_WINDOW_MS: i64 = 30 * 24 * 3600 * 1000;
+
+/// The user robot submissions are made as (the watches' robot).
+const ROBOT_USER: &str = crate::watches::ROBOT_USER;
+
+/// Assembles the list's open patch mails and moves each series on.
+pub async fn progress(state: &AppState, l: &ListRow) -> Result<()> {
+    let now = now_ms();
+    let rows = store::open_patch_messages(&state.db, l.id, now - ASSEMBLY_WINDOW_MS).await?;
+    let metas: Vec<MessageMeta> = rows.iter().map(meta).collect();
+    for draft in assemble::assemble(&metas) {
+        let s = record(state, l, &draft, &rows).await?;
+        if s.state != SeriesState::Waiting {
+            continue;
+        }
+        supersede_older(state, l, &s, &draft).await?;
+        if draft.complete() {
+            apply_and_submit(state, l, &s, &draft, &rows).await?;
+        } else if now - s.last_part_at > l.wait_secs * 1000 {
+            let missing: Vec<String> = draft.missing().iter().map(u32::to_string).collect();
+            let detail = format!(
+                "patches {} of {} never came within {} s",
+                missing.join(", "),
+                draft.total,
+                l.wait_secs
+            );
+            let mut tx = state.db.begin().await?;
+            if store::set_state(&mut tx, s.id, SeriesState::Waiting, SeriesState::Incomplete, Some(&detail)).await? {
+                store::event(&mut tx, l.id, "incomplete", &format!("series {}: {detail}", s.id)).await?;
+            }
+            tx.commit().await?;
+        }
+    }
+    Ok(())
+}
+
+fn meta(r: &store::MessageMetaRow) -> MessageMeta {
+    MessageMeta {
+        message_id: r.message_id.clone(),
+        in_reply_to: r.in_reply_to.clone(),
+        references: r.refs.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned).collect(),
+        subject: subject::parse(&r.subject),
+        from_address: r.from_address.clone(),
+        date_ms: r.date_ms,
+        has_patch: r.has_diff != 0,
+    }
+}
+
+/// Stores the draft as a series (new, or with the parts that came since).
+async fn record(
+    state: &AppState,
+    l: &ListRow,
+    draft: &SeriesDraft,
+    rows: &[store::MessageMetaRow],
+) -> Result<SeriesRow> {
+    let version = i64::from(draft.version);
+    let existing = store::series_by_key(&state.db, l.id, &draft.key, version).await?;
+    if existing.as_ref().is_some_and(|s| s.state != SeriesState::Waiting) {
+        return existing.ok_or_else(|| anyhow::anyhow!("series vanished").into());
+    }
+    let known = match &existing {
+        Some(s) => store::parts(&state.db, s.id).await?.len(),
+        None => 0,
+    };
+    let parts = draft.cover.iter().map(|c| (0u32, c)).chain(draft.patches.iter().map(|(i, m)| (*i, m)));
+    let now = now_ms();
+    let mut tx = state.db.begin().await?;
+    let id = match &existing {
+        Some(s) => s.id,
+        None => {
+            let author_name = rows
+                .iter()
+                .find(|r| r.from_address == draft.author)
+                .map(|r| r.from_name.clone())
+                .unwrap_or_default();
+            let id = store::insert_series(
+                &mut tx,
+                &store::NewSeries {
+                    list_id: l.id,
+                    key: &draft.key,
+                    version,
+                    total: i64::from(draft.total),
+                    rfc: draft.rfc,
+                    title: &draft.title,
+                    author_name: &author_name,
+                    author_address: &draft.author,
+                    posted_at: draft.first_date_ms,
+                    last_part_at: now,
+                },
+            )
+            .await?;
+            let detail = format!("series {id}: v{} {} ({} patches) by {}", draft.version, draft.title, draft.total, draft.author);
+            store::event(&mut tx, l.id, "series", &detail).await?;
+            id
+        }
+    };
+    let mut count = 0;
+    for (index, message_id) in parts {
+        store::put_part(&mut tx, id, i64::from(index), message_id).await?;
+        count += 1;
+    }
+    if existing.is_some() && count > known {
+        store::touch_series(&mut tx, id, now).await?;
+    }
+    tx.commit().await?;
+    store::series(&state.db, id).await
+}
+
+/// A newer version supersedes the author's older versions of the same
+/// series that have not started.
+async fn supersede_older(state: &AppState, l: &ListRow, s: &SeriesRow, draft: &SeriesDraft) -> Result<()> {
+    for older in store::older_waiting(&state.db, l.id, &s.author_address, s.version).await? {
+        let older_draft = SeriesDraft {
+            key: older.series_key.clone(),
+            version: u32::try_from(older.version).unwrap_or(0),
+            total: u32::try_from(older.total).unwrap_or(0),
+            rfc: older.rfc != 0,
+            title: older.title.clone(),
+            author: older.author_address.clone(),
+            cover: None,
+            patches: Default::default(),
+            first_date_ms: older.posted_at,
+            last_date_ms: older.last_part_at,
+            references: Default::default(),
+        };
+        if !assemble::supersedes(draft, &older_draft) {
+            continue;
+        }
+        let mut tx = state.db.begin().await?;
+        if store::superseded(&mut tx, older.id, s.id).await? {
+            let detail = format!("series {} superseded by series {} (v{})", older.id, s.id, s.version);
+            store::event(&mut tx, l.id, "superseded", &detail).await?;
+        }
+        tx.commit().await?;
+    }
+    Ok(())
+}
+
+/// The base of a series and how it was chosen.
+struct Base {
+    sha: String,
+    how: String,
+}
+
+/// The sender's `base-commit:` when the mirror has it, else the list's
+/// branch head when the series was posted.
+async fn choose_base(state: &AppState, l: &ListRow, repo: &RepoRow, draft: &SeriesDraft, rows: &[store::MessageMetaRow]) -> Result<Base> {
+    let mirror = repos::mirror_for(state, &repo.name);
+    repos::sync_mirror(state, repo).await?;
+    let ids: Vec<&String> = draft.cover.iter().chain(draft.patches.values()).collect();
+    let named = rows
+        .iter()
+        .filter(|r| ids.contains(&&r.message_id))
+        .find_map(|r| r.base_commit.clone());
+    let mut unknown = None;
+    if let Some(sha) = named {
+        if mirror.has_commit(&sha).await {
+            return Ok(Base { sha, how: "base-commit".into() });
+        }
+        unknown = Some(sha);
+    }
+    let sha = mirror.head_at(&l.branch, draft.first_date_ms / 1000).await?;
+    let how = match unknown {
+        Some(u) => format!("tree head ({} when posted; base-commit {u} is not in {})", l.branch, repo.name),
+        None => format!("tree head ({} when posted)", l.branch),
+    };
+    Ok(Base { sha, how })
+}
+
+/// Applies a complete series on its base and queues its pair; a series
+/// that does not apply is answered and not tested.
+async fn apply_and_submit(
+    state: &AppState,
+    l: &ListRow,
+    s: &SeriesRow,
+    draft: &SeriesDraft,
+    rows: &[store::MessageMetaRow],
+) -> Result<()> {
+    let repo = repos::repo_by_id(&state.db, l.repo_id).await?;
+    let base = choose_base(state, l, &repo, draft, rows).await?;
+    let mut raws = Vec::new();
+    for message_id in draft.patches.values() {
+        raws.push(store::message(&state.db, l.id, message_id).await?.raw);
+    }
+    let robot = &state.config.mail.report.robot_address;
+    let mirror = repos::mirror_for(state, &repo.name);
+    let applied = mirror
+        .am(&base.sha, mboxrd(&raws), &touched_paths(&raws), ("kbot", robot))
+        .await?;
+    let tip = match applied {
+        Ok(tip) => tip,
+        Err(why) => return cannot_apply(state, l, s, &repo, &base, &why).await,
+    };
+    let ref_name = format!("refs/kbot/series/{}/{}", l.name, s.id);
+    mirror.set_ref(&ref_name, &tip).await?;
+    let commits = mirror.rev_list(&base.sha, &tip, true).await?;
+    let mut parts = Vec::new();
+    for (index, sha) in (1i64..).zip(&commits) {
+        parts.push((index, sha.clone(), mirror.patch_id(sha).await.ok().flatten()));
+    }
+    let base_commit = repos::resolve_commit(state, &repo, &base.sha).await?;
+    let tip_commit = repos::resolve_commit(state, &repo, &tip).await?;
+    let jobs = list_jobs(state, l)?;
+    let mut tx = state.db.begin().await?;
+    if !store::set_state(&mut tx, s.id, SeriesState::Waiting, SeriesState::Testing, None).await? {
+        return Ok(());
+    }
+    store::applied(
+        &mut tx,
+        s.id,
+        &store::Applied {
+            base_sha: &base.sha,
+            base_how: &base.how,
+            ref_name: &ref_name,
+            tip_sha: &tip,
+            commits: &parts,
+        },
+    )
+    .await?;
+    let submission = queue(state, &mut tx, l, &jobs, &base_commit, &tip_commit).await?;
+    store::set_submission(&mut tx, s.id, submission).await?;
+    let detail = format!(
+        "series {} applied on {} ({}) as {ref_name} = {tip}; submission {submission}",
+        s.id, base.sha, base.how
+    );
+    store::event(&mut tx, l.id, "applied", &detail).await?;
+    tx.commit().await?;
+    state.wake_lessees();
+    tracing::info!(list = l.id, series = s.id, %tip, submission, "series applied and queued");
+    Ok(())
+}
+
+/// The list's job file, pinned to its tbox group when it names one.
+pub(super) fn list_jobs(state: &AppState, l: &ListRow) -> Result<(Vec<AtomicJob>, Vec<kbot_core::job::Skipped>)> {
+    let plan = submissions::parse_job(&l.job_file, state.config.lkp_root.as_deref())?;
+    let jobs = plan
+        .jobs
+        .into_iter()
+        .map(|mut job| {
+            if l.tbox_group.is_some() {
+                job.tbox_group.clone_from(&l.tbox_group);
+            }
+            job
+        })
+        .collect();
+    Ok((jobs, plan.skipped))
+}
+
+/// Queues the list's jobs as a robot pair (bisected when it regresses).
+pub(super) async fn queue(
+    state: &AppState,
+    tx: &mut crate::db::Tx,
+    l: &ListRow,
+    (jobs, skipped): &(Vec<AtomicJob>, Vec<kbot_core::job::Skipped>),
+    base: &StoredCommit,
+    head: &StoredCommit,
+) -> Result<i64> {
+    let robot = crate::auth::upsert_user(tx, ROBOT_USER, None).await?;
+    submissions::queue_pair(
+        state,
+        tx,
+        NewPair {
+            user_id: robot,
+            repo_id: l.repo_id,
+            job_file: &l.job_file,
+            atomic_jobs: jobs,
+            skipped,
+            base,
+            head,
+            priority: 0,
+            max_runs: u32::try_from(l.runs_cap).unwrap_or(1),
+            // Robot pairs of what a list posted: judged like a user's pair,
+            // bisected inside the series when they regress.
+            kind: "user",
+            bisect: true,
+            watch_id: None,
+        },
+    )
+    .await
+}
+
+async fn cannot_apply(
+    state: &AppState,
+    l: &ListRow,
+    s: &SeriesRow,
+    repo: &RepoRow,
+    base: &Base,
+    why: &str,
+) -> Result<()> {
+    let mut tx = state.db.begin().await?;
+    let detail = format!("git am -3 on {} ({}):\n{why}", base.sha, base.how);
+    if !store::set_state(&mut tx, s.id, SeriesState::Waiting, SeriesState::CannotApply, Some(&detail)).await? {
+        return Ok(());
+    }
+    store::set_base(&mut tx, s.id, &base.sha, &base.how).await?;
+    answers::cannot_apply(state, &mut tx, l, s, repo, (&base.sha, &base.how), why).await?;
+    store::event(&mut tx, l.id, "cannot_apply", &format!("series {}: {detail}", s.id)).await?;
+    tx.commit().await?;
+    tracing::info!(list = l.id, series = s.id, "series does not apply");
+    Ok(())
+}
+
+/// The patches as one mboxrd file, as `git am --patch-format=mboxrd` reads it.
+fn mboxrd(raws: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for raw in raws {
+        out.extend_from_slice(b"From kbot Mon Sep 17 00:00:00 2001\n");
+        let text = String::from_utf8_lossy(raw).replace("\r\n", "\n");
+        for line in text.split_inclusive('\n') {
+            if line.trim_start_matches('>').starts_with("From ") {
+                out.push(b'>');
+            }
+            out.extend_from_slice(line.as_bytes());
+        }
+        if !out.ends_with(b"\n") {
+            out.push(b'\n');
+        }
+        out.push(b'\n');
+    }
+    out
+}
+
+/// Every path the patches name in `diff --git a/X b/Y` lines.
+fn touched_paths(raws: &[Vec<u8>]) -> Vec<String> {
+    let mut paths: Vec<String> = Vec::new();
+    for raw in raws {
+        for line in String::from_utf8_lossy(raw).lines() {
+            let Some(rest) = line.strip_prefix("diff --git a/") else {
+                continue;
+            };
+            if let Some((a, b)) = rest.split_once(" b/") {
+                for p in [a, b] {
+                    if !paths.iter().any(|q| q == p) {
+                        paths.push(p.to_owned());
+                    }
+                }
+            }
+        }
+    }
+    paths
+}
+
+/// Moves every `testing` series whose pair ended to `tested`,
+/// `build_failed` (answered with the compiler's lines) or `failed`.
+pub async fn settle_all(state: &AppState) -> Result<()> {
+    for s in store::series_in_state(&state.db, SeriesState::Testing).await? {
+        let Some(submission) = s.submission_id else { continue };
+        let outcome = answers::pair_outcome(&state.db, submission).await?;
+        if outcome.state == SubmissionState::Active {
+            continue;
+        }
+        let l = store::get(&state.db, s.list_id).await?;
+        let mut tx = state.db.begin().await?;
+        let (to, detail) = if outcome.head_finished > 0 {
+            (SeriesState::Tested, format!("tested: submission {submission} (a regression is bisected and answered in the patch's thread)"))
+        } else if let Some(log) = outcome.build_log.as_deref() {
+            answers::build_failed(state, &mut tx, &l, &s, log).await?;
+            (SeriesState::BuildFailed, format!("the series' tip does not build:\n{log}"))
+        } else {
+            (SeriesState::Failed, format!("the tip did not run: {}", outcome.head_failure.as_deref().unwrap_or("no finished run")))
+        };
+        if store::set_state(&mut tx, s.id, SeriesState::Testing, to, Some(&detail)).await? {
+            store::event(&mut tx, l.id, to.as_str(), &format!("series {}: {detail}", s.id)).await?;
+            tx.commit().await?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mboxrd_quotes_from_lines() {
+        let out = mboxrd(&[b"Subject: x\n\nFrom here\n>From there\nend".to_vec()]);
+        let text = String::from_utf8(out).expect("utf-8");
+        assert!(text.starts_with("From kbot "));
+        assert!(text.contains("\n>From here\n>>From there\nend\n\n"));
+    }
+
+    #[test]
+    fn paths_come_from_diff_headers() {
+        let raw = b"diff --git a/fs/pipe.c b/fs/pipe.c\n--- a/fs/pipe.c\ndiff --git a/x b/y\n".to_vec();
+        assert_eq!(touched_paths(&[raw]), ["fs/pipe.c", "x", "y"]);
+    }
+}

@@ -1,0 +1,274 @@
+//! Mails that answer in a list thread: a report of a patch kbot read on a
+//! list goes In-Reply-To the patch mail, To its author, Cc the list and the
+//! patch's other recipients, as 0-day answers posted patches; and the plain
+//! answers (a series that does not apply, a build error, the reply to a
+//! `#kbot` command) go the same way.
+//!
+//! The lists feature records what was posted (`list_messages`, `series`,
+//! `series_parts`); this module only reads those rows, so mail stays below
+//! the lists in the layers.
+
+use kbot_core::report::{self, mbox, MessageId, PostedPatch, RenderedReport};
+
+use super::outbox::{self, NewReport, OutboxState};
+use crate::config::mail::MailConfig;
+use crate::db::Tx;
+use crate::error::Result;
+use crate::time::now_ms;
+
+/// Where in a list thread a mail goes, and to whom.
+#[derive(Debug, Clone)]
+pub struct ThreadPlace {
+    /// The mail answered (without `<>`).
+    pub parent: String,
+    /// The parent's References, oldest first (the parent not included).
+    pub parent_references: Vec<String>,
+    pub parent_subject: String,
+    pub to: mbox::Mailbox,
+    /// The list's address and the parent's other recipients.
+    pub cc: Vec<mbox::Mailbox>,
+}
+
+impl ThreadPlace {
+    /// The addressing of a reply to the parent, from the robot.
+    pub fn addressing(&self, config: &MailConfig, date_ms: i64) -> mbox::Addressing {
+        let mut references = self.parent_references.clone();
+        references.retain(|r| r != &self.parent);
+        references.push(self.parent.clone());
+        let robot = &config.report.robot_address;
+        let mut cc: Vec<mbox::Mailbox> = Vec::new();
+        for m in &self.cc {
+            let dup = cc.iter().any(|c| c.address.eq_ignore_ascii_case(&m.address))
+                || m.address.eq_ignore_ascii_case(&self.to.address)
+                || m.address.eq_ignore_ascii_case(robot);
+            if !dup && super::compose::usable(&m.address) {
+                cc.push(m.clone());
+            }
+        }
+        mbox::Addressing {
+            from: mbox::Mailbox::new(config.report.robot_name.clone(), robot.clone()),
+            to: Some(self.to.clone())
+                .filter(|m| super::compose::usable(&m.address))
+                .into_iter()
+                .collect(),
+            cc,
+            date_ms,
+            in_reply_to: Some(self.parent.clone()),
+            references,
+        }
+    }
+}
+
+/// A patch kbot applied from a list, as a report of its commit needs it.
+#[derive(Debug, Clone)]
+pub struct PatchThread {
+    pub place: ThreadPlace,
+    pub posted: PostedPatch,
+}
+
+#[derive(sqlx::FromRow)]
+struct PatchRow {
+    message_id: String,
+    refs: String,
+    subject: String,
+    from_name: String,
+    from_address: String,
+    recipients: String,
+    list_address: Option<String>,
+    web_url: Option<String>,
+    list_name: String,
+    ref_name: Option<String>,
+    base_sha: Option<String>,
+    repo_name: String,
+    repo_url: String,
+    branch: String,
+}
+
+/// The thread of the patch mail `commit` was applied from, if it was.
+pub async fn patch_thread(
+    tx: &mut Tx,
+    config: &MailConfig,
+    commit: &str,
+) -> Result<Option<PatchThread>> {
+    let row = sqlx::query_as::<_, PatchRow>(
+        "SELECT p.message_id, m.refs, m.subject, m.from_name, m.from_address, m.recipients, \
+             l.address AS list_address, l.web_url, l.name AS list_name, s.ref_name, s.base_sha, \
+             r.name AS repo_name, r.url AS repo_url, l.branch \
+         FROM series_parts p JOIN series s ON s.id = p.series_id \
+         JOIN lists l ON l.id = s.list_id JOIN repos r ON r.id = l.repo_id \
+         JOIN list_messages m ON m.list_id = s.list_id AND m.message_id = p.message_id \
+         WHERE p.commit_sha = $1 ORDER BY s.id DESC LIMIT 1",
+    )
+    .bind(commit)
+    .fetch_optional(&mut **tx)
+    .await?;
+    Ok(row.map(|r| {
+        let posted = PostedPatch {
+            url: format!(
+                "{}/git/{}.git {}",
+                config.public_url,
+                r.repo_name,
+                r.ref_name.as_deref().unwrap_or_default()
+            ),
+            base: format!(
+                "{} {} ({})",
+                r.repo_url,
+                r.branch,
+                r.base_sha.as_deref().unwrap_or("unknown")
+            ),
+            patch_link: patch_link(r.web_url.as_deref(), &r.list_name, &r.message_id),
+            patch_subject: r.subject.clone(),
+        };
+        let place = place_of(
+            r.message_id,
+            &r.refs,
+            r.subject,
+            (r.from_name, r.from_address),
+            &r.recipients,
+            r.list_address.as_deref(),
+        );
+        PatchThread { place, posted }
+    }))
+}
+
+/// A message's place as a parent: its author To, the list and its other
+/// recipients Cc.
+pub fn place_of(
+    message_id: String,
+    refs: &str,
+    subject: String,
+    (from_name, from_address): (String, String),
+    recipients: &str,
+    list_address: Option<&str>,
+) -> ThreadPlace {
+    let mut cc: Vec<mbox::Mailbox> = list_address
+        .filter(|a| !a.trim().is_empty())
+        .map(|a| mbox::Mailbox::new("", a.trim()))
+        .into_iter()
+        .collect();
+    cc.extend(recipients.lines().filter_map(parse_mailbox));
+    ThreadPlace {
+        parent: message_id,
+        parent_references: refs
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect(),
+        parent_subject: subject,
+        to: mbox::Mailbox::new(from_name, from_address),
+        cc,
+    }
+}
+
+/// `Name <address>` or a bare address, as `list_messages.recipients` holds them.
+fn parse_mailbox(line: &str) -> Option<mbox::Mailbox> {
+    let line = line.trim();
+    if line.is_empty() {
+        return None;
+    }
+    match line.rsplit_once('<') {
+        Some((name, rest)) => {
+            let address = rest.trim_end_matches('>').trim();
+            Some(mbox::Mailbox::new(name.trim().trim_matches('"'), address))
+        }
+        None => Some(mbox::Mailbox::new("", line)),
+    }
+}
+
+/// The archive link of a message: the list's web archive when set
+/// (public-inbox's `BASE/MESSAGE-ID/`), else the list name and the id.
+pub fn patch_link(web_url: Option<&str>, list: &str, message_id: &str) -> String {
+    match web_url.filter(|u| !u.trim().is_empty()) {
+        Some(base) => format!("{}/{}/", base.trim().trim_end_matches('/'), message_id),
+        None => format!("{list}: <{message_id}>"),
+    }
+}
+
+/// A plain answer in a thread (no KPI report).
+pub struct Answer<'a> {
+    pub place: &'a ThreadPlace,
+    /// Names the answer uniquely (a retry makes no second Message-ID).
+    pub identity_key: String,
+    pub body: String,
+    /// The series or command pair it is about, if any.
+    pub submission_id: Option<i64>,
+}
+
+/// Queues an answer in the caller's transaction; its outbox id and
+/// Message-ID, or `None` when it was queued before.
+pub async fn enqueue_answer(
+    tx: &mut Tx,
+    config: &MailConfig,
+    answer: &Answer<'_>,
+) -> Result<Option<(i64, String)>> {
+    let now = now_ms();
+    let message_id = MessageId::derive(
+        now,
+        &answer.identity_key,
+        &config.report.message_id_domain,
+    )?;
+    let rendered = RenderedReport {
+        subject: report::reply_subject(&answer.place.parent_subject),
+        body: answer.body.clone(),
+        message_id,
+    };
+    let addressing = answer.place.addressing(config, now);
+    let message = match mbox::message(&rendered, &addressing) {
+        Ok(m) => m,
+        Err(e) => {
+            tracing::error!(parent = %answer.place.parent, error = %e, "answer not queued");
+            return Ok(None);
+        }
+    };
+    let row = NewReport {
+        message_id: rendered.message_id.to_string(),
+        submission_id: answer.submission_id,
+        atomic_job_id: None,
+        bisection_id: None,
+        kind: "answer",
+        state: if config.enabled {
+            OutboxState::Pending.as_str()
+        } else {
+            OutboxState::MailOff.as_str()
+        },
+        subject: rendered.subject,
+        envelope_from: config.report.robot_address.clone(),
+        recipients: addressing.recipients(),
+        message,
+        created_at: now,
+    };
+    let id = outbox::insert(tx, &row).await?;
+    if id.is_some() {
+        tracing::info!(message_id = %row.message_id, subject = %row.subject, "answer written");
+    }
+    Ok(id.map(|id| (id, row.message_id)))
+}
+
+/// The robot's signature block, as every report ends.
+pub fn signature(config: &MailConfig) -> String {
+    format!("\n-- \n{}\n", config.report.signature.trim_end())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recipients_lines_parse() {
+        let m = parse_mailbox("\"Pat Pipe\" <pat@example.org>").expect("a mailbox");
+        assert_eq!((m.name.as_deref(), m.address.as_str()), (Some("Pat Pipe"), "pat@example.org"));
+        let m = parse_mailbox("list@example.org").expect("a mailbox");
+        assert_eq!(m.address, "list@example.org");
+        assert!(parse_mailbox("  ").is_none());
+    }
+
+    #[test]
+    fn links_use_the_web_archive() {
+        assert_eq!(
+            patch_link(Some("https://lore.example/fsdevel/"), "fsdevel", "a@b"),
+            "https://lore.example/fsdevel/a@b/"
+        );
+        assert_eq!(patch_link(None, "fsdevel", "a@b"), "fsdevel: <a@b>");
+    }
+}

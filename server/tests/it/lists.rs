@@ -1,0 +1,375 @@
+//! Mailing lists end to end against simulated agents, on every backend: a
+//! public-inbox v2 archive written by the test from `git format-patch
+//! --cover-letter --thread --base` output of a real repository; series
+//! assembled, applied with `git am -3` into `refs/kbot/series/...`, tested,
+//! bisected inside the series and answered in the patch's thread at a real
+//! SMTP server; a series that does not apply and a tip that does not build
+//! answered; v2 tested clean; a discussion reply ignored; `#kbot test` with
+//! an inline fix and `#kbot invalid` from a stranger; a `Closes:` commit on
+//! a watched branch closing the regression once its rerun shows the KPI back.
+//!
+//! The kernel-sized form of the same scenario is `scripts/e2e-series`.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use crate::sim::fleet::{Fleet, GOOD};
+use crate::sim::{self, id, list, poll, str_of, Sim, World, DEADLINE, JOB, REPO};
+use kbot_testkit::inbox::PublicInbox;
+use kbot_testkit::smtp_sink::{self, Received};
+use kbot_testkit::{backends, gitrepo::git};
+
+const PAT: &str = "Pat Pipe <pat@example.org>";
+const LIST: &str = "fsdevel@lists.example.org";
+const WEB: &str = "https://lore.example.org/fsdevel";
+
+/// A posted series: the mails `git format-patch` wrote, cover first.
+struct Posted {
+    mails: Vec<String>,
+}
+
+impl Posted {
+    fn message_id(&self, i: usize) -> String {
+        header(&self.mails[i], "Message-ID")
+    }
+
+    fn subject(&self, i: usize) -> String {
+        header(&self.mails[i], "Subject")
+    }
+}
+
+/// A header's value (unfolded, `<>` stripped from ids).
+fn header(mail: &str, name: &str) -> String {
+    let mut value = String::new();
+    let mut inside = false;
+    for line in mail.lines() {
+        if line.is_empty() {
+            break;
+        }
+        if inside && line.starts_with([' ', '\t']) {
+            value.push(' ');
+            value.push_str(line.trim());
+            continue;
+        }
+        inside = line
+            .split_once(':')
+            .is_some_and(|(k, _)| k.eq_ignore_ascii_case(name));
+        if inside {
+            value = line.split_once(':').map(|(_, v)| v.trim().to_owned()).unwrap_or_default();
+        }
+    }
+    value.trim_matches(['<', '>']).to_owned()
+}
+
+/// A working clone of the world's repository for the patch author.
+struct Author {
+    dir: PathBuf,
+    _tmp: tempfile::TempDir,
+}
+
+impl Author {
+    fn new(world: &World) -> Author {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("work");
+        git(
+            tmp.path(),
+            &["clone", "-q", world.repo.url(), dir.to_str().expect("utf-8")],
+        );
+        for (k, v) in [("user.name", "Pat Pipe"), ("user.email", "pat@example.org")] {
+            git(&dir, &["config", k, v]);
+        }
+        Author { dir, _tmp: tmp }
+    }
+
+    fn at(&self, rev: &str) {
+        git(&self.dir, &["checkout", "-q", "--detach", rev]);
+    }
+
+    fn commit(&self, file: &str, text: &str, subject: &str) -> String {
+        let path = self.dir.join(file);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&path, text).expect("write");
+        git(&self.dir, &["add", "-A"]);
+        git(&self.dir, &["commit", "-q", "-m", subject]);
+        git(&self.dir, &["rev-parse", "HEAD"])
+    }
+
+    /// `git format-patch` of the last `n` commits, as mails (no From_ line).
+    fn post(&self, n: usize, version: u32, base: &str, extra: &[&str]) -> Posted {
+        let out = self.dir.join(format!("out-v{version}-{}", rand_tag()));
+        let mut args = vec![
+            "format-patch".to_owned(),
+            "-q".into(),
+            format!("-{n}"),
+            format!("-v{version}"),
+            "--thread=shallow".into(),
+            format!("--base={base}"),
+            format!("--to={LIST}"),
+            "--cc=Maint Ainer <maint@example.org>".into(),
+            "-o".into(),
+            out.to_string_lossy().into_owned(),
+        ];
+        if n > 1 {
+            args.push("--cover-letter".into());
+        }
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        git(&self.dir, &args);
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&out)
+            .expect("read out")
+            .map(|e| e.expect("entry").path())
+            .collect();
+        files.sort();
+        let mails = files
+            .iter()
+            .map(|f| {
+                let text = std::fs::read_to_string(f).expect("read patch");
+                let text = text.split_once('\n').map(|(_, rest)| rest.to_owned()).unwrap_or(text);
+                text.replace("*** SUBJECT HERE ***", "pipe: faster small writes")
+                    .replace("*** BLURB HERE ***", "This series makes small pipe writes faster.")
+            })
+            .collect();
+        Posted { mails }
+    }
+}
+
+fn rand_tag() -> u32 {
+    rand::random::<u32>()
+}
+
+/// A reply to `parent` (id and subject) by `from`, with `body`.
+fn reply(from: &str, parent_id: &str, parent_subject: &str, id: &str, body: &str) -> String {
+    format!(
+        "From: {from}\nTo: {LIST}\nSubject: Re: {parent_subject}\nDate: Wed, 02 Dec 2026 09:00:00 +0000\n\
+         Message-ID: <{id}>\nIn-Reply-To: <{parent_id}>\nReferences: <{parent_id}>\n\
+         MIME-Version: 1.0\nContent-Type: text/plain; charset=utf-8\n\n{body}"
+    )
+}
+
+fn append(inbox: &PublicInbox, mails: &[String]) {
+    for m in mails {
+        inbox.append(m.as_bytes());
+    }
+}
+
+/// The list's series, newest first.
+async fn series(sim: &Sim<'_>) -> Vec<Value> {
+    list(sim.get("/api/v1/series").await)
+}
+
+/// Waits until the series whose key is `key` satisfies `ready`.
+async fn series_when(sim: &Sim<'_>, key: &str, ready: impl Fn(&Value) -> bool) -> Value {
+    poll(DEADLINE, || async {
+        let all = series(sim).await;
+        match all.iter().find(|s| s["key"] == key) {
+            Some(s) if ready(s) => Ok(s.clone()),
+            Some(s) => Err(format!("{s} among {all:#?}")),
+            None => Err(format!("no series {key}: {all:#?}")),
+        }
+    })
+    .await
+}
+
+async fn mail_when(sink: &smtp_sink::Sink, what: &str, pick: impl Fn(&str) -> bool) -> Received {
+    poll(DEADLINE, || async {
+        let got = sink.received();
+        got.iter()
+            .find(|m| pick(&m.data.replace("\r\n", "\n")))
+            .cloned()
+            .ok_or_else(|| format!("no mail {what} among {} mails", got.len()))
+    })
+    .await
+}
+
+fn in_reply_to(data: &str, parent: &str) -> bool {
+    data.contains(&format!("\nIn-Reply-To: <{parent}>\n"))
+}
+
+/// What the test posts and where.
+struct Scenario {
+    base: String,
+    /// The author's own commit of v1's patch 2 (the server applies its own).
+    v1_second: String,
+    v1: Posted,
+    broken: Posted,
+    build: Posted,
+    v2: Posted,
+    author: Author,
+}
+
+fn scenario(world: &World) -> Scenario {
+    let base = world.repo.git(&["rev-parse", "main"]);
+    let author = Author::new(world);
+    author.at(&base);
+    author.commit("Documentation/pipe.rst", "pipes\n", "Documentation: describe pipe buffers");
+    let v1_second = author.commit("fs/pipe.c", "zero pages on every write\n", "pipe: zero the page on every write");
+    author.commit("fs/pipe.c", "zero pages on every write\n/* tuned */\n", "pipe: comment the write path");
+    let v1 = author.post(3, 1, &base, &[]);
+    // A patch on top of a commit that was never posted: it cannot apply.
+    author.at(&base);
+    author.commit("kernel/sys.c", "local change\n", "sys: a change nobody posted");
+    author.commit("kernel/sys.c", "local change\nposted change\n", "sys: tidy the syscall table");
+    let broken = author.post(1, 1, &base, &[]);
+    author.at(&base);
+    author.commit("fs/splice.c", "syntax error\n", "splice: break the build");
+    let build = author.post(1, 1, &base, &[]);
+    author.at(&base);
+    author.commit("Documentation/pipe.rst", "pipes\n", "Documentation: describe pipe buffers");
+    author.commit("fs/pipe.c", "reuse pages\n", "pipe: zero the page on every write");
+    author.commit("fs/pipe.c", "reuse pages\n/* tuned */\n", "pipe: comment the write path");
+    let v1_cover = v1.message_id(0);
+    let v2 = author.post(3, 2, &base, &[&format!("--in-reply-to={v1_cover}")]);
+    Scenario { base, v1_second, v1, broken, build, v2, author }
+}
+
+const BUILD_LOG: &str = "  CC      fs/splice.o\nfs/splice.c:1:1: error: unknown type name 'syntax'\n    1 | syntax error\n      | ^~~~~~\nmake[3]: *** [scripts/Makefile.build:250: fs/splice.o] Error 1\n";
+
+/// The whole conversation: posted series, answers, commands, the fix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn series_are_tested_and_answered_in_their_threads() {
+    let world = World::new();
+    let sc = scenario(&world);
+    for backend in backends() {
+        let sink = smtp_sink::Sink::start(smtp_sink::Plan::default()).await;
+        let port = sink.addr.port();
+        let sim = Sim::start_with(backend, &world, move |c| c.mail = sim::mail_to(port)).await;
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let inbox = PublicInbox::create_v2(&tmp.path().join("fsdevel"));
+        append(&inbox, &sc.v1.mails);
+        let chat = reply("Ann Other <ann@example.org>", &sc.v1.message_id(2), &sc.v1.subject(2), "chat-1@example.org", "Looks fine to me.\n");
+        append(&inbox, &[chat]);
+        append(&inbox, &sc.broken.mails);
+        append(&inbox, &sc.build.mails);
+        let l = add_list(&sim, inbox.root()).await;
+        let fleet = Fleet::enroll(&sim, 2).await;
+
+        // v1 is applied on its base-commit; the planted slowdown is patch 2.
+        let v1 = series_when(&sim, &sc.v1.message_id(0), |s| s["state"] == "testing").await;
+        assert_eq!((str_of(&v1["base"]), str_of(&v1["base_how"])), (sc.base.as_str(), "base-commit"), "{v1}");
+        let mut detail = sim.get(&format!("/api/v1/series/{}", id(&v1))).await;
+        let parts = list(detail["parts"].take());
+        let commits: Vec<String> = parts.iter().skip(1).map(|p| str_of(&p["commit"]).to_owned()).collect();
+        assert_eq!(commits.len(), 3, "{parts:#?}");
+        for c in &commits[1..] {
+            world.model.set(c, GOOD * 0.8);
+        }
+        let build = series_when(&sim, &sc.build.message_id(0), |s| s["state"] == "testing").await;
+        world.model.fail_saying(str_of(&build["tip"]), "build_failed", BUILD_LOG);
+
+        // Does not apply: answered, not tested.
+        let broken = series_when(&sim, &sc.broken.message_id(0), |s| s["state"] == "cannot_apply").await;
+        assert!(broken["submission"].is_null(), "{broken}");
+        let m = mail_when(&sink, "cannot apply", |d| in_reply_to(d, &sc.broken.message_id(0))).await;
+        let data = m.data.replace("\r\n", "\n");
+        assert!(data.contains(&format!("[cannot apply to {REPO}/main]")), "{data}");
+        assert!(data.contains("patch does not apply") || data.contains("Patch failed"), "{data}");
+
+        // Tested, bisected inside the series, answered in patch 2's thread.
+        let report = fleet
+            .run_until(mail_when(&sink, "the regression report", |d| in_reply_to(d, &sc.v1.message_id(2))))
+            .await;
+        expect_report(&report, &sc.v1, &commits[1]);
+        let v1 = series_when(&sim, &sc.v1.message_id(0), |s| s["state"] == "tested").await;
+        assert!(str_of(&v1["ref_name"]).starts_with("refs/kbot/series/fsdevel/"), "{v1}");
+        fetch_series(&sim, &v1, &commits[2]);
+
+        // The build break: its compiler lines.
+        fleet.run_until(series_when(&sim, &sc.build.message_id(0), |s| s["state"] == "build_failed")).await;
+        let m = mail_when(&sink, "build error", |d| in_reply_to(d, &sc.build.message_id(0))).await;
+        let data = m.data.replace("\r\n", "\n");
+        assert!(data.contains(">> fs/splice.c:1:1: error: unknown type name 'syntax'"), "{data}");
+        assert!(data.contains("| Reported-by: kernel test robot <kbot@kbot.test>"), "{data}");
+
+        // v2, `#kbot test` with the fix inline, a stranger's `#kbot invalid`.
+        let report_id = header(&report.data.replace("\r\n", "\n"), "Message-ID");
+        let report_subject = header(&report.data.replace("\r\n", "\n"), "Subject");
+        let fix = fix_patch(&sc.author, &sc.v1_second);
+        let test = reply(PAT, &report_id, &report_subject, "test-1@example.org", &format!("Does this fix it?\n\n#kbot test\n\n{fix}"));
+        let stranger = reply("Eve <eve@example.org>", &report_id, &report_subject, "invalid-1@example.org", "#kbot invalid\n");
+        append(&inbox, &sc.v2.mails);
+        append(&inbox, &[test, stranger]);
+        sim.post(&format!("/api/v1/lists/{l}/read"), json!({}), 200).await;
+        let refused = mail_when(&sink, "the stranger's refusal", |d| in_reply_to(d, "invalid-1@example.org")).await;
+        assert!(refused.data.contains("was not a recipient"), "{}", refused.data);
+        let answered = fleet
+            .run_until(mail_when(&sink, "the fix's result", |d| in_reply_to(d, "test-1@example.org") && d.contains("brings the metric back")))
+            .await;
+        assert!(answered.rcpt_to.iter().any(|r| r == "<pat@example.org>"), "{answered:?}");
+        let v2 = fleet.run_until(series_when(&sim, &sc.v2.message_id(0), |s| s["state"] == "tested")).await;
+        assert_eq!(str_of(&v2["base_how"]), "base-commit", "{v2}");
+        let bisections = sim.bisections().await;
+        assert_eq!(bisections.len(), 1, "v2 regresses nothing: {bisections:#?}");
+
+        // A fix with `Closes:` lands on the watched branch.
+        let regressions = list(sim.get("/api/v1/regressions").await);
+        assert_eq!(regressions.len(), 1, "{regressions:#?}");
+        assert_eq!(str_of(&regressions[0]["state"]), "new", "the stranger's command changed nothing");
+        world.repo.checkout("main");
+        let message = format!("pipe: reuse pages\n\nCloses: https://kbot.test/reports/{report_id}");
+        let closes = world.repo.commit_by(&message, Some(PAT));
+        let watch = json!({"repo": REPO, "branch": "main", "job_file": JOB, "interval_secs": 1});
+        sim.post("/api/v1/watches", watch, 201).await;
+        let fixed = fleet
+            .run_until(mail_when(&sink, "the fix landed", |d| in_reply_to(d, &report_id) && d.contains(&closes)))
+            .await;
+        assert!(fixed.data.contains("is marked fixed"), "{}", fixed.data);
+        let regressions = list(sim.get("/api/v1/regressions").await);
+        assert_eq!(str_of(&regressions[0]["state"]), "fixed", "{regressions:#?}");
+        world.repo.git(&["reset", "-q", "--hard", &sc.base]);
+        sim.stop().await;
+    }
+}
+
+async fn add_list(sim: &Sim<'_>, archive: &Path) -> i64 {
+    let body = json!({
+        "name": "fsdevel",
+        "archive": archive.to_string_lossy(),
+        "repo": REPO,
+        "branch": "main",
+        "job_file": JOB,
+        "address": LIST,
+        "web_url": WEB,
+        "interval_secs": 1,
+        "wait_secs": 60,
+    });
+    id(&sim.post("/api/v1/lists", body, 201).await)
+}
+
+/// The report of patch 2: threaded, addressed and tagged as 0-day's are.
+fn expect_report(m: &Received, v1: &Posted, first_bad: &str) {
+    let data = m.data.replace("\r\n", "\n");
+    let patch2 = v1.message_id(2);
+    assert!(data.contains(&format!("\nSubject: Re: {}\n", v1.subject(2))), "{data}");
+    let refs = header(&data, "References");
+    assert!(refs.contains(&v1.message_id(0)) && refs.ends_with(&patch2), "{refs}");
+    assert!(data.contains(&format!("\nTo: {PAT}\n")), "{data}");
+    for rcpt in ["<pat@example.org>", &format!("<{LIST}>"), "<maint@example.org>"] {
+        assert!(m.rcpt_to.iter().any(|r| r == rcpt), "{rcpt} in {:?}", m.rcpt_to);
+    }
+    assert!(data.contains(&format!("commit: {first_bad}")), "{data}");
+    assert!(data.contains(&format!("patch link: {WEB}/{patch2}/")), "{data}");
+    assert!(data.contains("\nurl: ") && data.contains("refs/kbot/series/fsdevel/"), "{data}");
+    assert!(data.contains("| Reported-by: kernel test robot <kbot@kbot.test>"), "{data}");
+    assert!(data.contains("| Closes: "), "{data}");
+}
+
+/// The applied series can be fetched from the server with git.
+fn fetch_series(sim: &Sim<'_>, series: &Value, tip: &str) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    git(tmp.path(), &["init", "-q", "--bare", "x.git"]);
+    let dir = tmp.path().join("x.git");
+    let url = sim.t.url(&format!("/git/{REPO}.git"));
+    let refspec = format!("+{0}:{0}", str_of(&series["ref_name"]));
+    git(&dir, &["fetch", "-q", &url, &refspec]);
+    assert_eq!(git(&dir, &["rev-parse", str_of(&series["ref_name"])]), tip);
+}
+
+/// A fix on top of the first bad patch, as the author would paste it.
+fn fix_patch(author: &Author, first_bad: &str) -> String {
+    author.at(first_bad);
+    author.commit("fs/pipe.c", "reuse pages\n", "pipe: reuse the zeroed page");
+    let out = git(&author.dir, &["format-patch", "-1", "--stdout"]);
+    let diff = out.find("diff --git").map(|i| &out[i..]).unwrap_or(&out);
+    diff.split("\n-- \n").next().unwrap_or(diff).to_owned()
+}
