@@ -17,7 +17,7 @@
 //! 2. web: `web`
 //! 3. features: `access`, `agents`, `repos`, `jobs`, `scheduler`,
 //!    `comparisons`, `submissions`, `mail`, `regressions`, `bisect`,
-//!    `watches`, `dashboard`
+//!    `watches`, `lists`, `dashboard`
 //! 4. assembly: `lib`, `server`, `routes`, `openapi`
 //!
 //! Base modules name only base modules; `web` names base modules; a
@@ -63,6 +63,8 @@
 //! - [`regressions`]: what the robot found, and its triage.
 //! - [`bisect`]: from a regressed pair to its verified first bad commit;
 //!   [`watches`]: branches the robot follows.
+//! - [`lists`]: the mailing lists read, the patch series posted there
+//!   assembled, tested and answered in their threads.
 //! - [`dashboard`]: the overview, machines and trends pages.
 //! - [`routes`]: the single route table; [`openapi`]: the OpenAPI document
 //!   of the REST API; [`server`]: migrate, bind, serve, shut down.
@@ -78,6 +80,7 @@ pub mod dashboard;
 pub mod db;
 pub mod error;
 pub mod jobs;
+pub mod lists;
 pub mod mail;
 pub mod openapi;
 pub mod regressions;
