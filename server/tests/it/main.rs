@@ -22,6 +22,7 @@ mod git_mirror;
 mod host_backend_honesty;
 mod hostile_parameters;
 mod layering;
+mod lists_archive;
 mod mail_crash;
 mod mail_delivery;
 mod mail_regression;
