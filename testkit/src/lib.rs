@@ -2,8 +2,9 @@
 //! dev-dependency only): the real server on 127.0.0.1:0 against a fresh
 //! store ([`TestServer`], [`TestStore`]), an agent speaking the protocol
 //! ([`agent::TestAgent`]), and the fixtures around them: a small tmpfs that
-//! fills up ([`tmpfs`]), real git repositories ([`gitrepo`]), an SMTP sink
-//! ([`smtp_sink`]) and a relay that stops an upload in flight ([`relay`]).
+//! fills up ([`tmpfs`]), real git repositories ([`gitrepo`]), a
+//! public-inbox archive ([`inbox`]), an SMTP sink ([`smtp_sink`]) and a
+//! relay that stops an upload in flight ([`relay`]).
 //!
 //! Every test runs on each backend of [`backends`]: always a temporary SQLite
 //! file, and PostgreSQL when `KBOT_TEST_DATABASE_URL` is set (a database
@@ -12,9 +13,12 @@
 
 pub mod agent;
 pub mod gitrepo;
+pub mod inbox;
 pub mod relay;
 pub mod smtp_sink;
 pub mod tmpfs;
+
+pub use inbox::PublicInbox;
 
 use std::time::Duration;
 

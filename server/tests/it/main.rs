@@ -23,6 +23,7 @@ mod host_backend_honesty;
 mod hostile_parameters;
 mod layering;
 mod lists;
+mod lists_archive;
 mod mail_crash;
 mod mail_delivery;
 mod mail_regression;
