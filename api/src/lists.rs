@@ -34,6 +34,10 @@ pub struct ListCreate {
     pub wait_secs: Option<u32>,
     /// Cap on runs per side of each pair (default 10).
     pub max_runs: Option<u32>,
+    /// Read the archive's history too (default: only mail that arrives
+    /// after the list is added, as a watch starts at the branch's head).
+    #[serde(default)]
+    pub from_start: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

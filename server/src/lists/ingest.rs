@@ -79,6 +79,16 @@ fn local_path(state: &AppState, name: &str, archive: &str) -> PathBuf {
     }
 }
 
+/// Where a new list starts reading: the archive's current end, or (with
+/// `from_start`) its first message.
+pub async fn start_cursor(state: &AppState, name: &str, archive: &str, kind: &Kind, from_start: bool) -> Result<Option<String>> {
+    if from_start {
+        return Ok(None);
+    }
+    let path = local_path(state, name, archive);
+    Ok(Some(archive::tip(&path, kind.0, GIT_TIMEOUT).await?.0))
+}
+
 /// Checks the archive when a list is added: a path must exist and be of a
 /// known kind; a URL must serve at least epoch 0 (which is copied now).
 pub async fn prepare(state: &AppState, name: &str, archive: &str) -> Result<Kind> {

@@ -72,6 +72,7 @@ pub async fn create(state: &AppState, user: &UserAuth, req: ListCreate) -> Resul
     // The branch must exist now; a typo is refused here, not found later.
     repos::resolve_commit(state, &repo, &branch).await?;
     let kind = ingest::prepare(state, name, req.archive.trim()).await?;
+    let cursor = ingest::start_cursor(state, name, req.archive.trim(), &kind, req.from_start).await?;
     let trimmed = |o: &Option<String>| {
         o.as_deref()
             .map(str::trim)
@@ -95,6 +96,7 @@ pub async fn create(state: &AppState, user: &UserAuth, req: ListCreate) -> Resul
             interval_secs: i64::from(interval),
             wait_secs: i64::from(wait),
             user_id: user.user_id,
+            cursor: cursor.as_deref(),
         },
     )
     .await?;

@@ -160,6 +160,8 @@ pub struct NewList<'a> {
     pub interval_secs: i64,
     pub wait_secs: i64,
     pub user_id: i64,
+    /// Where reading starts (`None`: the archive's first message).
+    pub cursor: Option<&'a str>,
 }
 
 pub async fn insert(db: &Db, l: &NewList<'_>) -> Result<i64> {
@@ -175,8 +177,8 @@ pub async fn insert(db: &Db, l: &NewList<'_>) -> Result<i64> {
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO lists (name, archive, archive_kind, address, web_url, repo_id, branch, \
              job_name, job_file, tbox_group, runs_cap, interval_secs, wait_secs, user_id, \
-             next_check_at, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) \
+             next_check_at, created_at, cursor) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) \
          RETURNING id",
     )
     .bind(l.name)
@@ -195,6 +197,7 @@ pub async fn insert(db: &Db, l: &NewList<'_>) -> Result<i64> {
     .bind(l.user_id)
     .bind(now)
     .bind(now)
+    .bind(l.cursor)
     .fetch_one(&mut *tx)
     .await?;
     event(&mut tx, id, "created", &format!("reading {} ({})", l.archive, l.archive_kind)).await?;

@@ -91,7 +91,7 @@ impl Author {
         std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
         std::fs::write(&path, text).expect("write");
         git(&self.dir, &["add", "-A"]);
-        git(&self.dir, &["commit", "-q", "-m", subject]);
+        git(&self.dir, &["commit", "-q", "-m", subject, &format!("--author={PAT}")]);
         git(&self.dir, &["rev-parse", "HEAD"])
     }
 
@@ -332,6 +332,7 @@ async fn add_list(sim: &Sim<'_>, archive: &Path) -> i64 {
         "web_url": WEB,
         "interval_secs": 1,
         "wait_secs": 60,
+        "from_start": true,
     });
     id(&sim.post("/api/v1/lists", body, 201).await)
 }
