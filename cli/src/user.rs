@@ -1,5 +1,5 @@
 //! The user subcommands (`submit`, `submissions`, `show`, `events`,
-//! `follow`, `cancel`, `results`, `repo`, `watch`, `bisections`, `bisect`,
+//! `follow`, `cancel`, `results`, `repo`, `watch`, `list`, `series`, `bisections`, `bisect`,
 //! `reports`, `report`) and what each one asks the server through
 //! [`UserClient`].
 
@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 
 use kbot_api::client::UserClient;
+use kbot_api::lists::ListCreate;
 use kbot_api::reports::StoredReport;
 use kbot_api::repos::{RepoCreate, RepoView};
 use kbot_api::submissions::{EventView, JobView, SubmissionView, SubmitRequest};
@@ -88,6 +89,20 @@ pub enum UserCommand {
     /// Branches the robot follows: every new head is tested, regressions bisected.
     #[command(subcommand)]
     Watch(WatchCommand),
+    /// Mailing lists the robot reads: posted series tested, threads answered.
+    #[command(subcommand)]
+    List(ListCommandArgs),
+    /// Recent patch series of every list (JSON with --json; a line each otherwise).
+    Series {
+        #[command(flatten)]
+        conn: Connection,
+    },
+    /// A series and its parts (JSON).
+    SeriesShow {
+        #[command(flatten)]
+        conn: Connection,
+        id: i64,
+    },
     /// List recent bisections (JSON).
     Bisections {
         #[command(flatten)]
@@ -163,6 +178,79 @@ pub enum WatchCommand {
         id: i64,
     },
     /// Stop watching.
+    Rm {
+        #[command(flatten)]
+        conn: Connection,
+        id: i64,
+    },
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum ListCommandArgs {
+    /// Read a list: test its series, answer in its threads.
+    Add {
+        #[command(flatten)]
+        conn: Connection,
+        /// Short name, used in refs (`refs/kbot/series/NAME/ID`).
+        name: String,
+        /// A public-inbox (v2 directory or v1 repository), mbox or Maildir
+        /// path on the server, or a public-inbox URL.
+        #[arg(long)]
+        archive: String,
+        /// The registered repo the patches apply to, and the branch whose
+        /// head at posting time is the base when a series names none.
+        #[arg(long, value_name = "REPO[:BRANCH]")]
+        tree: String,
+        /// LKP-style job file (YAML) run on every series.
+        #[arg(long)]
+        job: String,
+        /// The list's posting address (Cc of every answer).
+        #[arg(long)]
+        address: Option<String>,
+        /// The web archive `patch link:` lines point into.
+        #[arg(long)]
+        web_url: Option<String>,
+        /// Machine class to run on (default: the first agent's).
+        #[arg(long)]
+        tbox_group: Option<String>,
+        /// How often to read: `300`, `30s`, `5m`.
+        #[arg(long, value_parser = parse_interval)]
+        interval: Option<u32>,
+        /// How long a series with missing parts waits: `1h`.
+        #[arg(long, value_parser = parse_interval)]
+        wait: Option<u32>,
+        /// Cap on runs per side of each pair.
+        #[arg(long)]
+        max_runs: Option<u32>,
+        /// Read the archive's history too, not only new mail.
+        #[arg(long)]
+        from_start: bool,
+    },
+    /// List the lists (JSON).
+    #[command(name = "ls")]
+    Ls {
+        #[command(flatten)]
+        conn: Connection,
+    },
+    /// A list, its series and events (JSON).
+    Show {
+        #[command(flatten)]
+        conn: Connection,
+        id: i64,
+    },
+    /// The `#kbot` commands read on a list (JSON).
+    Commands {
+        #[command(flatten)]
+        conn: Connection,
+        id: i64,
+    },
+    /// Read the archive now.
+    Read {
+        #[command(flatten)]
+        conn: Connection,
+        id: i64,
+    },
+    /// Stop reading a list.
     Rm {
         #[command(flatten)]
         conn: Connection,
@@ -326,6 +414,21 @@ pub async fn run(cmd: UserCommand) -> Result<()> {
             Ok(())
         }
         UserCommand::Watch(cmd) => watch(cmd).await,
+        UserCommand::List(cmd) => list_cmd(cmd).await,
+        UserCommand::Series { conn } => {
+            let series = client(&conn)?.series().await?;
+            if conn.json {
+                return output::json(&series);
+            }
+            for s in &series {
+                output::line(&format!(
+                    "{}\t{}\tv{} {} ({})\t{}\t{}",
+                    s.id, s.list, s.version, s.title, s.total, s.author, s.state
+                ))?;
+            }
+            Ok(())
+        }
+        UserCommand::SeriesShow { conn, id } => output::json(&client(&conn)?.one_series(id).await?),
         UserCommand::Bisections { conn, limit } => {
             output::json(&client(&conn)?.bisections(limit).await?)
         }
@@ -386,6 +489,52 @@ async fn watch(cmd: WatchCommand) -> Result<()> {
         WatchCommand::List { conn } => output::json(&client(&conn)?.watches().await?),
         WatchCommand::Show { conn, id } => output::json(&client(&conn)?.watch(id).await?),
         WatchCommand::Rm { conn, id } => output::json(&client(&conn)?.remove_watch(id).await?),
+    }
+}
+
+async fn list_cmd(cmd: ListCommandArgs) -> Result<()> {
+    match cmd {
+        ListCommandArgs::Add {
+            conn,
+            name,
+            archive,
+            tree,
+            job,
+            address,
+            web_url,
+            tbox_group,
+            interval,
+            wait,
+            max_runs,
+            from_start,
+        } => {
+            let (repo, branch) = match tree.split_once(':') {
+                Some((r, b)) => (r.to_owned(), Some(b.to_owned())),
+                None => (tree, None),
+            };
+            let body = ListCreate {
+                name,
+                archive,
+                repo,
+                branch,
+                job_file: read_job_file(&job).await?,
+                address,
+                web_url,
+                tbox_group,
+                interval_secs: interval,
+                wait_secs: wait,
+                max_runs,
+                from_start,
+            };
+            output::json(&client(&conn)?.add_list(&body).await?)
+        }
+        ListCommandArgs::Ls { conn } => output::json(&client(&conn)?.lists().await?),
+        ListCommandArgs::Show { conn, id } => output::json(&client(&conn)?.list(id).await?),
+        ListCommandArgs::Commands { conn, id } => {
+            output::json(&client(&conn)?.list_commands(id).await?)
+        }
+        ListCommandArgs::Read { conn, id } => output::json(&client(&conn)?.read_list(id).await?),
+        ListCommandArgs::Rm { conn, id } => output::json(&client(&conn)?.remove_list(id).await?),
     }
 }
 

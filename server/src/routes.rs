@@ -111,10 +111,10 @@ fn agent_routes(t: RouteTable) -> RouteTable {
 /// Called by users and the CLI: writes need a user token, reads are open.
 fn user_routes(t: RouteTable) -> RouteTable {
     use bisect::routes as b;
+    use lists::routes as l;
     use regressions::routes as g;
     use repos::routes as r;
     use submissions::routes as s;
-    use lists::routes as l;
     use watches::routes as w;
     t.api(routes!(r::create))
         .api(routes!(r::list))

@@ -6,6 +6,7 @@ use reqwest::Method;
 
 use super::{Http, Result};
 use crate::bisections::{BisectionDetail, BisectionView};
+use crate::lists::{ListCommand, ListCreate, ListDetail, ListView, SeriesDetail, SeriesView};
 use crate::reports::{ReportDetail, StoredReport};
 use crate::repos::{RepoCreate, RepoView};
 use crate::submissions::{
@@ -96,6 +97,52 @@ impl UserClient {
         self.http
             .expect::<(), _>(Method::DELETE, &format!("/watches/{id}"), None)
             .await
+    }
+
+    /// `POST /lists`.
+    pub async fn add_list(&self, request: &ListCreate) -> Result<ListView> {
+        self.http
+            .expect(Method::POST, "/lists", Some(request))
+            .await
+    }
+
+    /// `GET /lists`.
+    pub async fn lists(&self) -> Result<Vec<ListView>> {
+        self.get("/lists").await
+    }
+
+    /// `GET /lists/{id}`.
+    pub async fn list(&self, id: i64) -> Result<ListDetail> {
+        self.get(&format!("/lists/{id}")).await
+    }
+
+    /// `GET /lists/{id}/commands`.
+    pub async fn list_commands(&self, id: i64) -> Result<Vec<ListCommand>> {
+        self.get(&format!("/lists/{id}/commands")).await
+    }
+
+    /// `POST /lists/{id}/read`: read the archive now.
+    pub async fn read_list(&self, id: i64) -> Result<ListView> {
+        self.http
+            .expect::<(), _>(Method::POST, &format!("/lists/{id}/read"), None)
+            .await
+    }
+
+    /// `DELETE /lists/{id}`.
+    pub async fn remove_list(&self, id: i64) -> Result<ListView> {
+        self.http
+            .expect::<(), _>(Method::DELETE, &format!("/lists/{id}"), None)
+            .await
+    }
+
+    /// `GET /series`, newest first.
+    pub async fn series(&self) -> Result<Vec<SeriesView>> {
+        self.get("/series").await
+    }
+
+    /// `GET /series/{id}`.
+    pub async fn one_series(&self, id: i64) -> Result<SeriesDetail> {
+        self.get(&format!("/series/{id}")).await
     }
 
     /// `GET /bisections?limit=N`, newest first.

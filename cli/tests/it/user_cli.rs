@@ -357,3 +357,108 @@ async fn reports_and_report_show_from_the_command_line() {
         server.stop().await;
     }
 }
+
+/// `list add` on an mbox written by `git format-patch`, then `series`,
+/// `series-show`, `list ls|show|commands|read|rm`; a missing archive is a
+/// clear error.
+#[tokio::test]
+async fn lists_and_series_from_the_command_line() {
+    for backend in backends() {
+        let server = TestServer::start(backend).await;
+        let (_, token) = kbot_server::auth::create_user_token(server.db(), "lena", None)
+            .await
+            .expect("token");
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let repo = tmp.path().join("repo");
+        let shas = gitrepo::linear_repo(&repo, &["one", "two", "three"]);
+        let mbox = tmp.path().join("list.mbox");
+        let base = format!("--base={}", shas[1]);
+        let patch = gitrepo::git(
+            &repo,
+            &["format-patch", "-1", "--stdout", "--thread", &base],
+        );
+        // The helper trims the output: an mbox message ends with a blank line.
+        std::fs::write(&mbox, format!("{patch}\n\n")).expect("write mbox");
+        let job = tmp.path().join("bw.yaml");
+        std::fs::write(&job, JOB).expect("write job");
+        let (repo_s, job_s) = (repo.to_str().expect("utf8"), job.to_str().expect("utf8"));
+        let (ok, _, err) = cli(&server, &token, &["repo", "add", "linux", repo_s]).await;
+        assert!(ok, "repo add: {err}");
+
+        let missing = tmp.path().join("nowhere");
+        let add = |archive: &str| {
+            let a = archive.to_owned();
+            [
+                "list",
+                "add",
+                "fsdevel",
+                "--archive",
+                "",
+                "--tree",
+                "linux:main",
+                "--job",
+                job_s,
+                "--interval",
+                "1s",
+                "--from-start",
+            ]
+            .map(|x| {
+                if x.is_empty() {
+                    a.clone()
+                } else {
+                    x.to_owned()
+                }
+            })
+        };
+        let args = add(&missing.to_string_lossy());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (ok, _, err) = cli(&server, &token, &args).await;
+        assert!(!ok && err.contains("archive"), "{err}");
+        let args = add(&mbox.to_string_lossy());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (ok, out, err) = cli(&server, &token, &args).await;
+        assert!(ok, "list add: {err}");
+        let list: Value = serde_json::from_str(&out).expect("JSON");
+        assert_eq!(list["archive_kind"], "mbox", "{list}");
+        let id = list["id"].as_i64().expect("id").to_string();
+
+        let series = wait_for_series(&server, &token, &id).await;
+        assert_eq!(series["state"], "testing", "{series}");
+        assert_eq!(series["base"], shas[1].as_str(), "{series}");
+        let sid = series["id"].as_i64().expect("id").to_string();
+        let (ok, out, err) = cli(&server, &token, &["series-show", &sid, "--json"]).await;
+        assert!(ok, "series-show: {err}");
+        let detail: Value = serde_json::from_str(&out).expect("JSON");
+        assert_eq!(detail["parts"][0]["subject"], "[PATCH] three", "{detail}");
+        let (ok, out, _) = cli(&server, &token, &["series"]).await;
+        assert!(ok && out.contains("\tfsdevel\tv1 three (1)\t"), "{out}");
+        for args in [
+            ["list", "ls"].as_slice(),
+            &["list", "show", &id],
+            &["list", "commands", &id],
+            &["list", "read", &id],
+        ] {
+            let (ok, out, err) = cli(&server, &token, args).await;
+            assert!(ok, "{args:?}: {err}");
+            serde_json::from_str::<Value>(&out).expect("JSON");
+        }
+        let (ok, out, err) = cli(&server, &token, &["list", "rm", &id]).await;
+        assert!(ok && out.contains("\"removed\""), "list rm: {out} {err}");
+        server.stop().await;
+    }
+}
+
+/// The first series the server lists, once there is one.
+async fn wait_for_series(server: &TestServer, token: &str, list: &str) -> Value {
+    for _ in 0..300 {
+        let (ok, out, err) = cli(server, token, &["series", "--json"]).await;
+        assert!(ok, "series: {err}");
+        let all: Vec<Value> = serde_json::from_str(&out).expect("JSON");
+        if let Some(s) = all.into_iter().find(|s| s["state"] != "waiting") {
+            return s;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let (_, out, _) = cli(server, token, &["list", "show", list]).await;
+    panic!("no series after 30 s: {out}");
+}

@@ -19,9 +19,7 @@ pub(crate) fn short_sha(sha: &str) -> &str {
 /// `Re: <subject>`, without doubling a `Re:` already there.
 pub fn reply_subject(subject: &str) -> String {
     let s = subject.trim();
-    let is_reply = s
-        .get(..3)
-        .is_some_and(|p| p.eq_ignore_ascii_case("re:"));
+    let is_reply = s.get(..3).is_some_and(|p| p.eq_ignore_ascii_case("re:"));
     if is_reply {
         s.to_owned()
     } else {
@@ -65,7 +63,10 @@ mod tests {
 
     #[test]
     fn a_reply_subject_has_one_re() {
-        assert_eq!(reply_subject("[PATCH v2 3/5] pipe: x"), "Re: [PATCH v2 3/5] pipe: x");
+        assert_eq!(
+            reply_subject("[PATCH v2 3/5] pipe: x"),
+            "Re: [PATCH v2 3/5] pipe: x"
+        );
         assert_eq!(reply_subject("RE: [PATCH] y"), "RE: [PATCH] y");
     }
 

@@ -463,6 +463,8 @@ fn composer_keeps_hostile_commit_metadata_out_of_the_headers() {
                 to: vec![mbox::Mailbox::new(name, addr.clone())],
                 cc: vec![mbox::Mailbox::new(cc_name, cc.clone())],
                 date_ms: 1_793_801_070_000,
+                in_reply_to: None,
+                references: Vec::new(),
             };
             let plain = |a: &str| {
                 a.len() <= 254

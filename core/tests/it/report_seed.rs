@@ -211,6 +211,8 @@ fn seed_report_as_mbox() {
             "brauner@kernel.org",
         )],
         date_ms: 1_793_839_125_000,
+        in_reply_to: None,
+        references: Vec::new(),
     };
     let msg = mbox::message(&rendered, &addressing).expect("valid test input");
     assert!(msg.contains(&format!("\nSubject: {}\n", rendered.subject)));

@@ -33,11 +33,23 @@ struct Taken {
 
 impl Taken {
     fn done(name: &'static str, argument: String, outcome: String) -> Taken {
-        Taken { name, argument, state: "done", outcome, submission_id: None }
+        Taken {
+            name,
+            argument,
+            state: "done",
+            outcome,
+            submission_id: None,
+        }
     }
 
     fn refused(name: &'static str, argument: String, outcome: String) -> Taken {
-        Taken { name, argument, state: "refused", outcome, submission_id: None }
+        Taken {
+            name,
+            argument,
+            state: "refused",
+            outcome,
+            submission_id: None,
+        }
     }
 }
 
@@ -87,7 +99,11 @@ fn describe(command: &Command) -> (&'static str, String) {
     match command {
         Command::Test { repo, rev } => (
             "test",
-            [repo.as_deref(), rev.as_deref()].into_iter().flatten().collect::<Vec<_>>().join(" "),
+            [repo.as_deref(), rev.as_deref()]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join(" "),
         ),
         Command::Retest => ("retest", String::new()),
         Command::Invalid => ("invalid", String::new()),
@@ -104,7 +120,9 @@ async fn act(state: &AppState, r: &Reported, m: &ListMessage, command: &Command)
     let triage = |to: TriageState, what: String| async move {
         let mut tx = state.db.begin().await?;
         let user = crate::auth::upsert_user(&mut tx, who, Some(who)).await?;
-        let from = crate::regressions::change_in(&mut tx, r.regression_id, Some(user), to, &note(&what)).await?;
+        let from =
+            crate::regressions::change_in(&mut tx, r.regression_id, Some(user), to, &note(&what))
+                .await?;
         tx.commit().await?;
         Ok::<String, crate::error::Error>(format!(
             "regression {} moved from {from} to {}",
@@ -113,7 +131,11 @@ async fn act(state: &AppState, r: &Reported, m: &ListMessage, command: &Command)
         ))
     };
     Ok(match command {
-        Command::Invalid => Taken::done(name, argument, triage(TriageState::Invalid, "#kbot invalid".into()).await?),
+        Command::Invalid => Taken::done(
+            name,
+            argument,
+            triage(TriageState::Invalid, "#kbot invalid".into()).await?,
+        ),
         Command::Dup(of) if !of.trim().is_empty() => {
             let outcome = triage(TriageState::Duplicate, format!("#kbot dup: {of}")).await?;
             Taken::done(name, argument, format!("{outcome} (a duplicate of {of})"))
@@ -130,9 +152,28 @@ async fn act(state: &AppState, r: &Reported, m: &ListMessage, command: &Command)
         Command::Retest => {
             let (base, first_bad) = (r.base(state).await?, r.first_bad(state).await?);
             let id = queue_check(state, r, &base, &first_bad).await?;
-            testing(name, argument, id, format!("{} against {} again", short(&first_bad.sha), short(&base.sha)))
+            testing(
+                name,
+                argument,
+                id,
+                format!(
+                    "{} against {} again",
+                    short(&first_bad.sha),
+                    short(&base.sha)
+                ),
+            )
         }
-        Command::Test { repo, rev } => test(state, r, m, (name, argument), repo.as_deref(), rev.as_deref()).await?,
+        Command::Test { repo, rev } => {
+            test(
+                state,
+                r,
+                m,
+                (name, argument),
+                repo.as_deref(),
+                rev.as_deref(),
+            )
+            .await?
+        }
         Command::Dup(_) | Command::Fix(_) => {
             Taken::refused(name, argument, format!("#kbot {name}: needs an argument"))
         }
@@ -152,7 +193,9 @@ fn testing(name: &'static str, argument: String, submission_id: i64, what: Strin
         name,
         argument,
         state: "testing",
-        outcome: format!("testing {what} (submission {submission_id}); the result follows in this thread"),
+        outcome: format!(
+            "testing {what} (submission {submission_id}); the result follows in this thread"
+        ),
         submission_id: Some(submission_id),
     }
 }
@@ -189,14 +232,24 @@ async fn test(
     let fix = match (repo_name, rev) {
         (Some(named), Some(rev)) => {
             if named != repo.name {
-                return Ok(Taken::refused(name, argument, format!(
+                return Ok(Taken::refused(
+                    name,
+                    argument,
+                    format!(
                     "the report is about repo {}; kbot compares commits within one registered repo",
                     repo.name
-                )));
+                ),
+                ));
             }
             match repos::resolve_commit(state, &repo, rev).await {
                 Ok(c) => c,
-                Err(e) => return Ok(Taken::refused(name, argument, crate::error::error_chain(&e))),
+                Err(e) => {
+                    return Ok(Taken::refused(
+                        name,
+                        argument,
+                        crate::error::error_chain(&e),
+                    ))
+                }
             }
         }
         (None, None) if m.patch.is_some() => {
@@ -204,26 +257,45 @@ async fn test(
             let raw = reply_mbox(m);
             let paths = patch_paths(m.patch.as_deref().unwrap_or_default());
             let robot = &state.config.mail.report.robot_address;
-            match mirror.am(&first_bad.sha, raw, &paths, ("kbot", robot)).await? {
+            match mirror
+                .am(&first_bad.sha, raw, &paths, ("kbot", robot))
+                .await?
+            {
                 Ok(tip) => {
                     let ref_name = format!("refs/kbot/tests/{}/{}", r.regression_id, short(&tip));
                     mirror.set_ref(&ref_name, &tip).await?;
                     repos::resolve_commit(state, &repo, &tip).await?
                 }
                 Err(why) => {
-                    return Ok(Taken::refused(name, argument, format!(
-                        "the patch does not apply on the first bad commit {}:\n{why}",
-                        first_bad.sha
-                    )))
+                    return Ok(Taken::refused(
+                        name,
+                        argument,
+                        format!(
+                            "the patch does not apply on the first bad commit {}:\n{why}",
+                            first_bad.sha
+                        ),
+                    ))
                 }
             }
         }
-        _ => {
-            return Ok(Taken::refused(name, argument, "#kbot test needs a patch in the mail (inline or attached), or REPO and BRANCH|COMMIT".into()))
-        }
+        _ => return Ok(Taken::refused(
+            name,
+            argument,
+            "#kbot test needs a patch in the mail (inline or attached), or REPO and BRANCH|COMMIT"
+                .into(),
+        )),
     };
     let id = queue_check(state, r, &first_bad, &fix).await?;
-    Ok(testing(name, argument, id, format!("{} against the first bad commit {}", short(&fix.sha), short(&first_bad.sha))))
+    Ok(testing(
+        name,
+        argument,
+        id,
+        format!(
+            "{} against the first bad commit {}",
+            short(&fix.sha),
+            short(&first_bad.sha)
+        ),
+    ))
 }
 
 /// The reply itself as a one-message mbox: git am takes the patch from it
@@ -231,15 +303,26 @@ async fn test(
 fn reply_mbox(m: &ListMessage) -> Vec<u8> {
     let mut out = format!(
         "From kbot Mon Sep 17 00:00:00 2001\nFrom: {} <{}>\nSubject: {}\nDate: {}\n\n",
-        if m.from.name.is_empty() { &m.from.address } else { &m.from.name },
+        if m.from.name.is_empty() {
+            &m.from.address
+        } else {
+            &m.from.name
+        },
         m.from.address,
         m.subject.replace(['\r', '\n'], " "),
         chrono::DateTime::from_timestamp_millis(m.date_ms.unwrap_or(0))
             .unwrap_or_default()
             .to_rfc2822()
     );
-    let body = m.body.split(m.patch.as_deref().unwrap_or("\u{0}")).next().unwrap_or_default();
-    for line in body.lines().filter(|l| !l.starts_with('>') && !l.trim_start().starts_with("#kbot")) {
+    let body = m
+        .body
+        .split(m.patch.as_deref().unwrap_or("\u{0}"))
+        .next()
+        .unwrap_or_default();
+    for line in body
+        .lines()
+        .filter(|l| !l.starts_with('>') && !l.trim_start().starts_with("#kbot"))
+    {
         out.push_str(line);
         out.push('\n');
     }
@@ -311,7 +394,16 @@ async fn record_and_answer(
         submission_id: taken.submission_id,
     };
     thread::enqueue_answer(&mut tx, &state.config.mail, &answer).await?;
-    store::event(&mut tx, l.id, "command", &format!("#kbot {} from {}: {}", taken.name, m.from.address, taken.state)).await?;
+    store::event(
+        &mut tx,
+        l.id,
+        "command",
+        &format!(
+            "#kbot {} from {}: {}",
+            taken.name, m.from.address, taken.state
+        ),
+    )
+    .await?;
     tx.commit().await?;
     tracing::info!(list = l.id, command = taken.name, sender = %m.from.address, state = taken.state, "command taken");
     Ok(())
@@ -320,7 +412,9 @@ async fn record_and_answer(
 /// Answers every command (and found fix) whose pair ended.
 pub async fn settle_all(state: &AppState) -> Result<()> {
     for c in store::running_commands(&state.db).await? {
-        let Some(regression_id) = c.regression_id else { continue };
+        let Some(regression_id) = c.regression_id else {
+            continue;
+        };
         let r = recheck::by_regression(&state.db, regression_id).await?;
         let Some(found) = recheck::found(state, c.submission_id, &r.metric).await? else {
             continue;
@@ -360,23 +454,41 @@ async fn conclude(
         Some(f) if c.command == "retest" => {
             let again = f.outcome == kbot_core::stats::Outcome::Different
                 && f.impact == kbot_core::metrics::Impact::Regression;
-            let _ = write!(text, "{}\n\nThe regression {}.", f.line(&r.metric), if again { "reproduces" } else { "does not reproduce this time" });
+            let _ = write!(
+                text,
+                "{}\n\nThe regression {}.",
+                f.line(&r.metric),
+                if again {
+                    "reproduces"
+                } else {
+                    "does not reproduce this time"
+                }
+            );
             false
         }
         Some(f) => {
             let fixed = recovers(f);
-            let _ = write!(text, "{}\n\n{}", f.line(&r.metric), if fixed {
-                "The change brings the metric back: the regression is fixed by it."
-            } else {
-                "The change does not bring the metric back: the regression is still there."
-            });
+            let _ = write!(
+                text,
+                "{}\n\n{}",
+                f.line(&r.metric),
+                if fixed {
+                    "The change brings the metric back: the regression is fixed by it."
+                } else {
+                    "The change does not bring the metric back: the regression is still there."
+                }
+            );
             fixed
         }
     };
     let mut tx = state.db.begin().await?;
     if fixed && c.command == "closes" {
-        let note = format!("fixed by {} (verified by kbot, submission {})", c.argument, c.submission_id);
-        crate::regressions::change_in(&mut tx, r.regression_id, None, TriageState::Fixed, &note).await?;
+        let note = format!(
+            "fixed by {} (verified by kbot, submission {})",
+            c.argument, c.submission_id
+        );
+        crate::regressions::change_in(&mut tx, r.regression_id, None, TriageState::Fixed, &note)
+            .await?;
         let _ = write!(text, "\nRegression {} is marked fixed.", r.regression_id);
     }
     store::command_done(&mut tx, c.id, "tested", &text).await?;

@@ -36,7 +36,12 @@ pub async fn look(state: &AppState) -> Result<()> {
     let watches = crate::watches::list(state).await?;
     for r in &open {
         let mut needles = vec![r.report_message_id.clone()];
-        needles.extend(subjects.iter().filter(|(id, _)| *id == r.regression_id).map(|(_, s)| s.clone()));
+        needles.extend(
+            subjects
+                .iter()
+                .filter(|(id, _)| *id == r.regression_id)
+                .map(|(_, s)| s.clone()),
+        );
         for w in watches.iter().filter(|w| w.state == "active") {
             let repo = repos::get_repo(&state.db, &w.repo).await?;
             if repo.id != r.repo_id {
@@ -62,7 +67,12 @@ pub async fn look(state: &AppState) -> Result<()> {
 }
 
 /// Queues the fix against the first bad commit, once per fix and regression.
-async fn recheck_fix(state: &AppState, r: &Reported, repo: &repos::RepoRow, sha: &str) -> Result<()> {
+async fn recheck_fix(
+    state: &AppState,
+    r: &Reported,
+    repo: &repos::RepoRow,
+    sha: &str,
+) -> Result<()> {
     if store::command_exists(&state.db, r.regression_id, "closes", sha).await? {
         return Ok(());
     }
@@ -85,7 +95,9 @@ async fn recheck_fix(state: &AppState, r: &Reported, repo: &repos::RepoRow, sha:
             report_id: Some(r.report_id),
             regression_id: Some(r.regression_id),
             state: "testing",
-            outcome: &format!("rerunning the job on {sha} against the first bad commit (submission {submission})"),
+            outcome: &format!(
+                "rerunning the job on {sha} against the first bad commit (submission {submission})"
+            ),
             submission_id: Some(submission),
         },
     )

@@ -81,7 +81,13 @@ fn local_path(state: &AppState, name: &str, archive: &str) -> PathBuf {
 
 /// Where a new list starts reading: the archive's current end, or (with
 /// `from_start`) its first message.
-pub async fn start_cursor(state: &AppState, name: &str, archive: &str, kind: &Kind, from_start: bool) -> Result<Option<String>> {
+pub async fn start_cursor(
+    state: &AppState,
+    name: &str,
+    archive: &str,
+    kind: &Kind,
+    from_start: bool,
+) -> Result<Option<String>> {
     if from_start {
         return Ok(None);
     }
@@ -93,7 +99,9 @@ pub async fn start_cursor(state: &AppState, name: &str, archive: &str, kind: &Ki
 /// known kind; a URL must serve at least epoch 0 (which is copied now).
 pub async fn prepare(state: &AppState, name: &str, archive: &str) -> Result<Kind> {
     if archive.is_empty() {
-        return Err(Error::BadRequest("archive: a path or a URL is needed".into()));
+        return Err(Error::BadRequest(
+            "archive: a path or a URL is needed".into(),
+        ));
     }
     if is_url(archive) {
         sync_epochs(&local_path(state, name, archive), archive).await?;
@@ -105,9 +113,12 @@ pub async fn prepare(state: &AppState, name: &str, archive: &str) -> Result<Kind
             "archive {archive:?}: give an absolute path on the server, or a URL"
         )));
     }
-    archive::detect(path)
-        .map(Kind)
-        .map_err(|e| Error::BadRequest(format!("archive {archive:?}: {}", crate::error::error_chain(&e))))
+    archive::detect(path).map(Kind).map_err(|e| {
+        Error::BadRequest(format!(
+            "archive {archive:?}: {}",
+            crate::error::error_chain(&e)
+        ))
+    })
 }
 
 /// Copies or refreshes every epoch `URL/N` of a public-inbox (as
@@ -141,7 +152,8 @@ pub async fn read(state: &AppState, l: &ListRow) -> Result<Read> {
     let mut replies = Vec::new();
     let mut total = 0;
     while total < MAX_PER_READ {
-        let (batch, next) = archive::read_new(&path, kind, cursor.as_ref(), BATCH, GIT_TIMEOUT).await?;
+        let (batch, next) =
+            archive::read_new(&path, kind, cursor.as_ref(), BATCH, GIT_TIMEOUT).await?;
         if batch.is_empty() {
             break;
         }
@@ -191,7 +203,11 @@ async fn keep(
     Ok(replies)
 }
 
-fn new_message<'a>(list_id: i64, m: &'a ListMessage, raw: &'a archive::RawMessage) -> store::NewMessage<'a> {
+fn new_message<'a>(
+    list_id: i64,
+    m: &'a ListMessage,
+    raw: &'a archive::RawMessage,
+) -> store::NewMessage<'a> {
     let parsed = subject::parse(&m.subject);
     store::NewMessage {
         list_id,

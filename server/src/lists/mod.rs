@@ -65,14 +65,20 @@ pub async fn create(state: &AppState, user: &UserAuth, req: ListCreate) -> Resul
     let interval = bounded("interval_secs", req.interval_secs, DEFAULT_INTERVAL_SECS)?;
     let wait = bounded("wait_secs", req.wait_secs, DEFAULT_WAIT_SECS)?;
     let repo = repos::get_repo(&state.db, &req.repo).await?;
-    let branch = match req.branch.as_deref().map(str::trim).filter(|b| !b.is_empty()) {
+    let branch = match req
+        .branch
+        .as_deref()
+        .map(str::trim)
+        .filter(|b| !b.is_empty())
+    {
         Some(b) => b.to_owned(),
         None => repo.default_branch.clone(),
     };
     // The branch must exist now; a typo is refused here, not found later.
     repos::resolve_commit(state, &repo, &branch).await?;
     let kind = ingest::prepare(state, name, req.archive.trim()).await?;
-    let cursor = ingest::start_cursor(state, name, req.archive.trim(), &kind, req.from_start).await?;
+    let cursor =
+        ingest::start_cursor(state, name, req.archive.trim(), &kind, req.from_start).await?;
     let trimmed = |o: &Option<String>| {
         o.as_deref()
             .map(str::trim)
@@ -192,7 +198,7 @@ pub async fn all_series(state: &AppState) -> Result<Vec<SeriesView>> {
                 .map(store::SeriesRow::view),
         );
     }
-    out.sort_by(|a, b| b.id.cmp(&a.id));
+    out.sort_by_key(|s| std::cmp::Reverse(s.id));
     Ok(out)
 }
 

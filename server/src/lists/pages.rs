@@ -49,7 +49,9 @@ struct PartRow {
 }
 
 fn short(sha: &Option<String>) -> String {
-    sha.as_deref().map(|s| short_sha(s, MEDIUM_SHA)).unwrap_or_default()
+    sha.as_deref()
+        .map(|s| short_sha(s, MEDIUM_SHA))
+        .unwrap_or_default()
 }
 
 impl From<&SeriesView> for SeriesRow {

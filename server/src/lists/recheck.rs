@@ -75,7 +75,11 @@ pub async fn by_regression(db: &Db, regression_id: i64) -> Result<Reported> {
 impl Reported {
     /// The report's own place in its thread (answers about a fix go there).
     pub fn place(&self) -> ThreadPlace {
-        let mut recipients = self.report_recipients.lines().map(str::trim).filter(|l| !l.is_empty());
+        let mut recipients = self
+            .report_recipients
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty());
         let to = recipients.next().unwrap_or_default();
         let cc: Vec<String> = recipients.map(str::to_owned).collect();
         crate::mail::thread::place_of(
@@ -169,7 +173,11 @@ pub struct Found {
 
 /// The pair's verdict on `metric` once it ended; `Ok(None)` while it runs,
 /// `Ok(Some(None))` when it ended without a comparison (a side did not run).
-pub async fn found(state: &AppState, submission_id: i64, metric: &str) -> Result<Option<Option<Found>>> {
+pub async fn found(
+    state: &AppState,
+    submission_id: i64,
+    metric: &str,
+) -> Result<Option<Option<Found>>> {
     let outcome = super::answers::pair_outcome(&state.db, submission_id).await?;
     if outcome.state == crate::jobs::SubmissionState::Active {
         return Ok(None);

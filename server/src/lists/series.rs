@@ -44,8 +44,22 @@ pub async fn progress(state: &AppState, l: &ListRow) -> Result<()> {
                 l.wait_secs
             );
             let mut tx = state.db.begin().await?;
-            if store::set_state(&mut tx, s.id, SeriesState::Waiting, SeriesState::Incomplete, Some(&detail)).await? {
-                store::event(&mut tx, l.id, "incomplete", &format!("series {}: {detail}", s.id)).await?;
+            if store::set_state(
+                &mut tx,
+                s.id,
+                SeriesState::Waiting,
+                SeriesState::Incomplete,
+                Some(&detail),
+            )
+            .await?
+            {
+                store::event(
+                    &mut tx,
+                    l.id,
+                    "incomplete",
+                    &format!("series {}: {detail}", s.id),
+                )
+                .await?;
             }
             tx.commit().await?;
         }
@@ -57,7 +71,13 @@ fn meta(r: &store::MessageMetaRow) -> MessageMeta {
     MessageMeta {
         message_id: r.message_id.clone(),
         in_reply_to: r.in_reply_to.clone(),
-        references: r.refs.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned).collect(),
+        references: r
+            .refs
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect(),
         subject: subject::parse(&r.subject),
         from_address: r.from_address.clone(),
         date_ms: r.date_ms,
@@ -74,14 +94,21 @@ async fn record(
 ) -> Result<SeriesRow> {
     let version = i64::from(draft.version);
     let existing = store::series_by_key(&state.db, l.id, &draft.key, version).await?;
-    if existing.as_ref().is_some_and(|s| s.state != SeriesState::Waiting) {
+    if existing
+        .as_ref()
+        .is_some_and(|s| s.state != SeriesState::Waiting)
+    {
         return existing.ok_or_else(|| anyhow::anyhow!("series vanished").into());
     }
     let known = match &existing {
         Some(s) => store::parts(&state.db, s.id).await?.len(),
         None => 0,
     };
-    let parts = draft.cover.iter().map(|c| (0u32, c)).chain(draft.patches.iter().map(|(i, m)| (*i, m)));
+    let parts = draft
+        .cover
+        .iter()
+        .map(|c| (0u32, c))
+        .chain(draft.patches.iter().map(|(i, m)| (*i, m)));
     let now = now_ms();
     let mut tx = state.db.begin().await?;
     let id = match &existing {
@@ -108,7 +135,10 @@ async fn record(
                 },
             )
             .await?;
-            let detail = format!("series {id}: v{} {} ({} patches) by {}", draft.version, draft.title, draft.total, draft.author);
+            let detail = format!(
+                "series {id}: v{} {} ({} patches) by {}",
+                draft.version, draft.title, draft.total, draft.author
+            );
             store::event(&mut tx, l.id, "series", &detail).await?;
             id
         }
@@ -127,7 +157,12 @@ async fn record(
 
 /// A newer version supersedes the author's older versions of the same
 /// series that have not started.
-async fn supersede_older(state: &AppState, l: &ListRow, s: &SeriesRow, draft: &SeriesDraft) -> Result<()> {
+async fn supersede_older(
+    state: &AppState,
+    l: &ListRow,
+    s: &SeriesRow,
+    draft: &SeriesDraft,
+) -> Result<()> {
     for older in store::older_waiting(&state.db, l.id, &s.author_address, s.version).await? {
         let older_draft = SeriesDraft {
             key: older.series_key.clone(),
@@ -147,7 +182,10 @@ async fn supersede_older(state: &AppState, l: &ListRow, s: &SeriesRow, draft: &S
         }
         let mut tx = state.db.begin().await?;
         if store::superseded(&mut tx, older.id, s.id).await? {
-            let detail = format!("series {} superseded by series {} (v{})", older.id, s.id, s.version);
+            let detail = format!(
+                "series {} superseded by series {} (v{})",
+                older.id, s.id, s.version
+            );
             store::event(&mut tx, l.id, "superseded", &detail).await?;
         }
         tx.commit().await?;
@@ -163,7 +201,13 @@ struct Base {
 
 /// The sender's `base-commit:` when the mirror has it, else the list's
 /// branch head when the series was posted.
-async fn choose_base(state: &AppState, l: &ListRow, repo: &RepoRow, draft: &SeriesDraft, rows: &[store::MessageMetaRow]) -> Result<Base> {
+async fn choose_base(
+    state: &AppState,
+    l: &ListRow,
+    repo: &RepoRow,
+    draft: &SeriesDraft,
+    rows: &[store::MessageMetaRow],
+) -> Result<Base> {
     let mirror = repos::mirror_for(state, &repo.name);
     repos::sync_mirror(state, repo).await?;
     let ids: Vec<&String> = draft.cover.iter().chain(draft.patches.values()).collect();
@@ -174,13 +218,21 @@ async fn choose_base(state: &AppState, l: &ListRow, repo: &RepoRow, draft: &Seri
     let mut unknown = None;
     if let Some(sha) = named {
         if mirror.has_commit(&sha).await {
-            return Ok(Base { sha, how: "base-commit".into() });
+            return Ok(Base {
+                sha,
+                how: "base-commit".into(),
+            });
         }
         unknown = Some(sha);
     }
-    let sha = mirror.head_at(&l.branch, draft.first_date_ms / 1000).await?;
+    let sha = mirror
+        .head_at(&l.branch, draft.first_date_ms / 1000)
+        .await?;
     let how = match unknown {
-        Some(u) => format!("tree head ({} when posted; base-commit {u} is not in {})", l.branch, repo.name),
+        Some(u) => format!(
+            "tree head ({} when posted; base-commit {u} is not in {})",
+            l.branch, repo.name
+        ),
         None => format!("tree head ({} when posted)", l.branch),
     };
     Ok(Base { sha, how })
@@ -204,7 +256,12 @@ async fn apply_and_submit(
     let robot = &state.config.mail.report.robot_address;
     let mirror = repos::mirror_for(state, &repo.name);
     let applied = mirror
-        .am(&base.sha, mboxrd(&raws), &touched_paths(&raws), ("kbot", robot))
+        .am(
+            &base.sha,
+            mboxrd(&raws),
+            &touched_paths(&raws),
+            ("kbot", robot),
+        )
         .await?;
     let tip = match applied {
         Ok(tip) => tip,
@@ -215,13 +272,25 @@ async fn apply_and_submit(
     let commits = mirror.rev_list(&base.sha, &tip, true).await?;
     let mut parts = Vec::new();
     for (index, sha) in (1i64..).zip(&commits) {
-        parts.push((index, sha.clone(), mirror.patch_id(sha).await.ok().flatten()));
+        parts.push((
+            index,
+            sha.clone(),
+            mirror.patch_id(sha).await.ok().flatten(),
+        ));
     }
     let base_commit = repos::resolve_commit(state, &repo, &base.sha).await?;
     let tip_commit = repos::resolve_commit(state, &repo, &tip).await?;
     let jobs = list_jobs(state, l)?;
     let mut tx = state.db.begin().await?;
-    if !store::set_state(&mut tx, s.id, SeriesState::Waiting, SeriesState::Testing, None).await? {
+    if !store::set_state(
+        &mut tx,
+        s.id,
+        SeriesState::Waiting,
+        SeriesState::Testing,
+        None,
+    )
+    .await?
+    {
         return Ok(());
     }
     store::applied(
@@ -250,7 +319,10 @@ async fn apply_and_submit(
 }
 
 /// The list's job file, pinned to its tbox group when it names one.
-pub(super) fn list_jobs(state: &AppState, l: &ListRow) -> Result<(Vec<AtomicJob>, Vec<kbot_core::job::Skipped>)> {
+pub(super) fn list_jobs(
+    state: &AppState,
+    l: &ListRow,
+) -> Result<(Vec<AtomicJob>, Vec<kbot_core::job::Skipped>)> {
     let plan = submissions::parse_job(&l.job_file, state.config.lkp_root.as_deref())?;
     let jobs = plan
         .jobs
@@ -308,12 +380,26 @@ async fn cannot_apply(
 ) -> Result<()> {
     let mut tx = state.db.begin().await?;
     let detail = format!("git am -3 on {} ({}):\n{why}", base.sha, base.how);
-    if !store::set_state(&mut tx, s.id, SeriesState::Waiting, SeriesState::CannotApply, Some(&detail)).await? {
+    if !store::set_state(
+        &mut tx,
+        s.id,
+        SeriesState::Waiting,
+        SeriesState::CannotApply,
+        Some(&detail),
+    )
+    .await?
+    {
         return Ok(());
     }
     store::set_base(&mut tx, s.id, &base.sha, &base.how).await?;
     answers::cannot_apply(state, &mut tx, l, s, repo, (&base.sha, &base.how), why).await?;
-    store::event(&mut tx, l.id, "cannot_apply", &format!("series {}: {detail}", s.id)).await?;
+    store::event(
+        &mut tx,
+        l.id,
+        "cannot_apply",
+        &format!("series {}: {detail}", s.id),
+    )
+    .await?;
     tx.commit().await?;
     tracing::info!(list = l.id, series = s.id, "series does not apply");
     Ok(())
@@ -363,7 +449,9 @@ fn touched_paths(raws: &[Vec<u8>]) -> Vec<String> {
 /// `build_failed` (answered with the compiler's lines) or `failed`.
 pub async fn settle_all(state: &AppState) -> Result<()> {
     for s in store::series_in_state(&state.db, SeriesState::Testing).await? {
-        let Some(submission) = s.submission_id else { continue };
+        let Some(submission) = s.submission_id else {
+            continue;
+        };
         let outcome = answers::pair_outcome(&state.db, submission).await?;
         if outcome.state == SubmissionState::Active {
             continue;
@@ -374,12 +462,27 @@ pub async fn settle_all(state: &AppState) -> Result<()> {
             (SeriesState::Tested, format!("tested: submission {submission} (a regression is bisected and answered in the patch's thread)"))
         } else if let Some(log) = outcome.build_log.as_deref() {
             answers::build_failed(state, &mut tx, &l, &s, log).await?;
-            (SeriesState::BuildFailed, format!("the series' tip does not build:\n{log}"))
+            (
+                SeriesState::BuildFailed,
+                format!("the series' tip does not build:\n{log}"),
+            )
         } else {
-            (SeriesState::Failed, format!("the tip did not run: {}", outcome.head_failure.as_deref().unwrap_or("no finished run")))
+            (
+                SeriesState::Failed,
+                format!(
+                    "the tip did not run: {}",
+                    outcome.head_failure.as_deref().unwrap_or("no finished run")
+                ),
+            )
         };
         if store::set_state(&mut tx, s.id, SeriesState::Testing, to, Some(&detail)).await? {
-            store::event(&mut tx, l.id, to.as_str(), &format!("series {}: {detail}", s.id)).await?;
+            store::event(
+                &mut tx,
+                l.id,
+                to.as_str(),
+                &format!("series {}: {detail}", s.id),
+            )
+            .await?;
             tx.commit().await?;
         }
     }
@@ -400,7 +503,8 @@ mod tests {
 
     #[test]
     fn paths_come_from_diff_headers() {
-        let raw = b"diff --git a/fs/pipe.c b/fs/pipe.c\n--- a/fs/pipe.c\ndiff --git a/x b/y\n".to_vec();
+        let raw =
+            b"diff --git a/fs/pipe.c b/fs/pipe.c\n--- a/fs/pipe.c\ndiff --git a/x b/y\n".to_vec();
         assert_eq!(touched_paths(&[raw]), ["fs/pipe.c", "x", "y"]);
     }
 }

@@ -200,7 +200,13 @@ pub async fn insert(db: &Db, l: &NewList<'_>) -> Result<i64> {
     .bind(l.cursor)
     .fetch_one(&mut *tx)
     .await?;
-    event(&mut tx, id, "created", &format!("reading {} ({})", l.archive, l.archive_kind)).await?;
+    event(
+        &mut tx,
+        id,
+        "created",
+        &format!("reading {} ({})", l.archive, l.archive_kind),
+    )
+    .await?;
     tx.commit().await?;
     Ok(id)
 }
@@ -460,12 +466,14 @@ pub async fn series_of_list(db: &Db, list_id: i64, limit: i64) -> Result<Vec<Ser
 
 /// Every list's series in `state`.
 pub async fn series_in_state(db: &Db, state: SeriesState) -> Result<Vec<SeriesRow>> {
-    Ok(sqlx::query_as::<_, SeriesRow>(&format!(
-        "{SERIES_SELECT} WHERE s.state = $1 ORDER BY s.id"
-    ))
-    .bind(state.as_str())
-    .fetch_all(db.read())
-    .await?)
+    Ok(
+        sqlx::query_as::<_, SeriesRow>(&format!(
+            "{SERIES_SELECT} WHERE s.state = $1 ORDER BY s.id"
+        ))
+        .bind(state.as_str())
+        .fetch_all(db.read())
+        .await?,
+    )
 }
 
 /// The list's series of this key and version, if stored.
@@ -667,16 +675,16 @@ pub async fn set_submission(tx: &mut Tx, id: i64, submission_id: i64) -> Result<
 
 /// The parts of a series, with each part's subject.
 pub async fn parts(db: &Db, series_id: i64) -> Result<Vec<SeriesPart>> {
-    let rows: Vec<(i64, String, Option<String>, Option<String>, Option<String>)> =
-        sqlx::query_as(
-            "SELECT p.idx, p.message_id, m.subject, p.commit_sha, p.patch_id \
+    type PartRow = (i64, String, Option<String>, Option<String>, Option<String>);
+    let rows: Vec<PartRow> = sqlx::query_as(
+        "SELECT p.idx, p.message_id, m.subject, p.commit_sha, p.patch_id \
              FROM series_parts p JOIN series s ON s.id = p.series_id \
              LEFT JOIN list_messages m ON m.list_id = s.list_id AND m.message_id = p.message_id \
              WHERE p.series_id = $1 ORDER BY p.idx",
-        )
-        .bind(series_id)
-        .fetch_all(db.read())
-        .await?;
+    )
+    .bind(series_id)
+    .fetch_all(db.read())
+    .await?;
     Ok(rows
         .into_iter()
         .map(|(idx, message_id, subject, commit, patch_id)| SeriesPart {
@@ -804,7 +812,12 @@ pub async fn running_commands(db: &Db) -> Result<Vec<RunningCommand>> {
 
 /// Whether a command or found fix about this regression was recorded with
 /// this argument (a `Closes:` commit is rechecked once).
-pub async fn command_exists(db: &Db, regression_id: i64, command: &str, argument: &str) -> Result<bool> {
+pub async fn command_exists(
+    db: &Db,
+    regression_id: i64,
+    command: &str,
+    argument: &str,
+) -> Result<bool> {
     let n: i64 = sqlx::query_scalar(
         "SELECT COUNT(*) FROM list_commands WHERE regression_id = $1 AND command = $2          AND argument = $3",
     )

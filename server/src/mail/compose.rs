@@ -85,7 +85,10 @@ async fn enqueue(tx: &mut Tx, config: &MailConfig, blame: &Blame<'_>) -> Result<
     data.still_on = blame.still_on.clone();
     // A patch read on a list is answered in its thread.
     let (addressing, posted) = match super::thread::patch_thread(tx, config, &pc.head.sha).await? {
-        Some(thread) => (thread.place.addressing(config, now_ms()), Some(thread.posted)),
+        Some(thread) => (
+            thread.place.addressing(config, now_ms()),
+            Some(thread.posted),
+        ),
         None => (addressing(config, &ctx.repo_name, &pc.head, now_ms()), None),
     };
     data.posted = posted;

@@ -38,7 +38,9 @@ impl ThreadPlace {
         let robot = &config.report.robot_address;
         let mut cc: Vec<mbox::Mailbox> = Vec::new();
         for m in &self.cc {
-            let dup = cc.iter().any(|c| c.address.eq_ignore_ascii_case(&m.address))
+            let dup = cc
+                .iter()
+                .any(|c| c.address.eq_ignore_ascii_case(&m.address))
                 || m.address.eq_ignore_ascii_case(&self.to.address)
                 || m.address.eq_ignore_ascii_case(robot);
             if !dup && super::compose::usable(&m.address) {
@@ -203,11 +205,8 @@ pub async fn enqueue_answer(
     answer: &Answer<'_>,
 ) -> Result<Option<(i64, String)>> {
     let now = now_ms();
-    let message_id = MessageId::derive(
-        now,
-        &answer.identity_key,
-        &config.report.message_id_domain,
-    )?;
+    let message_id =
+        MessageId::derive(now, &answer.identity_key, &config.report.message_id_domain)?;
     let rendered = RenderedReport {
         subject: report::reply_subject(&answer.place.parent_subject),
         body: answer.body.clone(),
@@ -257,7 +256,10 @@ mod tests {
     #[test]
     fn recipients_lines_parse() {
         let m = parse_mailbox("\"Pat Pipe\" <pat@example.org>").expect("a mailbox");
-        assert_eq!((m.name.as_deref(), m.address.as_str()), (Some("Pat Pipe"), "pat@example.org"));
+        assert_eq!(
+            (m.name.as_deref(), m.address.as_str()),
+            (Some("Pat Pipe"), "pat@example.org")
+        );
         let m = parse_mailbox("list@example.org").expect("a mailbox");
         assert_eq!(m.address, "list@example.org");
         assert!(parse_mailbox("  ").is_none());

@@ -14,8 +14,8 @@ pub mod routes;
 mod store;
 
 pub use store::{
-    change_in, get, history, link_report, list, mark_by_robot, record, set_state, Filter, HistoryRow,
-    NewRegression, TriageState,
+    change_in, get, history, link_report, list, mark_by_robot, record, set_state, Filter,
+    HistoryRow, NewRegression, TriageState,
 };
 
 /// The triage states: stored value and what the dashboard calls it.

@@ -315,20 +315,27 @@ impl Mirror {
         committer: (&str, &str),
     ) -> Result<Result<String, String>, GitError> {
         let base = checked_sha(base)?;
-        let dir = self.path.with_extension(format!("am-{}", std::process::id()));
+        let dir = self
+            .path
+            .with_extension(format!("am-{}", std::process::id()));
         let dir = dir.with_file_name(format!(
             "{}-{}",
             dir.file_name().and_then(|n| n.to_str()).unwrap_or("am"),
             rand_suffix()
         ));
         let dir_str = dir.to_string_lossy().into_owned();
-        self.git(&["worktree", "add", "--detach", "--no-checkout", &dir_str, base])
-            .await?;
+        self.git(&[
+            "worktree",
+            "add",
+            "--detach",
+            "--no-checkout",
+            &dir_str,
+            base,
+        ])
+        .await?;
         let result = am_in(&dir, base, mbox, paths, committer, self.timeout).await;
         // Best effort: a worktree left behind is pruned by the next add.
-        let _ = self
-            .git(&["worktree", "remove", "--force", &dir_str])
-            .await;
+        let _ = self.git(&["worktree", "remove", "--force", &dir_str]).await;
         let _ = tokio::fs::remove_dir_all(&dir).await;
         let _ = self.git(&["worktree", "prune"]).await;
         result
@@ -359,12 +366,19 @@ async fn am_in(
     // checkout, never narrow it below what the patch touches.
     sparse.extend(paths.iter().map(|p| format!("/{p}")));
     run_git(None, &strs(&at(sparse)), timeout).await?;
-    run_git(None, &strs(&at(own(&["read-tree", "-mu", "HEAD"]))), timeout).await?;
-    let identity = [
-        format!("user.name={name}"),
-        format!("user.email={email}"),
+    run_git(
+        None,
+        &strs(&at(own(&["read-tree", "-mu", "HEAD"]))),
+        timeout,
+    )
+    .await?;
+    let identity = [format!("user.name={name}"), format!("user.email={email}")];
+    let mut am = vec![
+        "-c".to_owned(),
+        identity[0].clone(),
+        "-c".to_owned(),
+        identity[1].clone(),
     ];
-    let mut am = vec!["-c".to_owned(), identity[0].clone(), "-c".to_owned(), identity[1].clone()];
     am.extend(own(&[
         "am",
         "-3",
@@ -386,7 +400,11 @@ async fn am_in(
 /// Runs `git am` with the mbox on its input; `Some` of what it said (both
 /// streams: "Patch failed at" goes to stdout, the hunk errors to stderr)
 /// when it stopped.
-async fn am_failure(args: &[&str], mbox: Vec<u8>, timeout: Duration) -> Result<Option<String>, GitError> {
+async fn am_failure(
+    args: &[&str],
+    mbox: Vec<u8>,
+    timeout: Duration,
+) -> Result<Option<String>, GitError> {
     use tokio::io::AsyncWriteExt;
     let mut cmd = git_command(None, args);
     cmd.stdin(Stdio::piped());

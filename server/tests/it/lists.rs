@@ -56,7 +56,10 @@ fn header(mail: &str, name: &str) -> String {
             .split_once(':')
             .is_some_and(|(k, _)| k.eq_ignore_ascii_case(name));
         if inside {
-            value = line.split_once(':').map(|(_, v)| v.trim().to_owned()).unwrap_or_default();
+            value = line
+                .split_once(':')
+                .map(|(_, v)| v.trim().to_owned())
+                .unwrap_or_default();
         }
     }
     value.trim_matches(['<', '>']).to_owned()
@@ -74,7 +77,12 @@ impl Author {
         let dir = tmp.path().join("work");
         git(
             tmp.path(),
-            &["clone", "-q", world.repo.url(), dir.to_str().expect("utf-8")],
+            &[
+                "clone",
+                "-q",
+                world.repo.url(),
+                dir.to_str().expect("utf-8"),
+            ],
         );
         for (k, v) in [("user.name", "Pat Pipe"), ("user.email", "pat@example.org")] {
             git(&dir, &["config", k, v]);
@@ -91,7 +99,10 @@ impl Author {
         std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
         std::fs::write(&path, text).expect("write");
         git(&self.dir, &["add", "-A"]);
-        git(&self.dir, &["commit", "-q", "-m", subject, &format!("--author={PAT}")]);
+        git(
+            &self.dir,
+            &["commit", "-q", "-m", subject, &format!("--author={PAT}")],
+        );
         git(&self.dir, &["rev-parse", "HEAD"])
     }
 
@@ -125,9 +136,15 @@ impl Author {
             .iter()
             .map(|f| {
                 let text = std::fs::read_to_string(f).expect("read patch");
-                let text = text.split_once('\n').map(|(_, rest)| rest.to_owned()).unwrap_or(text);
+                let text = text
+                    .split_once('\n')
+                    .map(|(_, rest)| rest.to_owned())
+                    .unwrap_or(text);
                 text.replace("*** SUBJECT HERE ***", "pipe: faster small writes")
-                    .replace("*** BLURB HERE ***", "This series makes small pipe writes faster.")
+                    .replace(
+                        "*** BLURB HERE ***",
+                        "This series makes small pipe writes faster.",
+                    )
             })
             .collect();
         Posted { mails }
@@ -202,25 +219,65 @@ fn scenario(world: &World) -> Scenario {
     let base = world.repo.git(&["rev-parse", "main"]);
     let author = Author::new(world);
     author.at(&base);
-    author.commit("Documentation/pipe.rst", "pipes\n", "Documentation: describe pipe buffers");
-    let v1_second = author.commit("fs/pipe.c", "zero pages on every write\n", "pipe: zero the page on every write");
-    author.commit("fs/pipe.c", "zero pages on every write\n/* tuned */\n", "pipe: comment the write path");
+    author.commit(
+        "Documentation/pipe.rst",
+        "pipes\n",
+        "Documentation: describe pipe buffers",
+    );
+    let v1_second = author.commit(
+        "fs/pipe.c",
+        "zero pages on every write\n",
+        "pipe: zero the page on every write",
+    );
+    author.commit(
+        "fs/pipe.c",
+        "zero pages on every write\n/* tuned */\n",
+        "pipe: comment the write path",
+    );
     let v1 = author.post(3, 1, &base, &[]);
     // A patch on top of a commit that was never posted: it cannot apply.
     author.at(&base);
-    author.commit("kernel/sys.c", "local change\n", "sys: a change nobody posted");
-    author.commit("kernel/sys.c", "local change\nposted change\n", "sys: tidy the syscall table");
+    author.commit(
+        "kernel/sys.c",
+        "local change\n",
+        "sys: a change nobody posted",
+    );
+    author.commit(
+        "kernel/sys.c",
+        "local change\nposted change\n",
+        "sys: tidy the syscall table",
+    );
     let broken = author.post(1, 1, &base, &[]);
     author.at(&base);
     author.commit("fs/splice.c", "syntax error\n", "splice: break the build");
     let build = author.post(1, 1, &base, &[]);
     author.at(&base);
-    author.commit("Documentation/pipe.rst", "pipes\n", "Documentation: describe pipe buffers");
-    author.commit("fs/pipe.c", "reuse pages\n", "pipe: zero the page on every write");
-    author.commit("fs/pipe.c", "reuse pages\n/* tuned */\n", "pipe: comment the write path");
+    author.commit(
+        "Documentation/pipe.rst",
+        "pipes\n",
+        "Documentation: describe pipe buffers",
+    );
+    author.commit(
+        "fs/pipe.c",
+        "reuse pages\n",
+        "pipe: zero the page on every write",
+    );
+    author.commit(
+        "fs/pipe.c",
+        "reuse pages\n/* tuned */\n",
+        "pipe: comment the write path",
+    );
     let v1_cover = v1.message_id(0);
     let v2 = author.post(3, 2, &base, &[&format!("--in-reply-to={v1_cover}")]);
-    Scenario { base, v1_second, v1, broken, build, v2, author }
+    Scenario {
+        base,
+        v1_second,
+        v1,
+        broken,
+        build,
+        v2,
+        author,
+    }
 }
 
 const BUILD_LOG: &str = "  CC      fs/splice.o\nfs/splice.c:1:1: error: unknown type name 'syntax'\n    1 | syntax error\n      | ^~~~~~\nmake[3]: *** [scripts/Makefile.build:250: fs/splice.o] Error 1\n";
@@ -237,7 +294,13 @@ async fn series_are_tested_and_answered_in_their_threads() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let inbox = PublicInbox::create_v2(&tmp.path().join("fsdevel"));
         append(&inbox, &sc.v1.mails);
-        let chat = reply("Ann Other <ann@example.org>", &sc.v1.message_id(2), &sc.v1.subject(2), "chat-1@example.org", "Looks fine to me.\n");
+        let chat = reply(
+            "Ann Other <ann@example.org>",
+            &sc.v1.message_id(2),
+            &sc.v1.subject(2),
+            "chat-1@example.org",
+            "Looks fine to me.\n",
+        );
         append(&inbox, &[chat]);
         append(&inbox, &sc.broken.mails);
         append(&inbox, &sc.build.mails);
@@ -246,57 +309,126 @@ async fn series_are_tested_and_answered_in_their_threads() {
 
         // v1 is applied on its base-commit; the planted slowdown is patch 2.
         let v1 = series_when(&sim, &sc.v1.message_id(0), |s| s["state"] == "testing").await;
-        assert_eq!((str_of(&v1["base"]), str_of(&v1["base_how"])), (sc.base.as_str(), "base-commit"), "{v1}");
+        assert_eq!(
+            (str_of(&v1["base"]), str_of(&v1["base_how"])),
+            (sc.base.as_str(), "base-commit"),
+            "{v1}"
+        );
         let mut detail = sim.get(&format!("/api/v1/series/{}", id(&v1))).await;
         let parts = list(detail["parts"].take());
-        let commits: Vec<String> = parts.iter().skip(1).map(|p| str_of(&p["commit"]).to_owned()).collect();
+        let commits: Vec<String> = parts
+            .iter()
+            .skip(1)
+            .map(|p| str_of(&p["commit"]).to_owned())
+            .collect();
         assert_eq!(commits.len(), 3, "{parts:#?}");
         for c in &commits[1..] {
             world.model.set(c, GOOD * 0.8);
         }
         let build = series_when(&sim, &sc.build.message_id(0), |s| s["state"] == "testing").await;
-        world.model.fail_saying(str_of(&build["tip"]), "build_failed", BUILD_LOG);
+        world
+            .model
+            .fail_saying(str_of(&build["tip"]), "build_failed", BUILD_LOG);
 
         // Does not apply: answered, not tested.
-        let broken = series_when(&sim, &sc.broken.message_id(0), |s| s["state"] == "cannot_apply").await;
+        let broken = series_when(&sim, &sc.broken.message_id(0), |s| {
+            s["state"] == "cannot_apply"
+        })
+        .await;
         assert!(broken["submission"].is_null(), "{broken}");
-        let m = mail_when(&sink, "cannot apply", |d| in_reply_to(d, &sc.broken.message_id(0))).await;
+        let m = mail_when(&sink, "cannot apply", |d| {
+            in_reply_to(d, &sc.broken.message_id(0))
+        })
+        .await;
         let data = m.data.replace("\r\n", "\n");
-        assert!(data.contains(&format!("[cannot apply to {REPO}/main]")), "{data}");
-        assert!(data.contains("patch does not apply") || data.contains("Patch failed"), "{data}");
+        assert!(
+            data.contains(&format!("[cannot apply to {REPO}/main]")),
+            "{data}"
+        );
+        assert!(
+            data.contains("patch does not apply") || data.contains("Patch failed"),
+            "{data}"
+        );
 
         // Tested, bisected inside the series, answered in patch 2's thread.
         let report = fleet
-            .run_until(mail_when(&sink, "the regression report", |d| in_reply_to(d, &sc.v1.message_id(2))))
+            .run_until(mail_when(&sink, "the regression report", |d| {
+                in_reply_to(d, &sc.v1.message_id(2))
+            }))
             .await;
         expect_report(&report, &sc.v1, &commits[1]);
         let v1 = series_when(&sim, &sc.v1.message_id(0), |s| s["state"] == "tested").await;
-        assert!(str_of(&v1["ref_name"]).starts_with("refs/kbot/series/fsdevel/"), "{v1}");
+        assert!(
+            str_of(&v1["ref_name"]).starts_with("refs/kbot/series/fsdevel/"),
+            "{v1}"
+        );
         fetch_series(&sim, &v1, &commits[2]);
 
         // The build break: its compiler lines.
-        fleet.run_until(series_when(&sim, &sc.build.message_id(0), |s| s["state"] == "build_failed")).await;
-        let m = mail_when(&sink, "build error", |d| in_reply_to(d, &sc.build.message_id(0))).await;
+        fleet
+            .run_until(series_when(&sim, &sc.build.message_id(0), |s| {
+                s["state"] == "build_failed"
+            }))
+            .await;
+        let m = mail_when(&sink, "build error", |d| {
+            in_reply_to(d, &sc.build.message_id(0))
+        })
+        .await;
         let data = m.data.replace("\r\n", "\n");
-        assert!(data.contains(">> fs/splice.c:1:1: error: unknown type name 'syntax'"), "{data}");
-        assert!(data.contains("| Reported-by: kernel test robot <kbot@kbot.test>"), "{data}");
+        assert!(
+            data.contains(">> fs/splice.c:1:1: error: unknown type name 'syntax'"),
+            "{data}"
+        );
+        assert!(
+            data.contains("| Reported-by: kernel test robot <kbot@kbot.test>"),
+            "{data}"
+        );
 
         // v2, `#kbot test` with the fix inline, a stranger's `#kbot invalid`.
         let report_id = header(&report.data.replace("\r\n", "\n"), "Message-ID");
         let report_subject = header(&report.data.replace("\r\n", "\n"), "Subject");
         let fix = fix_patch(&sc.author, &sc.v1_second);
-        let test = reply(PAT, &report_id, &report_subject, "test-1@example.org", &format!("Does this fix it?\n\n#kbot test\n\n{fix}"));
-        let stranger = reply("Eve <eve@example.org>", &report_id, &report_subject, "invalid-1@example.org", "#kbot invalid\n");
+        let test = reply(
+            PAT,
+            &report_id,
+            &report_subject,
+            "test-1@example.org",
+            &format!("Does this fix it?\n\n#kbot test\n\n{fix}"),
+        );
+        let stranger = reply(
+            "Eve <eve@example.org>",
+            &report_id,
+            &report_subject,
+            "invalid-1@example.org",
+            "#kbot invalid\n",
+        );
         append(&inbox, &sc.v2.mails);
         append(&inbox, &[test, stranger]);
-        sim.post(&format!("/api/v1/lists/{l}/read"), json!({}), 200).await;
-        let refused = mail_when(&sink, "the stranger's refusal", |d| in_reply_to(d, "invalid-1@example.org")).await;
-        assert!(refused.data.contains("was not a recipient"), "{}", refused.data);
-        let answered = fleet
-            .run_until(mail_when(&sink, "the fix's result", |d| in_reply_to(d, "test-1@example.org") && d.contains("brings the metric back")))
+        sim.post(&format!("/api/v1/lists/{l}/read"), json!({}), 200)
             .await;
-        assert!(answered.rcpt_to.iter().any(|r| r == "<pat@example.org>"), "{answered:?}");
-        let v2 = fleet.run_until(series_when(&sim, &sc.v2.message_id(0), |s| s["state"] == "tested")).await;
+        let refused = mail_when(&sink, "the stranger's refusal", |d| {
+            in_reply_to(d, "invalid-1@example.org")
+        })
+        .await;
+        assert!(
+            refused.data.contains("was not a recipient"),
+            "{}",
+            refused.data
+        );
+        let answered = fleet
+            .run_until(mail_when(&sink, "the fix's result", |d| {
+                in_reply_to(d, "test-1@example.org") && d.contains("brings the metric back")
+            }))
+            .await;
+        assert!(
+            answered.rcpt_to.iter().any(|r| r == "<pat@example.org>"),
+            "{answered:?}"
+        );
+        let v2 = fleet
+            .run_until(series_when(&sim, &sc.v2.message_id(0), |s| {
+                s["state"] == "tested"
+            }))
+            .await;
         assert_eq!(str_of(&v2["base_how"]), "base-commit", "{v2}");
         let bisections = sim.bisections().await;
         assert_eq!(bisections.len(), 1, "v2 regresses nothing: {bisections:#?}");
@@ -304,18 +436,28 @@ async fn series_are_tested_and_answered_in_their_threads() {
         // A fix with `Closes:` lands on the watched branch.
         let regressions = list(sim.get("/api/v1/regressions").await);
         assert_eq!(regressions.len(), 1, "{regressions:#?}");
-        assert_eq!(str_of(&regressions[0]["state"]), "new", "the stranger's command changed nothing");
+        assert_eq!(
+            str_of(&regressions[0]["state"]),
+            "new",
+            "the stranger's command changed nothing"
+        );
         world.repo.checkout("main");
         let message = format!("pipe: reuse pages\n\nCloses: https://kbot.test/reports/{report_id}");
         let closes = world.repo.commit_by(&message, Some(PAT));
         let watch = json!({"repo": REPO, "branch": "main", "job_file": JOB, "interval_secs": 1});
         sim.post("/api/v1/watches", watch, 201).await;
         let fixed = fleet
-            .run_until(mail_when(&sink, "the fix landed", |d| in_reply_to(d, &report_id) && d.contains(&closes)))
+            .run_until(mail_when(&sink, "the fix landed", |d| {
+                in_reply_to(d, &report_id) && d.contains(&closes)
+            }))
             .await;
         assert!(fixed.data.contains("is marked fixed"), "{}", fixed.data);
         let regressions = list(sim.get("/api/v1/regressions").await);
-        assert_eq!(str_of(&regressions[0]["state"]), "fixed", "{regressions:#?}");
+        assert_eq!(
+            str_of(&regressions[0]["state"]),
+            "fixed",
+            "{regressions:#?}"
+        );
         world.repo.git(&["reset", "-q", "--hard", &sc.base]);
         sim.stop().await;
     }
@@ -341,17 +483,40 @@ async fn add_list(sim: &Sim<'_>, archive: &Path) -> i64 {
 fn expect_report(m: &Received, v1: &Posted, first_bad: &str) {
     let data = m.data.replace("\r\n", "\n");
     let patch2 = v1.message_id(2);
-    assert!(data.contains(&format!("\nSubject: Re: {}\n", v1.subject(2))), "{data}");
+    assert!(
+        data.contains(&format!("\nSubject: Re: {}\n", v1.subject(2))),
+        "{data}"
+    );
     let refs = header(&data, "References");
-    assert!(refs.contains(&v1.message_id(0)) && refs.ends_with(&patch2), "{refs}");
+    assert!(
+        refs.contains(&v1.message_id(0)) && refs.ends_with(&patch2),
+        "{refs}"
+    );
     assert!(data.contains(&format!("\nTo: {PAT}\n")), "{data}");
-    for rcpt in ["<pat@example.org>", &format!("<{LIST}>"), "<maint@example.org>"] {
-        assert!(m.rcpt_to.iter().any(|r| r == rcpt), "{rcpt} in {:?}", m.rcpt_to);
+    for rcpt in [
+        "<pat@example.org>",
+        &format!("<{LIST}>"),
+        "<maint@example.org>",
+    ] {
+        assert!(
+            m.rcpt_to.iter().any(|r| r == rcpt),
+            "{rcpt} in {:?}",
+            m.rcpt_to
+        );
     }
     assert!(data.contains(&format!("commit: {first_bad}")), "{data}");
-    assert!(data.contains(&format!("patch link: {WEB}/{patch2}/")), "{data}");
-    assert!(data.contains("\nurl: ") && data.contains("refs/kbot/series/fsdevel/"), "{data}");
-    assert!(data.contains("| Reported-by: kernel test robot <kbot@kbot.test>"), "{data}");
+    assert!(
+        data.contains(&format!("patch link: {WEB}/{patch2}/")),
+        "{data}"
+    );
+    assert!(
+        data.contains("\nurl: ") && data.contains("refs/kbot/series/fsdevel/"),
+        "{data}"
+    );
+    assert!(
+        data.contains("| Reported-by: kernel test robot <kbot@kbot.test>"),
+        "{data}"
+    );
     assert!(data.contains("| Closes: "), "{data}");
 }
 

@@ -64,7 +64,10 @@ impl Model {
     /// Sets the level of `sha` alone (a commit the server made, which the
     /// test repo does not have).
     pub fn set(&self, sha: &str, level: f64) {
-        self.levels.lock().expect("lock").insert(sha.to_owned(), level);
+        self.levels
+            .lock()
+            .expect("lock")
+            .insert(sha.to_owned(), level);
     }
 
     /// [`Model::fail`], saying `detail` (a build log's tail).
@@ -77,7 +80,10 @@ impl Model {
     /// What a failed run of `sha` says.
     pub fn detail(&self, sha: &str) -> String {
         let details = self.details.lock().expect("lock");
-        details.get(sha).cloned().unwrap_or_else(|| "simulated".into())
+        details
+            .get(sha)
+            .cloned()
+            .unwrap_or_else(|| "simulated".into())
     }
 
     /// Every run of `sha` fails with `failure` (`build_failed`, `boot_failed`).
