@@ -222,6 +222,17 @@ impl Builder {
             )?;
         }
         if !has_commit(&dir, commit) {
+            if let Some(url) = &repo.series_url {
+                // A series kbot applied from a list lives in the server's git only.
+                output(Command::new("git").arg("--git-dir").arg(&dir).args([
+                    "fetch",
+                    "--quiet",
+                    url,
+                    "+refs/kbot/*:refs/kbot/*",
+                ]))?;
+            }
+        }
+        if !has_commit(&dir, commit) {
             return Err(AgentError::Command {
                 command: "git cat-file".into(),
                 detail: format!("{commit} is not in {}", repo.url),

@@ -101,6 +101,7 @@ fn leased_jobs(args: &AgentArgs, run: &RunArgs) -> Result<Vec<LeasedJob>> {
             repo: RepoSpec {
                 name: repo_name(&repo),
                 url: repo.clone(),
+                series_url: None,
             },
             commit: commit.clone(),
             run_index: 0,

@@ -99,6 +99,11 @@ pub struct RepoSpec {
     pub name: String,
     /// A git URL or a local path the agent can clone or fetch from.
     pub url: String,
+    /// The server's own git of this repo (`PUBLIC_URL/git/NAME.git`), which
+    /// also holds the series kbot applied from mailing lists
+    /// (`refs/kbot/...`): fetched when a commit is not in `url`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub series_url: Option<String>,
 }
 
 /// A named kernel configuration: either a make target (`defconfig`, `tinyconfig`)

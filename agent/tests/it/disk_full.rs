@@ -208,6 +208,7 @@ fn build(
     let repo = RepoSpec {
         name: "linux".into(),
         url: repo_dir.display().to_string(),
+        series_url: None,
     };
     let got = builder
         .kernel(&repo, &key(commit), &Cancel::new())
@@ -223,6 +224,7 @@ fn prime(builder: &Builder, repo_dir: &Path, commit: &str) {
     let repo = RepoSpec {
         name: "linux".into(),
         url: repo_dir.display().to_string(),
+        series_url: None,
     };
     let _ = builder.kernel(&repo, &other, &Cancel::new());
 }

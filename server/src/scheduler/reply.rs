@@ -64,6 +64,10 @@ pub(super) async fn leased_job(
         lease_expires_at: claim.lease_expires_at,
         heartbeat_interval_secs: state.config.heartbeat_interval_secs,
         repo: RepoSpec {
+            series_url: Some(format!(
+                "{}/git/{}.git",
+                state.config.mail.public_url, row.repo_name
+            )),
             name: row.repo_name,
             url: row.repo_url,
         },
