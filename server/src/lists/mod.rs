@@ -4,7 +4,7 @@
 //! The worker ([`spawn_worker`]) reads each list's archive every interval
 //! ([`ingest`]: public-inbox v2 or v1, mbox, Maildir, parsed with a MIME
 //! parser: [`message`]), keeps every message, and acts on `#kbot` command
-//! lines in replies to kbot's own mails ([`commands`]). It then assembles
+//! lines in replies to kbot's own mails ([`commands`](mod@commands)). It then assembles
 //! the posted series ([`subject`], [`assemble`]), waits for missing parts,
 //! lets a newer version supersede an older one that has not started, and
 //! applies each complete series with `git am -3` on its base (the sender's
