@@ -304,6 +304,7 @@ async fn series_are_tested_and_answered_in_their_threads() {
         append(&inbox, &[chat]);
         append(&inbox, &sc.broken.mails);
         append(&inbox, &sc.build.mails);
+        let posted = std::time::Instant::now();
         let l = add_list(&sim, inbox.root()).await;
         let fleet = Fleet::enroll(&sim, 2).await;
 
@@ -357,6 +358,11 @@ async fn series_are_tested_and_answered_in_their_threads() {
             }))
             .await;
         expect_report(&report, &sc.v1, &commits[1]);
+        // BENCHMARKS.md quotes this line (`--nocapture`).
+        eprintln!(
+            "lists[{backend:?}]: series in the archive -> report in patch 2's thread: {} ms",
+            posted.elapsed().as_millis()
+        );
         let v1 = series_when(&sim, &sc.v1.message_id(0), |s| s["state"] == "tested").await;
         assert!(
             str_of(&v1["ref_name"]).starts_with("refs/kbot/series/fsdevel/"),
