@@ -106,6 +106,7 @@ pub(super) async fn check_verification(state: &AppState, b: &BisectionRow) -> Re
     });
     let mut conclusion = Conclusion::ended(BisectionState::NotConfirmed);
     let mut report = None;
+    let mut duplicate_commit = None;
     match (confirmed, &compared) {
         (Some(m), Some(pc)) => {
             let patch_id = patch_id_of(state, b, &pc.head.sha).await;
@@ -116,6 +117,7 @@ pub(super) async fn check_verification(state: &AppState, b: &BisectionRow) -> Re
                 None => None,
             };
             conclusion.patch_id = patch_id;
+            duplicate_commit = Some(pc.head.sha.clone());
             if let Some(earlier) = earlier {
                 conclusion.state = BisectionState::Duplicate;
                 conclusion.duplicate_of = Some(earlier);
@@ -158,6 +160,12 @@ pub(super) async fn check_verification(state: &AppState, b: &BisectionRow) -> Re
         let reason = conclusion.reason.as_deref().unwrap_or_default();
         regressions::mark_by_robot(&mut tx, b.id, regressions::TriageState::Duplicate, reason)
             .await?;
+        // A new version of a posted patch that still regresses hears so in
+        // its thread, with a link to the report that stands.
+        if let (Some(earlier), Some(commit)) = (conclusion.duplicate_of, &duplicate_commit) {
+            let mail = &state.config.mail;
+            crate::mail::thread::enqueue_still_there(&mut tx, mail, commit, earlier).await?;
+        }
     }
     store::conclude(&mut tx, b, &conclusion).await?;
     tx.commit().await?;

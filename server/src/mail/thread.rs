@@ -244,6 +244,54 @@ pub async fn enqueue_answer(
     Ok(id.map(|id| (id, row.message_id)))
 }
 
+/// Answers a posted patch whose regression was reported before (the same
+/// change by `git patch-id`, e.g. in an earlier version of the series):
+/// no second report, a pointer to the one that stands. Nothing when the
+/// commit was not read on a list.
+pub async fn enqueue_still_there(
+    tx: &mut Tx,
+    config: &MailConfig,
+    commit: &str,
+    earlier_bisection: i64,
+) -> Result<()> {
+    let Some(thread) = patch_thread(tx, config, commit).await? else {
+        return Ok(());
+    };
+    let earlier: Option<(String, String)> = sqlx::query_as(
+        "SELECT message_id, subject FROM report_outbox WHERE bisection_id = $1 \
+         AND kind = 'regression' ORDER BY id LIMIT 1",
+    )
+    .bind(earlier_bisection)
+    .fetch_optional(&mut **tx)
+    .await?;
+    let Some((message_id, subject)) = earlier else {
+        return Ok(());
+    };
+    let closes = format!(
+        "{}/{message_id}",
+        config.report.archive_url.trim_end_matches('/')
+    );
+    let body = format!(
+        "Hi,\n\n{} noticed that this patch still has the regression it reported for the same \
+         change before (the same `git patch-id`):\n\n    {subject}\n    {closes}\n\n\
+         commit: {commit}\npatch link: {}\n\n\
+         No new report is sent; the earlier one stands. If you fix the issue in a separate \
+         patch/commit, kindly add following tags\n| Reported-by: {}\n| Closes: {closes}\n{}",
+        config.report.robot_name,
+        thread.posted.patch_link,
+        config.report.identity(),
+        signature(config)
+    );
+    let answer = Answer {
+        place: &thread.place,
+        identity_key: format!("still-there/{commit}/{earlier_bisection}"),
+        body,
+        submission_id: None,
+    };
+    enqueue_answer(tx, config, &answer).await?;
+    Ok(())
+}
+
 /// The robot's signature block, as every report ends.
 pub fn signature(config: &MailConfig) -> String {
     format!("\n-- \n{}\n", config.report.signature.trim_end())

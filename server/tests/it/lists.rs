@@ -206,6 +206,8 @@ fn in_reply_to(data: &str, parent: &str) -> bool {
 /// What the test posts and where.
 struct Scenario {
     base: String,
+    /// v3 brings v1's slowdown back (the same patch-id as v1's patch 2).
+    v3: Posted,
     /// The author's own commit of v1's patch 2 (the server applies its own).
     v1_second: String,
     v1: Posted,
@@ -269,8 +271,26 @@ fn scenario(world: &World) -> Scenario {
     );
     let v1_cover = v1.message_id(0);
     let v2 = author.post(3, 2, &base, &[&format!("--in-reply-to={v1_cover}")]);
+    author.at(&base);
+    author.commit(
+        "Documentation/pipe.rst",
+        "pipes, v3\n",
+        "Documentation: describe pipe buffers",
+    );
+    author.commit(
+        "fs/pipe.c",
+        "zero pages on every write\n",
+        "pipe: zero the page on every write",
+    );
+    author.commit(
+        "fs/pipe.c",
+        "zero pages on every write\n/* tuned */\n",
+        "pipe: comment the write path",
+    );
+    let v3 = author.post(3, 3, &base, &[&format!("--in-reply-to={v1_cover}")]);
     Scenario {
         base,
+        v3,
         v1_second,
         v1,
         broken,
