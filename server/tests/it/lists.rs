@@ -108,7 +108,8 @@ impl Author {
 
     /// `git format-patch` of the last `n` commits, as mails (no From_ line).
     fn post(&self, n: usize, version: u32, base: &str, extra: &[&str]) -> Posted {
-        let out = self.dir.join(format!("out-v{version}-{}", rand_tag()));
+        let tag = format!("v{version}-{}", rand_tag());
+        let out = self.dir.join(format!("out-{tag}"));
         let mut args = vec![
             "format-patch".to_owned(),
             "-q".into(),
@@ -140,7 +141,10 @@ impl Author {
                     .split_once('\n')
                     .map(|(_, rest)| rest.to_owned())
                     .unwrap_or(text);
-                text.replace("*** SUBJECT HERE ***", "pipe: faster small writes")
+                // format-patch names a cover letter by the second it ran in:
+                // versions made in one second would share one Message-ID.
+                text.replace("<cover.", &format!("<cover-{tag}."))
+                    .replace("*** SUBJECT HERE ***", "pipe: faster small writes")
                     .replace(
                         "*** BLURB HERE ***",
                         "This series makes small pipe writes faster.",
@@ -484,6 +488,29 @@ async fn series_are_tested_and_answered_in_their_threads() {
             "fixed",
             "{regressions:#?}"
         );
+
+        // v3 brings the slowdown back: no second report, a pointer to the first.
+        append(&inbox, &sc.v3.mails);
+        sim.post(&format!("/api/v1/lists/{l}/read"), json!({}), 200)
+            .await;
+        let v3 = series_when(&sim, &sc.v3.message_id(0), |s| s["state"] != "waiting").await;
+        let mut detail = sim.get(&format!("/api/v1/series/{}", id(&v3))).await;
+        for p in list(detail["parts"].take()).iter().skip(2) {
+            world.model.set(str_of(&p["commit"]), GOOD * 0.8);
+        }
+        let still = fleet
+            .run_until(mail_when(&sink, "v3's pointer", |d| {
+                in_reply_to(d, &sc.v3.message_id(2))
+            }))
+            .await;
+        let data = still.data.replace("\r\n", "\n");
+        assert!(
+            data.contains("still has the regression") && data.contains(&report_id),
+            "{data}"
+        );
+        let reports = sim.reports().await;
+        let regression_reports = reports.iter().filter(|r| r["kind"] == "regression").count();
+        assert_eq!(regression_reports, 1, "{reports:#?}");
         world.repo.git(&["reset", "-q", "--hard", &sc.base]);
         sim.stop().await;
     }
