@@ -584,6 +584,84 @@ mod tests {
         );
     }
 
+    fn git_in(dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .env("GIT_AUTHOR_NAME", "A")
+            .env("GIT_AUTHOR_EMAIL", "a@example.org")
+            .env("GIT_COMMITTER_NAME", "A")
+            .env("GIT_COMMITTER_EMAIL", "a@example.org")
+            .output()
+            .expect("git runs");
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    /// A series commit the upstream repo does not have is fetched from the
+    /// server's git (`series_url`), under `refs/kbot/`.
+    #[test]
+    fn series_commits_come_from_the_servers_git() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let upstream = tmp.path().join("upstream");
+        std::fs::create_dir_all(&upstream).expect("mkdir");
+        git_in(&upstream, &["init", "-q", "-b", "master"]);
+        std::fs::write(upstream.join("pipe.c"), "base\n").expect("write");
+        git_in(&upstream, &["add", "-A"]);
+        git_in(&upstream, &["commit", "-q", "-m", "base"]);
+        let server = tmp.path().join("server.git");
+        git_in(
+            tmp.path(),
+            &[
+                "clone",
+                "-q",
+                "--mirror",
+                upstream.to_str().expect("utf-8"),
+                "server.git",
+            ],
+        );
+        let work = tmp.path().join("work");
+        git_in(
+            tmp.path(),
+            &["clone", "-q", upstream.to_str().expect("utf-8"), "work"],
+        );
+        std::fs::write(work.join("pipe.c"), "series\n").expect("write");
+        git_in(&work, &["commit", "-q", "-am", "pipe: a posted patch"]);
+        let series = git_in(&work, &["rev-parse", "HEAD"]);
+        git_in(
+            &work,
+            &[
+                "push",
+                "-q",
+                server.to_str().expect("utf-8"),
+                "HEAD:refs/kbot/series/l/1",
+            ],
+        );
+        let b = Builder::new(
+            BuildConfig::x86_64(&tmp.path().join("agent"), 1),
+            BuildCache::open(&tmp.path().join("cache"), 1 << 20).expect("cache"),
+        );
+        let mut repo = RepoSpec {
+            name: "linux".into(),
+            url: upstream.to_string_lossy().into_owned(),
+            series_url: None,
+        };
+        assert!(
+            b.mirror(&repo, &series).is_err(),
+            "upstream lacks the series commit"
+        );
+        repo.series_url = Some(server.to_string_lossy().into_owned());
+        let mirror = b
+            .mirror(&repo, &series)
+            .expect("fetched from the server's git");
+        assert!(has_commit(&mirror, &series));
+    }
+
     /// An arm64 build on an x86_64 host: ARCH=arm64, Debian's cross
     /// compiler for the kernel, the plain one for host programs, the Image.
     #[test]
