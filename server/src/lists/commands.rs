@@ -254,8 +254,8 @@ async fn test(
         }
         (None, None) if m.patch.is_some() => {
             let mirror = repos::mirror_for(state, &repo.name);
-            let raw = reply_mbox(m);
-            let paths = patch_paths(m.patch.as_deref().unwrap_or_default());
+            let raw = reply_mbox(m)?;
+            let paths = super::series::touched_paths(m.patch.as_deref().unwrap_or_default());
             let robot = &state.config.mail.report.robot_address;
             match mirror
                 .am(&first_bad.sha, raw, &paths, ("kbot", robot))
@@ -300,9 +300,9 @@ async fn test(
 
 /// The reply itself as a one-message mbox: git am takes the patch from it
 /// (the reply's text becomes the commit message, as with any posted patch).
-fn reply_mbox(m: &ListMessage) -> Vec<u8> {
-    let mut out = format!(
-        "From kbot Mon Sep 17 00:00:00 2001\nFrom: {} <{}>\nSubject: {}\nDate: {}\n\n",
+fn reply_mbox(m: &ListMessage) -> Result<Vec<u8>> {
+    let mut text = format!(
+        "From: {} <{}>\nSubject: {}\nDate: {}\n\n",
         if m.from.name.is_empty() {
             &m.from.address
         } else {
@@ -323,33 +323,12 @@ fn reply_mbox(m: &ListMessage) -> Vec<u8> {
         .lines()
         .filter(|l| !l.starts_with('>') && !l.trim_start().starts_with("#kbot"))
     {
-        out.push_str(line);
-        out.push('\n');
+        text.push_str(line);
+        text.push('\n');
     }
-    out.push_str("---\n");
-    for line in m.patch.as_deref().unwrap_or_default().lines() {
-        if line.trim_start_matches('>').starts_with("From ") {
-            out.push('>');
-        }
-        out.push_str(line);
-        out.push('\n');
-    }
-    out.into_bytes()
-}
-
-fn patch_paths(patch: &str) -> Vec<String> {
-    let mut paths: Vec<String> = Vec::new();
-    for line in patch.lines() {
-        let path = line
-            .strip_prefix("--- a/")
-            .or_else(|| line.strip_prefix("+++ b/"));
-        if let Some(p) = path.map(|p| p.split('\t').next().unwrap_or(p).trim()) {
-            if !p.is_empty() && !paths.iter().any(|q| q == p) {
-                paths.push(p.to_owned());
-            }
-        }
-    }
-    paths
+    text.push_str("---\n");
+    text.push_str(m.patch.as_deref().unwrap_or_default());
+    super::series::mboxrd(&[text])
 }
 
 async fn record_and_answer(
@@ -506,15 +485,4 @@ async fn conclude(
     tx.commit().await?;
     tracing::info!(command = c.id, fixed, "command pair answered");
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn patch_paths_read_the_diff() {
-        let p = "--- a/fs/pipe.c\n+++ b/fs/pipe.c\n@@ -1 +1 @@\n--- a/x.c\t2024\n+++ b/x.c\n";
-        assert_eq!(patch_paths(p), ["fs/pipe.c", "x.c"]);
-    }
 }

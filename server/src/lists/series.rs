@@ -249,17 +249,18 @@ async fn apply_and_submit(
 ) -> Result<()> {
     let repo = repos::repo_by_id(&state.db, l.repo_id).await?;
     let base = choose_base(state, l, &repo, draft, rows).await?;
-    let mut raws = Vec::new();
+    let mut texts = Vec::new();
     for message_id in draft.patches.values() {
-        raws.push(store::message(&state.db, l.id, message_id).await?.raw);
+        let raw = store::message(&state.db, l.id, message_id).await?.raw;
+        texts.push(String::from_utf8_lossy(&raw).replace("\r\n", "\n"));
     }
     let robot = &state.config.mail.report.robot_address;
     let mirror = repos::mirror_for(state, &repo.name);
     let applied = mirror
         .am(
             &base.sha,
-            mboxrd(&raws),
-            &touched_paths(&raws),
+            mboxrd(&texts)?,
+            &touched_paths(&texts.concat()),
             ("kbot", robot),
         )
         .await?;
@@ -405,41 +406,38 @@ async fn cannot_apply(
     Ok(())
 }
 
-/// The patches as one mboxrd file, as `git am --patch-format=mboxrd` reads it.
-fn mboxrd(raws: &[Vec<u8>]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for raw in raws {
-        out.extend_from_slice(b"From kbot Mon Sep 17 00:00:00 2001\n");
-        let text = String::from_utf8_lossy(raw).replace("\r\n", "\n");
-        for line in text.split_inclusive('\n') {
-            if line.trim_start_matches('>').starts_with("From ") {
-                out.push(b'>');
-            }
-            out.extend_from_slice(line.as_bytes());
-        }
-        if !out.ends_with(b"\n") {
-            out.push(b'\n');
-        }
-        out.push(b'\n');
+/// The patches as one mboxrd file, as `git am --patch-format=mboxrd` reads
+/// it: each message through the report archive's own mboxrd writer.
+pub(super) fn mboxrd(messages: &[String]) -> Result<Vec<u8>> {
+    let mut out = String::new();
+    for m in messages {
+        out.push_str(&kbot_core::report::mbox::mbox_entry(m, "kbot", 0)?);
     }
-    out
+    Ok(out.into_bytes())
 }
 
-/// Every path the patches name in `diff --git a/X b/Y` lines.
-fn touched_paths(raws: &[Vec<u8>]) -> Vec<String> {
+/// Every path a patch text names: in `diff --git a/X b/Y` lines, and in
+/// `--- a/X` / `+++ b/Y` lines (a plain `diff -u` has only those).
+pub(super) fn touched_paths(text: &str) -> Vec<String> {
     let mut paths: Vec<String> = Vec::new();
-    for raw in raws {
-        for line in String::from_utf8_lossy(raw).lines() {
-            let Some(rest) = line.strip_prefix("diff --git a/") else {
-                continue;
-            };
-            if let Some((a, b)) = rest.split_once(" b/") {
-                for p in [a, b] {
-                    if !paths.iter().any(|q| q == p) {
-                        paths.push(p.to_owned());
-                    }
-                }
-            }
+    let mut add = |p: &str| {
+        let p = p.split('\t').next().unwrap_or(p).trim();
+        if !p.is_empty() && !paths.iter().any(|q| q == p) {
+            paths.push(p.to_owned());
+        }
+    };
+    for line in text.lines() {
+        if let Some((a, b)) = line
+            .strip_prefix("diff --git a/")
+            .and_then(|rest| rest.split_once(" b/"))
+        {
+            add(a);
+            add(b);
+        } else if let Some(p) = line
+            .strip_prefix("--- a/")
+            .or_else(|| line.strip_prefix("+++ b/"))
+        {
+            add(p);
         }
     }
     paths
@@ -495,16 +493,21 @@ mod tests {
 
     #[test]
     fn mboxrd_quotes_from_lines() {
-        let out = mboxrd(&[b"Subject: x\n\nFrom here\n>From there\nend".to_vec()]);
+        let out = mboxrd(&["Subject: x\n\nFrom here\n>From there\nend".to_owned()]).expect("mbox");
         let text = String::from_utf8(out).expect("utf-8");
         assert!(text.starts_with("From kbot "));
         assert!(text.contains("\n>From here\n>>From there\nend\n\n"));
     }
 
     #[test]
+    fn paths_come_from_plain_unified_diffs_too() {
+        let p = "--- a/fs/pipe.c\n+++ b/fs/pipe.c\n@@ -1 +1 @@\n--- a/x.c\t2024\n+++ b/x.c\n";
+        assert_eq!(touched_paths(p), ["fs/pipe.c", "x.c"]);
+    }
+
+    #[test]
     fn paths_come_from_diff_headers() {
-        let raw =
-            b"diff --git a/fs/pipe.c b/fs/pipe.c\n--- a/fs/pipe.c\ndiff --git a/x b/y\n".to_vec();
-        assert_eq!(touched_paths(&[raw]), ["fs/pipe.c", "x", "y"]);
+        let raw = "diff --git a/fs/pipe.c b/fs/pipe.c\n--- a/fs/pipe.c\ndiff --git a/x b/y\n";
+        assert_eq!(touched_paths(raw), ["fs/pipe.c", "x", "y"]);
     }
 }
