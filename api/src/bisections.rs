@@ -26,7 +26,8 @@ pub struct BisectionView {
     /// The fresh A/B of the first bad commit against its parent.
     pub verify_submission: Option<i64>,
     pub first_bad: Option<CommitView>,
-    /// The report it wrote (outbox id and Message-ID), when reported.
+    /// Its report (outbox id and Message-ID), when reported: the one it
+    /// wrote, or the report of the same culprit its finding joined.
     pub report_id: Option<i64>,
     pub report: Option<String>,
     /// The bisection whose report covers the same patch, for a duplicate.

@@ -351,6 +351,9 @@ pub fn outbox_report(message_id: &str, state: &'static str) -> NewReport {
              Message-ID: <{message_id}>\n\nHello,\n"
         ),
         created_at: kbot_server::time::now_ms(),
+        send_after: kbot_server::time::now_ms(),
+        culprit: None,
+        facts: None,
     }
 }
 
@@ -362,6 +365,8 @@ pub fn loopback_mail(port: u16) -> MailConfig {
         retry_base: Duration::from_millis(50),
         retry_max: Duration::from_millis(200),
         poll_interval: Duration::from_millis(20),
+        // Sent at once: the tests that gather findings set their own window.
+        gather: Duration::ZERO,
         ..MailConfig::disabled()
     }
 }

@@ -168,6 +168,40 @@ pub struct PostedPatch {
     pub patch_subject: String,
 }
 
+impl ReportData {
+    /// This finding as a section of another report of the same commit
+    /// (0-day's "In addition to that" block with its own compare table):
+    /// one culprit found on several tbox groups or jobs is one mail.
+    pub fn as_section(&self, tbox_group: &str) -> OtherImpact {
+        OtherImpact {
+            testcase: self.testcase.clone(),
+            metric: self.metric.clone(),
+            change_percent: self.change_percent.abs(),
+            kind: self.kind,
+            machine: describe_machine(&self.machine),
+            parameters: self.parameters.clone(),
+            compare_table: Some(OtherCompare {
+                tbox_group: tbox_group.to_owned(),
+                table: self.compare_table.clone(),
+            }),
+        }
+    }
+
+    /// Whether `section` already says what this report (whose primary
+    /// finding was made on `tbox_group`) or one of its sections says: the
+    /// same test, metric, parameters and tbox group.
+    pub fn covers(&self, tbox_group: &str, section: &OtherImpact) -> bool {
+        let same = |o: &OtherImpact| {
+            o.testcase == section.testcase
+                && o.metric == section.metric
+                && o.parameters == section.parameters
+                && o.compare_table.as_ref().map(|c| &c.tbox_group)
+                    == section.compare_table.as_ref().map(|c| &c.tbox_group)
+        };
+        same(&self.as_section(tbox_group)) || self.other_impacts.iter().any(same)
+    }
+}
+
 /// A report ready to send or show.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RenderedReport {

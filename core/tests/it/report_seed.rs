@@ -222,3 +222,39 @@ fn seed_report_as_mbox() {
     assert!(entry.starts_with("From kbot@kbot.example.org Thu Nov  5 00:38:45 2026\n"));
     assert!(entry.ends_with("\n\n"));
 }
+
+/// One culprit on two tbox groups: the second finding becomes a section of
+/// the first report, with its group and compare table, and is recognised as
+/// covered once added (so a repeat adds nothing).
+#[test]
+fn a_finding_on_another_group_is_a_section_of_the_report() {
+    let mut report = seed_data();
+    let mut arm = seed_data();
+    arm.machine.arch = "aarch64".into();
+    arm.machine.page_size = 65536;
+    let section = arm.as_section("lkp-arm64-64k");
+    assert!(!report.covers("lkp-spr-2sp2", &section));
+    assert!(report.covers("lkp-spr-2sp2", &report.as_section("lkp-spr-2sp2")));
+    report.other_impacts.push(section.clone());
+    assert!(report.covers("lkp-spr-2sp2", &section));
+    let rendered = report::render(&report, &config()).expect("renders");
+    let body = &rendered.body;
+    assert!(body.contains(
+        "In addition to that, the commit also has significant impact on the following tests:"
+    ));
+    assert!(body.contains("| testcase: change | lmbench3: lmbench3.PIPE.bandwidth.MB/sec"));
+    let rule = "*".repeat(99);
+    assert!(body.contains(&format!("{rule}\nlkp-arm64-64k: ")), "{body}");
+    assert_eq!(
+        body.matches(&report.compare_table.trim_end().to_string())
+            .count(),
+        2
+    );
+    // The subject and the Message-ID stay the first finding's.
+    assert_eq!(
+        rendered.message_id,
+        report::render(&seed_data(), &config())
+            .expect("renders")
+            .message_id
+    );
+}

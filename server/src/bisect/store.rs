@@ -504,23 +504,20 @@ pub async fn atomic_job_of(db: &Db, submission_id: i64) -> Result<i64> {
     .ok_or_else(|| Error::not_found("atomic job of submission", submission_id))
 }
 
-/// An earlier bisection that reported the same patch on the same job and metric.
-pub async fn reported_with_patch(
-    db: &Db,
-    patch_id: &str,
-    job_key: &str,
-    metric: &str,
-    before_id: i64,
-) -> Result<Option<i64>> {
+/// An earlier bisection that reported the same patch on the same job,
+/// metric and tbox group as `b` (on another group it is a section of the
+/// same report, not a duplicate).
+pub async fn reported_with_patch(db: &Db, patch_id: &str, b: &BisectionRow) -> Result<Option<i64>> {
     Ok(sqlx::query_scalar(
         "SELECT id FROM bisections WHERE patch_id = $1 AND job_key = $2 AND metric = $3 \
-         AND state = $4 AND id <> $5 ORDER BY id LIMIT 1",
+         AND tbox_group = $4 AND state = $5 AND id <> $6 ORDER BY id LIMIT 1",
     )
     .bind(patch_id)
-    .bind(job_key)
-    .bind(metric)
+    .bind(&b.job_key)
+    .bind(&b.metric)
+    .bind(&b.tbox_group)
     .bind(BisectionState::Reported.as_str())
-    .bind(before_id)
+    .bind(b.id)
     .fetch_optional(db.read())
     .await?)
 }
@@ -541,11 +538,15 @@ pub async fn effort(db: &Db, b: &BisectionRow) -> Result<(i64, i64)> {
     Ok((builds, runs.unwrap_or(0)))
 }
 
-/// The id of the report a bisection wrote, if any.
+/// The report of a bisection's finding, if any: the one it wrote, or the
+/// report of the same culprit it joined as a section.
 pub async fn report_of(db: &Db, bisection_id: i64) -> Result<Option<(i64, String)>> {
     Ok(sqlx::query_as(
-        "SELECT id, message_id FROM report_outbox WHERE bisection_id = $1 ORDER BY id LIMIT 1",
+        "SELECT id, message_id FROM report_outbox WHERE bisection_id = $1 \
+         OR id IN (SELECT report_id FROM regressions WHERE bisection_id = $2) \
+         ORDER BY id LIMIT 1",
     )
+    .bind(bisection_id)
     .bind(bisection_id)
     .fetch_optional(db.read())
     .await?)

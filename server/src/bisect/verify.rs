@@ -1,7 +1,8 @@
 //! The end of a bisection: the first bad commit run again against its
 //! parent in a fresh `verify` pair; a confirmed regression is reported once
-//! per patch-id, a repeated patch is a duplicate, anything else is
-//! `not_confirmed`.
+//! per patch-id (a finding on another tbox group or job is a section of
+//! that one report: `mail::culprit`), the same patch again on the same job,
+//! metric and group is a duplicate, anything else is `not_confirmed`.
 
 use kbot_core::job::AtomicJob;
 use kbot_core::metrics::Impact;
@@ -111,9 +112,7 @@ pub(super) async fn check_verification(state: &AppState, b: &BisectionRow) -> Re
         (Some(m), Some(pc)) => {
             let patch_id = patch_id_of(state, b, &pc.head.sha).await;
             let earlier = match &patch_id {
-                Some(p) => {
-                    store::reported_with_patch(&state.db, p, &b.job_key, &b.metric, b.id).await?
-                }
+                Some(p) => store::reported_with_patch(&state.db, p, b).await?,
                 None => None,
             };
             conclusion.patch_id = patch_id;
@@ -144,12 +143,15 @@ pub(super) async fn check_verification(state: &AppState, b: &BisectionRow) -> Re
     }
     if let Some((pc, m)) = report {
         let still_on = still_on(state, b, &pc.head).await?;
+        let culprit =
+            crate::mail::culprit::key(conclusion.patch_id.as_deref(), b.repo_id, &pc.head.sha);
         let blame = crate::mail::Blame {
             submission_id: verify_id,
             pc,
             kpi: m,
             bisection_id: Some(b.id),
             still_on,
+            culprit: Some(culprit),
         };
         let mail = &state.config.mail;
         if let Some(report) = crate::mail::enqueue_bisection_report(&mut tx, mail, &blame).await? {

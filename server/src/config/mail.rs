@@ -7,6 +7,10 @@ use std::time::Duration;
 
 use kbot_core::report::{ReportConfig, DEFAULT_DISCLAIMER, DEFAULT_SIGNATURE};
 
+/// A report's default wait for sibling findings: a bisection on another
+/// tbox group of the same range usually ends within minutes of the first.
+pub const DEFAULT_GATHER_SECS: u64 = 600;
+
 /// Flags of `kbot-server serve` for reports and their delivery.
 #[derive(Debug, Clone, clap::Args)]
 pub struct MailArgs {
@@ -90,6 +94,15 @@ pub struct MailArgs {
         default_value_t = 30
     )]
     pub retry_base_secs: u64,
+    /// How long a report waits before it is sent, so that the same culprit
+    /// found on other tbox groups and jobs joins it as a section of one mail
+    /// (0-day's reports gather every test box that saw the commit).
+    #[arg(
+        long = "mail-gather-secs",
+        env = "KBOT_MAIL_GATHER_SECS",
+        default_value_t = DEFAULT_GATHER_SECS
+    )]
+    pub gather_secs: u64,
     #[arg(
         long = "mail-retry-max-secs",
         env = "KBOT_MAIL_RETRY_MAX_SECS",
@@ -122,6 +135,8 @@ pub struct MailConfig {
     pub report_improvements: bool,
     pub retry_base: Duration,
     pub retry_max: Duration,
+    /// How long a new report waits for other findings of its culprit.
+    pub gather: Duration,
     /// How often an idle sender looks for due reports.
     pub poll_interval: Duration,
     /// How long a claimed report stays claimed; a sender that died loses it after this.
@@ -153,6 +168,7 @@ impl MailConfig {
             report_improvements: false,
             retry_base: Duration::from_secs(30),
             retry_max: Duration::from_secs(3600),
+            gather: Duration::from_secs(DEFAULT_GATHER_SECS),
             poll_interval: Duration::from_secs(5),
             claim_ttl: Duration::from_secs(300),
             public_url: "http://127.0.0.1:8080".into(),
@@ -251,6 +267,7 @@ impl MailConfig {
             report_improvements: a.report_improvements,
             retry_base: Duration::from_secs(a.retry_base_secs.max(1)),
             retry_max: Duration::from_secs(a.retry_max_secs.max(a.retry_base_secs).max(1)),
+            gather: Duration::from_secs(a.gather_secs),
             public_url: public_url.trim_end_matches('/').to_owned(),
             ..defaults
         }

@@ -117,18 +117,27 @@ async fn act(state: &AppState, r: &Reported, m: &ListMessage, command: &Command)
     let (name, argument) = describe(command);
     let who = &m.from.address;
     let note = |what: &str| format!("{what} by {who} (mail <{}>)", m.message_id);
+    // Triage covers every regression the report is about (one culprit on
+    // several tbox groups or jobs is one report).
     let triage = |to: TriageState, what: String| async move {
         let mut tx = state.db.begin().await?;
         let user = crate::auth::upsert_user(&mut tx, who, Some(who)).await?;
-        let from =
-            crate::regressions::change_in(&mut tx, r.regression_id, Some(user), to, &note(&what))
+        let ids: Vec<i64> =
+            sqlx::query_scalar("SELECT id FROM regressions WHERE report_id = $1 ORDER BY id")
+                .bind(r.report_id)
+                .fetch_all(&mut *tx)
                 .await?;
+        let mut moved = Vec::new();
+        for id in ids {
+            let from =
+                crate::regressions::change_in(&mut tx, id, Some(user), to, &note(&what)).await?;
+            moved.push(format!(
+                "regression {id} moved from {from} to {}",
+                to.as_str()
+            ));
+        }
         tx.commit().await?;
-        Ok::<String, crate::error::Error>(format!(
-            "regression {} moved from {from} to {}",
-            r.regression_id,
-            to.as_str()
-        ))
+        Ok::<String, crate::error::Error>(moved.join("; "))
     };
     Ok(match command {
         Command::Invalid => Taken::done(

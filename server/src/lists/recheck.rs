@@ -15,11 +15,13 @@ use crate::repos::{self, RepoRow, StoredCommit};
 use crate::state::AppState;
 use crate::submissions::{self, NewPair};
 
-/// A regression a kbot report is about.
+/// A regression a kbot report is about (a report of one culprit found on
+/// several tbox groups or jobs is about each of their regressions).
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct Reported {
     pub regression_id: i64,
     pub metric: String,
+    /// The regression's own job (rechecks run it on its tbox group).
     pub atomic_job_id: i64,
     pub tbox_group: String,
     pub state: String,
@@ -34,7 +36,7 @@ pub struct Reported {
     pub report_created_at: i64,
 }
 
-const REPORTED_SELECT: &str = "SELECT g.id AS regression_id, g.metric, o.atomic_job_id, \
+const REPORTED_SELECT: &str = "SELECT g.id AS regression_id, g.metric, g.atomic_job_id, \
      g.tbox_group, g.state, g.repo_id, s.base_commit_id, s.head_commit_id, o.id AS report_id, \
      o.message_id AS report_message_id, o.subject AS report_subject, \
      o.recipients AS report_recipients, o.created_at AS report_created_at \

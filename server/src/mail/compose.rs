@@ -8,6 +8,7 @@ use kbot_core::report::{self, mbox, ChangeKind, OtherImpact, ReportData, StillOn
 use kbot_core::stats::{MetricComparison, Outcome};
 use kbot_core::table::{self, RowFilter, TableInput};
 
+use super::culprit;
 use super::outbox::{self, NewReport};
 use crate::comparisons::PairComparison;
 use crate::config::mail::MailConfig;
@@ -51,6 +52,9 @@ pub async fn enqueue_pair_report(
         kpi,
         bisection_id: None,
         still_on: Vec::new(),
+        // A pair's head has no patch-id here (git is not run inside the
+        // comparison's transaction): its report stands alone.
+        culprit: None,
     };
     enqueue(tx, config, &blame).await
 }
@@ -74,15 +78,25 @@ pub struct Blame<'a> {
     pub bisection_id: Option<i64>,
     /// `[still regression on ...]` lines: later heads that still show it.
     pub still_on: Vec<StillOn>,
+    /// The blamed change ([`super::culprit::key`]): a second finding of it
+    /// joins the first report instead of writing its own.
+    pub culprit: Option<String>,
 }
 
 /// Writes the report, mail on or off: with mail off it is stored as
-/// `mail_off`, so the dashboard and the API list every regression found.
+/// `mail_off`, so the dashboard and the API list every regression found. A
+/// culprit reported before gets this finding as a section of its report
+/// ([`super::culprit`]); the id returned is then that report's.
 async fn enqueue(tx: &mut Tx, config: &MailConfig, blame: &Blame<'_>) -> Result<Option<i64>> {
     let pc = blame.pc;
     let ctx = load_context(tx, blame.submission_id, pc.atomic_job_id).await?;
     let mut data = report_data(pc, blame.kpi, &ctx);
     data.still_on = blame.still_on.clone();
+    if let Some(culprit) = &blame.culprit {
+        if let Some(id) = culprit::join(tx, config, culprit, &data, &ctx.tbox_group).await? {
+            return Ok(Some(id));
+        }
+    }
     // A patch read on a list is answered in its thread.
     let (addressing, posted) = match super::thread::patch_thread(tx, config, &pc.head.sha).await? {
         Some(thread) => (
@@ -105,12 +119,18 @@ async fn enqueue(tx: &mut Tx, config: &MailConfig, blame: &Blame<'_>) -> Result<
             return Ok(None);
         }
     };
+    let facts = culprit::Facts {
+        data,
+        addressing,
+        tbox_group: ctx.tbox_group.clone(),
+    };
+    let gather = i64::try_from(config.gather.as_millis()).unwrap_or(i64::MAX);
     let row = NewReport {
         message_id: rendered.message_id.to_string(),
         submission_id: Some(blame.submission_id),
         atomic_job_id: Some(pc.atomic_job_id),
         bisection_id: blame.bisection_id,
-        kind: data.kind.as_str(),
+        kind: facts.data.kind.as_str(),
         state: if config.enabled {
             outbox::OutboxState::Pending.as_str()
         } else {
@@ -118,15 +138,24 @@ async fn enqueue(tx: &mut Tx, config: &MailConfig, blame: &Blame<'_>) -> Result<
         },
         subject: rendered.subject,
         envelope_from: config.report.robot_address.clone(),
-        recipients: addressing.recipients(),
+        recipients: facts.addressing.recipients(),
         message,
-        created_at: addressing.date_ms,
+        created_at: facts.addressing.date_ms,
+        send_after: facts.addressing.date_ms.saturating_add(gather),
+        culprit: blame.culprit.clone(),
+        facts: Some(serde_json::to_string(&facts).map_err(anyhow::Error::from)?),
     };
     let id = outbox::insert(tx, &row).await?;
     if id.is_some() {
         tracing::info!(message_id = %row.message_id, subject = %row.subject, state = row.state, "report written");
+        return Ok(id);
     }
-    Ok(id)
+    // Written before, or a finding of the same culprit committed first on
+    // another replica: this one joins it.
+    match &blame.culprit {
+        Some(c) => culprit::join(tx, config, c, &facts.data, &ctx.tbox_group).await,
+        None => Ok(None),
+    }
 }
 
 /// What the report needs beyond the comparison.

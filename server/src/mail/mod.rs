@@ -3,7 +3,8 @@
 //! ([`compose`]), the outbox table ([`outbox`]), SMTP delivery ([`smtp`]),
 //! the sender task with retries and backoff ([`sender`]), the dashboard
 //! pages and mbox download ([`pages`]), the reproduction materials
-//! ([`materials`]), and answers in a mailing-list thread ([`thread`]).
+//! ([`materials`]), answers in a mailing-list thread ([`thread`]), and one
+//! mail per culprit across tbox groups and jobs ([`culprit`]).
 //!
 //! An SMTP outage delays mail but loses none: the outbox row stays until the
 //! relay accepts it. A report is never queued twice (its Message-ID derives
@@ -11,6 +12,7 @@
 //! (claims; see [`outbox`]).
 
 pub mod compose;
+pub mod culprit;
 pub mod materials;
 pub mod outbox;
 pub mod pages;

@@ -47,6 +47,14 @@ pub struct NewReport {
     /// RFC 5322 with `\n` line ends.
     pub message: String,
     pub created_at: i64,
+    /// Not sent before this (Unix ms): reports wait for the gather window,
+    /// answers are due at once.
+    pub send_after: i64,
+    /// The change a report blames (see [`crate::mail::culprit`]); at most
+    /// one report per culprit.
+    pub culprit: Option<String>,
+    /// What the report was rendered from, as JSON, to render it again.
+    pub facts: Option<String>,
 }
 
 /// A row claimed for one delivery attempt.
@@ -87,13 +95,15 @@ pub enum Outcome {
 }
 
 /// Queues a report inside the caller's transaction. `None` when a report with
-/// this Message-ID is already queued (the regression was recorded before).
+/// this Message-ID (the regression was recorded before) or this culprit is
+/// already queued.
 pub async fn insert(tx: &mut Tx, r: &NewReport) -> Result<Option<i64>> {
     let id = sqlx::query_scalar(
         "INSERT INTO report_outbox (message_id, submission_id, atomic_job_id, kind, subject, \
-         envelope_from, recipients, message, next_attempt_at, created_at, bisection_id, state) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
-         ON CONFLICT (message_id) DO NOTHING RETURNING id",
+         envelope_from, recipients, message, next_attempt_at, created_at, bisection_id, state, \
+         culprit, facts) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
+         ON CONFLICT DO NOTHING RETURNING id",
     )
     .bind(&r.message_id)
     .bind(r.submission_id)
@@ -103,10 +113,12 @@ pub async fn insert(tx: &mut Tx, r: &NewReport) -> Result<Option<i64>> {
     .bind(&r.envelope_from)
     .bind(r.recipients.join("\n"))
     .bind(&r.message)
-    .bind(r.created_at)
+    .bind(r.send_after)
     .bind(r.created_at)
     .bind(r.bisection_id)
     .bind(r.state)
+    .bind(&r.culprit)
+    .bind(&r.facts)
     .fetch_optional(&mut **tx)
     .await?;
     Ok(id)

@@ -236,6 +236,9 @@ pub async fn enqueue_answer(
         recipients: addressing.recipients(),
         message,
         created_at: now,
+        send_after: now,
+        culprit: None,
+        facts: None,
     };
     let id = outbox::insert(tx, &row).await?;
     if id.is_some() {

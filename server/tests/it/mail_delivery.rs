@@ -49,6 +49,9 @@ fn new_report(now: i64) -> NewReport {
         recipients: vec!["dev@example.org".into(), "list@example.org".into()],
         message: message(),
         created_at: now,
+        send_after: now,
+        culprit: None,
+        facts: None,
     }
 }
 

@@ -12,6 +12,7 @@ mod bad_input;
 mod bisection;
 mod browser_session;
 mod concurrent_leases;
+mod culprit;
 mod dashboard_browser;
 mod dashboard_pages;
 mod database_outage;

@@ -328,6 +328,7 @@ pub fn mail_to(port: u16) -> MailConfig {
         enabled: true,
         smtp,
         poll_interval: Duration::from_millis(50),
+        gather: Duration::ZERO,
         ..MailConfig::disabled()
     };
     mail.report.robot_address = "kbot@kbot.test".into();
