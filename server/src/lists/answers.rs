@@ -176,35 +176,50 @@ pub async fn build_failed(
     Ok(())
 }
 
-/// The lines of a build log a developer needs: the compiler's errors and
-/// warnings with the lines under them, and make's failure lines; the whole
-/// tail when none match.
+/// The lines of a build log a developer needs, as kbuild reports show them:
+/// the compiler's diagnostics (`file:line:col: error:`, with the source line
+/// and caret under each), the `In function` lines above them and make's
+/// `*** ... Error` lines, paths relative to the source tree; the log's last
+/// lines when none match. Kconfig's `.config:N:warning: override` chatter
+/// and make's directory lines are not diagnostics.
 pub fn compiler_lines(log: &str) -> String {
-    let lines: Vec<&str> = log.lines().collect();
+    let src = source_dir(log);
+    let lines: Vec<String> = log
+        .lines()
+        .map(|l| match &src {
+            Some(dir) => l.replace(dir.as_str(), ""),
+            None => l.to_owned(),
+        })
+        .collect();
     let mut keep = vec![false; lines.len()];
     for (i, line) in lines.iter().enumerate() {
-        let hit = line.contains("error:")
-            || line.contains("warning:")
-            || line.contains("Error ")
-            || line.starts_with("make");
-        if hit {
-            // The source line and caret gcc prints under a diagnostic.
-            for k in keep.iter_mut().skip(i).take(3) {
-                *k = true;
+        if is_diagnostic(line) {
+            keep[i] = true;
+            for k in i + 1..(i + 3).min(lines.len()) {
+                keep[k] |= is_source_excerpt(&lines[k]);
             }
+        } else if line.contains(": In function")
+            || line.starts_with("In file included from")
+            || (line.contains("***") && line.contains("Error"))
+        {
+            keep[i] = true;
         }
     }
-    let picked: Vec<&str> = lines
+    let picked: Vec<&String> = lines
         .iter()
         .zip(&keep)
         .filter(|(_, k)| **k)
-        .map(|(l, _)| *l)
+        .map(|(l, _)| l)
         .collect();
-    let chosen = if picked.is_empty() { lines } else { picked };
+    let chosen = if picked.is_empty() {
+        lines.iter().rev().take(MAX_BUILD_LINES).rev().collect()
+    } else {
+        picked
+    };
     chosen
         .iter()
         .map(|l| {
-            if l.contains("error:") {
+            if l.contains(": error:") {
                 format!(">> {l}")
             } else {
                 format!("   {l}")
@@ -212,6 +227,27 @@ pub fn compiler_lines(log: &str) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// The source tree of the build (`make -C DIR`), with a trailing slash.
+fn source_dir(log: &str) -> Option<String> {
+    let rest = log.split("make -C ").nth(1)?;
+    let dir = rest.split_whitespace().next()?;
+    Some(format!("{}/", dir.trim_end_matches('/')))
+}
+
+/// gcc's and clang's `file:line:col: error|warning|note:` lines.
+fn is_diagnostic(line: &str) -> bool {
+    [": error:", ": warning:", ": note:", ": fatal error:"]
+        .iter()
+        .any(|d| line.contains(d))
+}
+
+/// The ` 2844 |  code` and `      |  ^~~` lines gcc prints under a diagnostic.
+fn is_source_excerpt(line: &str) -> bool {
+    let t = line.trim_start();
+    let number = t.trim_start_matches(|c: char| c.is_ascii_digit());
+    number.trim_start().starts_with('|')
 }
 
 /// `text` indented by four spaces, at most `max` lines.
@@ -227,6 +263,43 @@ fn indent(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A real kbuild failure as the agent reports it (paths shortened):
+    /// the error, its source excerpt and make's error lines, nothing of
+    /// kconfig's overrides or make's directory lines.
+    #[test]
+    fn compiler_lines_of_a_kernel_build() {
+        let log = "$ make -C /w/linux O=/w/objs ARCH=x86_64 olddefconfig\n\
+            .config:1303:warning: override: reassigning to symbol 64BIT\n\
+            make[1]: Entering directory '/w/objs'\n\
+            $ make -C /w/linux O=/w/objs ARCH=x86_64 -j2 bzImage\n\
+              CC      kernel/sys.o\n\
+            /w/linux/kernel/sys.c: In function \u{2018}kbot_e2e_helper\u{2019}:\n\
+            /w/linux/kernel/sys.c:2844:16: error: \u{2018}kbot_e2e_limit\u{2019} undeclared\n\
+             2844 |         return kbot_e2e_limit;\n\
+                  |                ^~~~~~~~~~~~~~\n\
+            make[3]: *** [/w/linux/scripts/Makefile.build:255: kernel/sys.o] Error 1\n\
+            make[1]: Leaving directory '/w/objs'\n";
+        let out = compiler_lines(log);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 5, "{out}");
+        assert!(
+            lines[1].starts_with(">> kernel/sys.c:2844:16: error:"),
+            "{out}"
+        );
+        assert!(
+            lines[2].contains("2844 |") && lines[3].contains("^~~"),
+            "{out}"
+        );
+        assert!(
+            lines[4].contains("scripts/Makefile.build:255: kernel/sys.o] Error 1"),
+            "{out}"
+        );
+        assert!(
+            !out.contains("override") && !out.contains("Entering"),
+            "{out}"
+        );
+    }
 
     #[test]
     fn compiler_lines_keep_diagnostics() {

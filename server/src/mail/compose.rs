@@ -105,6 +105,10 @@ async fn enqueue(tx: &mut Tx, config: &MailConfig, blame: &Blame<'_>) -> Result<
         ),
         None => (addressing(config, &ctx.repo_name, &pc.head, now_ms()), None),
     };
+    // A series tip is no branch head: no `[still regression on ...]` line.
+    if posted.is_some() {
+        data.still_on.clear();
+    }
     data.posted = posted;
     // A report that cannot be built (an author address git accepted but SMTP
     // cannot carry, no recipient at all) must not keep the verdict from being
