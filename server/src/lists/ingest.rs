@@ -233,6 +233,7 @@ fn new_message<'a>(
         is_patch: parsed.is_patch && !parsed.reply,
         has_diff: m.patch.is_some(),
         base_commit: m.base_commit.as_deref(),
+        prerequisites: &m.prerequisite_patch_ids,
         raw: &raw.bytes,
         origin: &raw.origin,
     }

@@ -28,6 +28,7 @@ pub mod fixes;
 pub mod ingest;
 pub mod message;
 pub mod pages;
+pub mod prerequisites;
 pub mod recheck;
 pub mod routes;
 pub mod series;

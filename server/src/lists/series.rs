@@ -7,6 +7,7 @@ use kbot_core::job::AtomicJob;
 
 use super::answers;
 use super::assemble::{self, MessageMeta, SeriesDraft};
+use super::prerequisites;
 use super::store::{self, ListRow, SeriesRow, SeriesState};
 use super::subject;
 use crate::error::Result;
@@ -238,6 +239,50 @@ async fn choose_base(
     Ok(Base { sha, how })
 }
 
+/// The base with the series' prerequisite patches applied on it (kept at
+/// `refs/kbot/series/LIST/ID-prerequisites`); the plain base when it names
+/// none. `Err` with the base and why when a prerequisite was never posted
+/// or does not apply.
+async fn with_prerequisites(
+    state: &AppState,
+    l: &ListRow,
+    s: &SeriesRow,
+    repo: &RepoRow,
+    base: Base,
+    ids: &[&String],
+    rows: &[store::MessageMetaRow],
+) -> Result<std::result::Result<Base, (Base, String)>> {
+    let named = prerequisites::named(rows, ids);
+    if named.is_empty() {
+        return Ok(Ok(base));
+    }
+    let texts = match prerequisites::posted(&state.db, &named).await? {
+        Ok(texts) => texts,
+        Err(id) => {
+            let why = format!(
+                "prerequisite-patch-id {id} is not among the patches posted to the lists kbot reads"
+            );
+            return Ok(Err((base, why)));
+        }
+    };
+    let robot = &state.config.mail.report.robot_address;
+    let mirror = repos::mirror_for(state, &repo.name);
+    let patches = mboxrd(&texts)?;
+    let paths = touched_paths(&texts.concat());
+    match mirror
+        .am(&base.sha, patches, &paths, ("kbot", robot))
+        .await?
+    {
+        Ok(tip) => {
+            let name = format!("refs/kbot/series/{}/{}-prerequisites", l.name, s.id);
+            mirror.set_ref(&name, &tip).await?;
+            let how = format!("{} + {} prerequisite patch(es)", base.how, named.len());
+            Ok(Ok(Base { sha: tip, how }))
+        }
+        Err(why) => Ok(Err((base, format!("the prerequisite patches: {why}")))),
+    }
+}
+
 /// Applies a complete series on its base and queues its pair; a series
 /// that does not apply is answered and not tested.
 async fn apply_and_submit(
@@ -249,6 +294,11 @@ async fn apply_and_submit(
 ) -> Result<()> {
     let repo = repos::repo_by_id(&state.db, l.repo_id).await?;
     let base = choose_base(state, l, &repo, draft, rows).await?;
+    let ids: Vec<&String> = draft.cover.iter().chain(draft.patches.values()).collect();
+    let base = match with_prerequisites(state, l, s, &repo, base, &ids, rows).await? {
+        Ok(base) => base,
+        Err((base, why)) => return cannot_apply(state, l, s, &repo, &base, &why).await,
+    };
     let mut texts = Vec::new();
     for message_id in draft.patches.values() {
         let raw = store::message(&state.db, l.id, message_id).await?.raw;

@@ -370,8 +370,10 @@ async fn series_are_tested_and_answered_in_their_threads() {
             data.contains(&format!("[cannot apply to {REPO}/main]")),
             "{data}"
         );
+        // Its unposted parent is a prerequisite-patch-id no list has.
         assert!(
-            data.contains("patch does not apply") || data.contains("Patch failed"),
+            data.contains("prerequisite-patch-id ")
+                && data.contains("is not among the patches posted"),
             "{data}"
         );
 
@@ -591,4 +593,77 @@ fn fix_patch(author: &Author, first_bad: &str) -> String {
     let out = git(&author.dir, &["format-patch", "-1", "--stdout"]);
     let diff = out.find("diff --git").map(|i| &out[i..]).unwrap_or(&out);
     diff.split("\n-- \n").next().unwrap_or(diff).to_owned()
+}
+
+/// `prerequisite-patch-id:`: a patch posted on top of one posted before is
+/// applied on its base plus that patch, and its pair tests it alone against
+/// them; one on top of a patch nobody posted cannot apply, and says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_series_applies_on_its_posted_prerequisites() {
+    let world = World::new();
+    let base = world.repo.git(&["rev-parse", "main"]);
+    let author = Author::new(&world);
+    author.at(&base);
+    author.commit("fs/pipe_pool.c", "pool\n", "pipe: add a page pool");
+    let first = author.post(1, 1, &base, &[]);
+    author.commit("fs/pipe_pool.c", "pool\nused\n", "pipe: use the page pool");
+    let second = author.post(1, 1, &base, &[]);
+    assert!(
+        second.mails[0].contains("\nprerequisite-patch-id: "),
+        "{}",
+        second.mails[0]
+    );
+    author.at(&base);
+    author.commit(
+        "fs/splice.c",
+        "unposted\n",
+        "splice: a change nobody posted",
+    );
+    author.commit(
+        "fs/splice.c",
+        "unposted\nposted\n",
+        "splice: on the unposted change",
+    );
+    let orphan = author.post(1, 1, &base, &[]);
+    for backend in backends() {
+        let sim = Sim::start(backend, &world).await;
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let inbox = PublicInbox::create_v2(&tmp.path().join("fsdevel"));
+        append(&inbox, &first.mails);
+        let l = add_list(&sim, inbox.root()).await;
+        let s1 = series_when(&sim, &first.message_id(0), |s| s["state"] == "testing").await;
+        let d1 = sim.get(&format!("/api/v1/series/{}", id(&s1))).await;
+        let pool = str_of(&d1["parts"][0]["commit"]).to_owned();
+
+        append(&inbox, &second.mails);
+        append(&inbox, &orphan.mails);
+        sim.post(&format!("/api/v1/lists/{l}/read"), json!({}), 200)
+            .await;
+        let s2 = series_when(&sim, &second.message_id(0), |s| s["state"] != "waiting").await;
+        assert_eq!(str_of(&s2["state"]), "testing", "{backend:?}: {s2}");
+        assert_eq!(
+            str_of(&s2["base"]),
+            pool,
+            "{backend:?}: on the prerequisite: {s2}"
+        );
+        assert_eq!(
+            str_of(&s2["base_how"]),
+            "base-commit + 1 prerequisite patch(es)",
+            "{s2}"
+        );
+        let d2 = sim.get(&format!("/api/v1/series/{}", id(&s2))).await;
+        assert_eq!(list(d2["parts"].clone()).len(), 1, "{d2}");
+        let pair = sim
+            .submission(s2["submission"].as_i64().expect("a pair"))
+            .await;
+        assert_eq!(str_of(&pair["base"]["sha"]), pool, "{pair}");
+
+        let s3 = series_when(&sim, &orphan.message_id(0), |s| s["state"] != "waiting").await;
+        assert_eq!(str_of(&s3["state"]), "cannot_apply", "{backend:?}: {s3}");
+        assert!(
+            str_of(&s3["detail"]).contains("is not among the patches posted"),
+            "{s3}"
+        );
+        sim.stop().await;
+    }
 }

@@ -8,3 +8,7 @@
 ALTER TABLE report_outbox ADD COLUMN culprit TEXT;
 ALTER TABLE report_outbox ADD COLUMN facts TEXT;
 CREATE UNIQUE INDEX report_outbox_culprit ON report_outbox (culprit);
+
+-- A posted patch's `prerequisite-patch-id:` lines (one a line, in order):
+-- the patches, posted before, that the series applies on top of its base.
+ALTER TABLE list_messages ADD COLUMN prerequisites TEXT NOT NULL DEFAULT '';
