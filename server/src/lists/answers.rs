@@ -125,19 +125,19 @@ pub async fn cannot_apply(
     Ok(())
 }
 
-/// The tip of the series does not build: the compiler's error lines.
+/// The series does not build: the compiler's error lines, in reply to
+/// `place` (the patch that breaks it, or the cover letter).
 pub async fn build_failed(
     state: &AppState,
     tx: &mut Tx,
-    l: &ListRow,
-    s: &SeriesRow,
+    (l, s): (&ListRow, &SeriesRow),
+    place: &ThreadPlace,
     log: &str,
 ) -> Result<()> {
-    let place = series_place(state, l, s).await?;
     let config = &state.config.mail;
     let jobs = super::series::list_jobs(state, l)?.0;
     let job = jobs.first();
-    let mut body = greeting(&place);
+    let mut body = greeting(place);
     let _ = write!(
         body,
         "{} noticed the following build errors:\n\n\
@@ -167,7 +167,7 @@ pub async fn build_failed(
     );
     body.push_str(&thread::signature(config));
     let answer = Answer {
-        place: &place,
+        place,
         identity_key: format!("build-failed/{}/{}", l.id, s.id),
         body,
         submission_id: s.submission_id,

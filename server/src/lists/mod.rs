@@ -26,6 +26,7 @@ pub mod assemble;
 pub mod commands;
 pub mod fixes;
 pub mod ingest;
+pub mod locate;
 pub mod message;
 pub mod pages;
 pub mod prerequisites;

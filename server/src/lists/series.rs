@@ -7,6 +7,7 @@ use kbot_core::job::AtomicJob;
 
 use super::answers;
 use super::assemble::{self, MessageMeta, SeriesDraft};
+use super::locate;
 use super::prerequisites;
 use super::store::{self, ListRow, SeriesRow, SeriesState};
 use super::subject;
@@ -500,16 +501,32 @@ pub async fn settle_all(state: &AppState) -> Result<()> {
         let Some(submission) = s.submission_id else {
             continue;
         };
+        if let Some(probe) = locate::probe_of(state, s.id).await? {
+            let l = store::get(&state.db, s.list_id).await?;
+            locate::step(state, &l, &s, probe).await?;
+            continue;
+        }
         let outcome = answers::pair_outcome(&state.db, submission).await?;
         if outcome.state == SubmissionState::Active {
             continue;
         }
         let l = store::get(&state.db, s.list_id).await?;
+        // Several patches and a tip that does not build: find the one that breaks it.
+        let probe = match (outcome.head_finished, &outcome.build_log) {
+            (0, Some(_)) => locate::first(state, &l, &s).await?,
+            _ => None,
+        };
         let mut tx = state.db.begin().await?;
+        if let Some(target) = probe {
+            locate::probe(state, &mut tx, &l, &s, &target).await?;
+            tx.commit().await?;
+            continue;
+        }
         let (to, detail) = if outcome.head_finished > 0 {
             (SeriesState::Tested, format!("tested: submission {submission} (a regression is bisected and answered in the patch's thread)"))
         } else if let Some(log) = outcome.build_log.as_deref() {
-            answers::build_failed(state, &mut tx, &l, &s, log).await?;
+            let place = answers::series_place(state, &l, &s).await?;
+            answers::build_failed(state, &mut tx, (&l, &s), &place, log).await?;
             (
                 SeriesState::BuildFailed,
                 format!("the series' tip does not build:\n{log}"),

@@ -12,3 +12,13 @@ CREATE UNIQUE INDEX report_outbox_culprit ON report_outbox (culprit);
 -- A posted patch's `prerequisite-patch-id:` lines (one a line, in order):
 -- the patches, posted before, that the series applies on top of its base.
 ALTER TABLE list_messages ADD COLUMN prerequisites TEXT NOT NULL DEFAULT '';
+
+-- Which patch of a series breaks the build: when the tip does not build, the
+-- series' patches are built one by one from the first (`verify` pairs, base
+-- against the patch) until one fails; its build error is answered in its
+-- own thread. The probe under way, one per series.
+CREATE TABLE series_build_probes (
+    series_id     BIGINT  PRIMARY KEY REFERENCES series(id) ON DELETE CASCADE,
+    part_index    BIGINT  NOT NULL,
+    submission_id BIGINT  NOT NULL REFERENCES submissions(id) ON DELETE CASCADE
+);
