@@ -1,0 +1,149 @@
+//! SQL of the `#kbot` commands read in replies and the fixes found on watched trees.
+
+use super::MAX_DETAIL_BYTES;
+use crate::db::{Db, Tx};
+use crate::error::Result;
+use crate::jobs::truncate;
+use crate::time::now_ms;
+use kbot_api::lists::ListCommand;
+
+/// A command to record.
+pub struct NewCommand<'a> {
+    /// `None` for a fix found on a watched tree.
+    pub list_id: Option<i64>,
+    pub message_id: &'a str,
+    pub sender: &'a str,
+    pub command: &'a str,
+    pub argument: &'a str,
+    pub report_id: Option<i64>,
+    pub regression_id: Option<i64>,
+    pub state: &'a str,
+    pub outcome: &'a str,
+    pub submission_id: Option<i64>,
+}
+
+/// Records a command once; `None` when this mail's command was taken before.
+pub async fn insert_command(tx: &mut Tx, c: &NewCommand<'_>) -> Result<Option<i64>> {
+    Ok(sqlx::query_scalar(
+        "INSERT INTO list_commands (list_id, message_id, sender, command, argument, report_id, \
+             regression_id, state, outcome, submission_id, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+         ON CONFLICT (message_id, command) DO NOTHING RETURNING id",
+    )
+    .bind(c.list_id)
+    .bind(c.message_id)
+    .bind(c.sender)
+    .bind(c.command)
+    .bind(c.argument)
+    .bind(c.report_id)
+    .bind(c.regression_id)
+    .bind(c.state)
+    .bind(truncate(c.outcome, MAX_DETAIL_BYTES))
+    .bind(c.submission_id)
+    .bind(now_ms())
+    .fetch_optional(&mut **tx)
+    .await?)
+}
+
+pub async fn command_done(tx: &mut Tx, id: i64, state: &str, outcome: &str) -> Result<()> {
+    sqlx::query("UPDATE list_commands SET state = $1, outcome = $2 WHERE id = $3")
+        .bind(state)
+        .bind(truncate(outcome, MAX_DETAIL_BYTES))
+        .bind(id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+#[derive(sqlx::FromRow)]
+struct CommandRecord {
+    id: i64,
+    message_id: String,
+    sender: String,
+    command: String,
+    argument: String,
+    state: String,
+    outcome: String,
+    regression_id: Option<i64>,
+    submission_id: Option<i64>,
+    created_at: i64,
+}
+
+impl From<CommandRecord> for ListCommand {
+    fn from(r: CommandRecord) -> ListCommand {
+        ListCommand {
+            id: r.id,
+            message_id: r.message_id,
+            sender: r.sender,
+            command: r.command,
+            argument: r.argument,
+            state: r.state,
+            outcome: r.outcome,
+            regression: r.regression_id,
+            submission: r.submission_id,
+            created_at: r.created_at,
+        }
+    }
+}
+
+const COMMAND_SELECT: &str = "SELECT id, message_id, sender, command, argument, state, outcome, \
+     regression_id, submission_id, created_at FROM list_commands";
+
+pub async fn commands(db: &Db, list_id: i64, limit: i64) -> Result<Vec<ListCommand>> {
+    let rows = sqlx::query_as::<_, CommandRecord>(&format!(
+        "{COMMAND_SELECT} WHERE list_id = $1 ORDER BY id DESC LIMIT $2"
+    ))
+    .bind(list_id)
+    .bind(limit)
+    .fetch_all(db.read())
+    .await?;
+    Ok(rows.into_iter().map(ListCommand::from).collect())
+}
+
+/// A command (or a found fix) whose pair is running.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct RunningCommand {
+    pub id: i64,
+    pub list_id: Option<i64>,
+    pub message_id: String,
+    pub command: String,
+    pub argument: String,
+    pub regression_id: Option<i64>,
+    pub submission_id: i64,
+}
+
+pub async fn running_commands(db: &Db) -> Result<Vec<RunningCommand>> {
+    Ok(sqlx::query_as::<_, RunningCommand>(
+        "SELECT id, list_id, message_id, command, argument, regression_id, submission_id          FROM list_commands WHERE state = 'testing' AND submission_id IS NOT NULL ORDER BY id",
+    )
+    .fetch_all(db.read())
+    .await?)
+}
+
+/// Whether a command or found fix about this regression was recorded with
+/// this argument (a `Closes:` commit is rechecked once).
+pub async fn command_exists(
+    db: &Db,
+    regression_id: i64,
+    command: &str,
+    argument: &str,
+) -> Result<bool> {
+    let n: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM list_commands WHERE regression_id = $1 AND command = $2          AND argument = $3",
+    )
+    .bind(regression_id)
+    .bind(command)
+    .bind(argument)
+    .fetch_one(db.read())
+    .await?;
+    Ok(n > 0)
+}
+
+/// `#kbot fix:` subjects given for open regressions: `(regression, subject)`.
+pub async fn fix_subjects(db: &Db) -> Result<Vec<(i64, String)>> {
+    Ok(sqlx::query_as(
+        "SELECT c.regression_id, c.argument FROM list_commands c          JOIN regressions g ON g.id = c.regression_id          WHERE c.command = 'fix' AND c.state = 'done'          AND g.state IN ('new', 'confirmed', 'reported') ORDER BY c.id",
+    )
+    .fetch_all(db.read())
+    .await?)
+}

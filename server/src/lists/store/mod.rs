@@ -1,0 +1,292 @@
+//! SQL of lists and their events and reads; their messages, series and
+//! commands are in the submodules, re-exported here.
+
+use crate::db::{text_enum, Db, Tx};
+use crate::error::{Error, Result};
+use crate::jobs::truncate;
+use crate::time::now_ms;
+use kbot_api::lists::{ListEvent, ListView};
+
+mod commands;
+mod messages;
+mod series;
+
+pub use commands::*;
+pub use messages::*;
+pub use series::*;
+
+text_enum! {
+    /// `lists.state`.
+    pub enum ListState {
+        Active = "active",
+        Removed = "removed",
+    }
+}
+
+text_enum! {
+    /// `series.state` (see [`SeriesView::state`]).
+    pub enum SeriesState {
+        Waiting = "waiting",
+        Incomplete = "incomplete",
+        Superseded = "superseded",
+        CannotApply = "cannot_apply",
+        Testing = "testing",
+        Tested = "tested",
+        BuildFailed = "build_failed",
+        Failed = "failed",
+    }
+}
+
+/// Longest event or detail text kept (git's stderr can be long).
+const MAX_DETAIL_BYTES: usize = 8192;
+
+/// A `lists` row with its repo's name.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ListRow {
+    pub id: i64,
+    pub name: String,
+    pub archive: String,
+    pub archive_kind: String,
+    pub address: Option<String>,
+    pub web_url: Option<String>,
+    pub repo_id: i64,
+    pub repo_name: String,
+    pub branch: String,
+    pub job_name: String,
+    pub job_file: String,
+    pub tbox_group: Option<String>,
+    pub runs_cap: i64,
+    pub interval_secs: i64,
+    pub wait_secs: i64,
+    pub user_id: i64,
+    #[sqlx(try_from = "String")]
+    pub state: ListState,
+    pub cursor: Option<String>,
+    pub messages_read: i64,
+    pub next_check_at: i64,
+    pub checked_at: Option<i64>,
+    pub last_error: Option<String>,
+    pub created_at: i64,
+}
+
+const LIST_SELECT: &str = "SELECT l.id, l.name, l.archive, l.archive_kind, l.address, \
+     l.web_url, l.repo_id, r.name AS repo_name, l.branch, l.job_name, l.job_file, l.tbox_group, \
+     l.runs_cap, l.interval_secs, l.wait_secs, l.user_id, l.state, l.cursor, l.messages_read, \
+     l.next_check_at, l.checked_at, l.last_error, l.created_at \
+     FROM lists l JOIN repos r ON r.id = l.repo_id";
+
+impl ListRow {
+    pub fn view(&self) -> ListView {
+        ListView {
+            id: self.id,
+            name: self.name.clone(),
+            archive: self.archive.clone(),
+            archive_kind: self.archive_kind.clone(),
+            address: self.address.clone(),
+            web_url: self.web_url.clone(),
+            repo: self.repo_name.clone(),
+            branch: self.branch.clone(),
+            job_name: self.job_name.clone(),
+            tbox_group: self.tbox_group.clone(),
+            interval_secs: u32::try_from(self.interval_secs).unwrap_or(u32::MAX),
+            wait_secs: u32::try_from(self.wait_secs).unwrap_or(u32::MAX),
+            max_runs: u32::try_from(self.runs_cap).unwrap_or(0),
+            state: self.state.as_str().to_owned(),
+            messages_read: self.messages_read,
+            last_error: self.last_error.clone(),
+            checked_at: self.checked_at,
+            created_at: self.created_at,
+        }
+    }
+}
+
+pub async fn get(db: &Db, id: i64) -> Result<ListRow> {
+    sqlx::query_as::<_, ListRow>(&format!("{LIST_SELECT} WHERE l.id = $1"))
+        .bind(id)
+        .fetch_optional(db.read())
+        .await?
+        .ok_or_else(|| Error::not_found("list", id))
+}
+
+pub async fn list(db: &Db) -> Result<Vec<ListRow>> {
+    Ok(
+        sqlx::query_as::<_, ListRow>(&format!("{LIST_SELECT} ORDER BY l.id"))
+            .fetch_all(db.read())
+            .await?,
+    )
+}
+
+/// Active lists whose next read is due.
+pub async fn due(db: &Db, now: i64) -> Result<Vec<ListRow>> {
+    Ok(sqlx::query_as::<_, ListRow>(&format!(
+        "{LIST_SELECT} WHERE l.state = $1 AND l.next_check_at <= $2 ORDER BY l.next_check_at"
+    ))
+    .bind(ListState::Active.as_str())
+    .bind(now)
+    .fetch_all(db.read())
+    .await?)
+}
+
+/// Claims a due read: moves the next one an interval on, unless another
+/// replica did first.
+pub async fn claim(db: &Db, l: &ListRow, now: i64) -> Result<bool> {
+    let mut tx = db.begin_relaxed().await?;
+    let done = sqlx::query(
+        "UPDATE lists SET next_check_at = $1 WHERE id = $2 AND next_check_at = $3 AND state = $4",
+    )
+    .bind(now + l.interval_secs * 1000)
+    .bind(l.id)
+    .bind(l.next_check_at)
+    .bind(ListState::Active.as_str())
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Makes a list due now (after a reply was posted, a test asks for a read).
+pub async fn poke(db: &Db, id: i64) -> Result<()> {
+    sqlx::query("UPDATE lists SET next_check_at = $1 WHERE id = $2")
+        .bind(now_ms())
+        .bind(id)
+        .execute(db.write())
+        .await?;
+    Ok(())
+}
+
+pub struct NewList<'a> {
+    pub name: &'a str,
+    pub archive: &'a str,
+    pub archive_kind: &'a str,
+    pub address: Option<&'a str>,
+    pub web_url: Option<&'a str>,
+    pub repo_id: i64,
+    pub branch: &'a str,
+    pub job_name: &'a str,
+    pub job_file: &'a str,
+    pub tbox_group: Option<&'a str>,
+    pub runs_cap: i64,
+    pub interval_secs: i64,
+    pub wait_secs: i64,
+    pub user_id: i64,
+    /// Where reading starts (`None`: the archive's first message).
+    pub cursor: Option<&'a str>,
+}
+
+pub async fn insert(db: &Db, l: &NewList<'_>) -> Result<i64> {
+    let now = now_ms();
+    let mut tx = db.begin().await?;
+    let taken: Option<i64> = sqlx::query_scalar("SELECT id FROM lists WHERE name = $1")
+        .bind(l.name)
+        .fetch_optional(&mut *tx)
+        .await?;
+    if taken.is_some() {
+        return Err(Error::Conflict(format!("a list named {} exists", l.name)));
+    }
+    let id: i64 = sqlx::query_scalar(
+        "INSERT INTO lists (name, archive, archive_kind, address, web_url, repo_id, branch, \
+             job_name, job_file, tbox_group, runs_cap, interval_secs, wait_secs, user_id, \
+             next_check_at, created_at, cursor) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) \
+         RETURNING id",
+    )
+    .bind(l.name)
+    .bind(l.archive)
+    .bind(l.archive_kind)
+    .bind(l.address)
+    .bind(l.web_url)
+    .bind(l.repo_id)
+    .bind(l.branch)
+    .bind(l.job_name)
+    .bind(l.job_file)
+    .bind(l.tbox_group)
+    .bind(l.runs_cap)
+    .bind(l.interval_secs)
+    .bind(l.wait_secs)
+    .bind(l.user_id)
+    .bind(now)
+    .bind(now)
+    .bind(l.cursor)
+    .fetch_one(&mut *tx)
+    .await?;
+    event(
+        &mut tx,
+        id,
+        "created",
+        &format!("reading {} ({})", l.archive, l.archive_kind),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(id)
+}
+
+pub async fn remove(db: &Db, id: i64, by: &str) -> Result<()> {
+    let mut tx = db.begin().await?;
+    let done = sqlx::query("UPDATE lists SET state = $1 WHERE id = $2 AND state = $3")
+        .bind(ListState::Removed.as_str())
+        .bind(id)
+        .bind(ListState::Active.as_str())
+        .execute(&mut *tx)
+        .await?;
+    if done.rows_affected() == 1 {
+        event(&mut tx, id, "removed", &format!("removed by {by}")).await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+pub async fn event(tx: &mut Tx, list_id: i64, kind: &str, detail: &str) -> Result<()> {
+    sqlx::query("INSERT INTO list_events (list_id, at, kind, detail) VALUES ($1, $2, $3, $4)")
+        .bind(list_id)
+        .bind(now_ms())
+        .bind(kind)
+        .bind(truncate(detail, MAX_DETAIL_BYTES))
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+pub async fn events(db: &Db, list_id: i64, limit: i64) -> Result<Vec<ListEvent>> {
+    let rows: Vec<(i64, String, String)> = sqlx::query_as(
+        "SELECT at, kind, detail FROM list_events WHERE list_id = $1 ORDER BY id DESC LIMIT $2",
+    )
+    .bind(list_id)
+    .bind(limit)
+    .fetch_all(db.read())
+    .await?;
+    let mut events: Vec<ListEvent> = rows
+        .into_iter()
+        .map(|(at, kind, detail)| ListEvent { at, kind, detail })
+        .collect();
+    events.reverse();
+    Ok(events)
+}
+
+/// Records a read: the cursor moves only with the messages it covers, in
+/// the caller's transaction, so a crash re-reads, never skips.
+pub async fn read_done(tx: &mut Tx, id: i64, cursor: &str, read: i64) -> Result<()> {
+    sqlx::query(
+        "UPDATE lists SET cursor = $1, messages_read = messages_read + $2, last_error = NULL, \
+         checked_at = $3 WHERE id = $4",
+    )
+    .bind(cursor)
+    .bind(read)
+    .bind(now_ms())
+    .bind(id)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+pub async fn read_failed(db: &Db, id: i64, why: &str) -> Result<()> {
+    let mut tx = db.begin().await?;
+    sqlx::query("UPDATE lists SET last_error = $1, checked_at = $2 WHERE id = $3")
+        .bind(truncate(why, MAX_DETAIL_BYTES))
+        .bind(now_ms())
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+    event(&mut tx, id, "read_failed", why).await?;
+    tx.commit().await?;
+    Ok(())
+}
