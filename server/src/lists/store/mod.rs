@@ -24,7 +24,7 @@ text_enum! {
 }
 
 text_enum! {
-    /// `series.state` (see [`SeriesView::state`]).
+    /// `series.state` (see [`kbot_api::lists::SeriesView::state`]).
     pub enum SeriesState {
         Waiting = "waiting",
         Incomplete = "incomplete",
