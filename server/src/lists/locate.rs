@@ -9,13 +9,13 @@
 use kbot_api::lists::SeriesPart;
 
 use super::answers;
+use super::series::Purpose;
 use super::store::{self, ListRow, SeriesRow, SeriesState};
 use crate::db::Tx;
 use crate::error::Result;
 use crate::jobs::SubmissionState;
 use crate::repos::{self, StoredCommit};
 use crate::state::AppState;
-use crate::submissions::{self, NewPair};
 
 /// The patch being built and its pair.
 #[derive(Debug, Clone, Copy, sqlx::FromRow)]
@@ -79,27 +79,8 @@ pub async fn probe(
     s: &SeriesRow,
     t: &Target,
 ) -> Result<()> {
-    let (jobs, skipped) = super::series::list_jobs(state, l)?;
-    let robot = crate::auth::upsert_user(tx, crate::watches::ROBOT_USER, None).await?;
-    let id = submissions::queue_pair(
-        state,
-        tx,
-        NewPair {
-            user_id: robot,
-            repo_id: l.repo_id,
-            job_file: &l.job_file,
-            atomic_jobs: &jobs,
-            skipped: &skipped,
-            base: &t.base,
-            head: &t.head,
-            priority: 0,
-            max_runs: 1,
-            kind: "verify",
-            bisect: false,
-            watch_id: None,
-        },
-    )
-    .await?;
+    let pair = (&t.base, &t.head);
+    let id = super::series::queue(state, tx, l, pair, Purpose::BuildProbe).await?;
     let index = i64::from(t.index);
     sqlx::query(
         "INSERT INTO series_build_probes (series_id, part_index, submission_id) \

@@ -332,7 +332,6 @@ async fn apply_and_submit(
     }
     let base_commit = repos::resolve_commit(state, &repo, &base.sha).await?;
     let tip_commit = repos::resolve_commit(state, &repo, &tip).await?;
-    let jobs = list_jobs(state, l)?;
     let mut tx = state.db.begin().await?;
     if !store::set_state(
         &mut tx,
@@ -357,7 +356,8 @@ async fn apply_and_submit(
         },
     )
     .await?;
-    let submission = queue(state, &mut tx, l, &jobs, &base_commit, &tip_commit).await?;
+    let pair = (&base_commit, &tip_commit);
+    let submission = queue(state, &mut tx, l, pair, Purpose::Series).await?;
     store::set_submission(&mut tx, s.id, submission).await?;
     let detail = format!(
         "series {} applied on {} ({}) as {ref_name} = {tip}; submission {submission}",
@@ -389,16 +389,31 @@ pub(super) fn list_jobs(
     Ok((jobs, plan.skipped))
 }
 
-/// Queues the list's jobs as a robot pair (bisected when it regresses).
+/// What a robot pair of a list is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Purpose {
+    /// Base against a series' tip: judged like a user's pair, bisected
+    /// inside the series when it regresses.
+    Series,
+    /// Base against one patch, to see whether it builds ([`super::locate`]):
+    /// one run, never reported by itself.
+    BuildProbe,
+}
+
+/// Queues the list's jobs as a robot pair of `base` and `head`.
 pub(super) async fn queue(
     state: &AppState,
     tx: &mut crate::db::Tx,
     l: &ListRow,
-    (jobs, skipped): &(Vec<AtomicJob>, Vec<kbot_core::job::Skipped>),
-    base: &StoredCommit,
-    head: &StoredCommit,
+    (base, head): (&StoredCommit, &StoredCommit),
+    purpose: Purpose,
 ) -> Result<i64> {
+    let (jobs, skipped) = list_jobs(state, l)?;
     let robot = crate::auth::upsert_user(tx, ROBOT_USER, None).await?;
+    let (kind, bisect, max_runs) = match purpose {
+        Purpose::Series => ("user", true, u32::try_from(l.runs_cap).unwrap_or(1)),
+        Purpose::BuildProbe => ("verify", false, 1),
+    };
     submissions::queue_pair(
         state,
         tx,
@@ -406,16 +421,14 @@ pub(super) async fn queue(
             user_id: robot,
             repo_id: l.repo_id,
             job_file: &l.job_file,
-            atomic_jobs: jobs,
-            skipped,
+            atomic_jobs: &jobs,
+            skipped: &skipped,
             base,
             head,
             priority: 0,
-            max_runs: u32::try_from(l.runs_cap).unwrap_or(1),
-            // Robot pairs of what a list posted: judged like a user's pair,
-            // bisected inside the series when they regress.
-            kind: "user",
-            bisect: true,
+            max_runs,
+            kind,
+            bisect,
             watch_id: None,
         },
     )
