@@ -584,38 +584,20 @@ mod tests {
         );
     }
 
-    fn git_in(dir: &Path, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(args)
-            .env("GIT_AUTHOR_NAME", "A")
-            .env("GIT_AUTHOR_EMAIL", "a@example.org")
-            .env("GIT_COMMITTER_NAME", "A")
-            .env("GIT_COMMITTER_EMAIL", "a@example.org")
-            .output()
-            .expect("git runs");
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
-    }
-
     /// A series commit the upstream repo does not have is fetched from the
     /// server's git (`series_url`), under `refs/kbot/`.
     #[test]
     fn series_commits_come_from_the_servers_git() {
+        use kbot_testkit::gitrepo::git;
         let tmp = tempfile::tempdir().expect("tempdir");
         let upstream = tmp.path().join("upstream");
         std::fs::create_dir_all(&upstream).expect("mkdir");
-        git_in(&upstream, &["init", "-q", "-b", "master"]);
+        git(&upstream, &["init", "-q", "-b", "master"]);
         std::fs::write(upstream.join("pipe.c"), "base\n").expect("write");
-        git_in(&upstream, &["add", "-A"]);
-        git_in(&upstream, &["commit", "-q", "-m", "base"]);
+        git(&upstream, &["add", "-A"]);
+        git(&upstream, &["commit", "-q", "-m", "base"]);
         let server = tmp.path().join("server.git");
-        git_in(
+        git(
             tmp.path(),
             &[
                 "clone",
@@ -626,14 +608,14 @@ mod tests {
             ],
         );
         let work = tmp.path().join("work");
-        git_in(
+        git(
             tmp.path(),
             &["clone", "-q", upstream.to_str().expect("utf-8"), "work"],
         );
         std::fs::write(work.join("pipe.c"), "series\n").expect("write");
-        git_in(&work, &["commit", "-q", "-am", "pipe: a posted patch"]);
-        let series = git_in(&work, &["rev-parse", "HEAD"]);
-        git_in(
+        git(&work, &["commit", "-q", "-am", "pipe: a posted patch"]);
+        let series = git(&work, &["rev-parse", "HEAD"]);
+        git(
             &work,
             &[
                 "push",

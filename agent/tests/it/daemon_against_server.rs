@@ -4,7 +4,6 @@
 //! upload; the server then holds both runs' metrics.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 
 use kbot_agent::build_cache::BuildCache;
@@ -15,6 +14,7 @@ use kbot_agent::job_runner::{Backend, JobRunner};
 use kbot_agent::kernel_build::{BuildConfig, Builder};
 use kbot_agent::spool::Spool;
 use kbot_api::agent::BootBackend;
+use kbot_testkit::gitrepo::git;
 use serde_json::{json, Value};
 
 /// The kbot-bench binary built in this workspace, if any.
@@ -31,21 +31,6 @@ fn kbot_bench() -> Option<PathBuf> {
     .iter()
     .map(|p| target.join(p))
     .find(|p| p.is_file())
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 /// A two-commit repository: the submission's base and head.
