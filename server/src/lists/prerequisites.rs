@@ -37,7 +37,7 @@ pub async fn posted(db: &Db, ids: &[String]) -> Result<Result<Vec<String>, Strin
         .fetch_optional(db.read())
         .await?;
         match raw {
-            Some(raw) => texts.push(String::from_utf8_lossy(&raw).replace("\r\n", "\n")),
+            Some(raw) => texts.push(super::series::mail_text(&raw)),
             None => return Ok(Err(id.clone())),
         }
     }

@@ -266,17 +266,12 @@ async fn with_prerequisites(
             return Ok(Err((base, why)));
         }
     };
-    let robot = &state.config.mail.report.robot_address;
-    let mirror = repos::mirror_for(state, &repo.name);
-    let patches = mboxrd(&texts)?;
-    let paths = touched_paths(&texts.concat());
-    match mirror
-        .am(&base.sha, patches, &paths, ("kbot", robot))
-        .await?
-    {
+    match apply(state, repo, &base.sha, &texts).await? {
         Ok(tip) => {
             let name = format!("refs/kbot/series/{}/{}-prerequisites", l.name, s.id);
-            mirror.set_ref(&name, &tip).await?;
+            repos::mirror_for(state, &repo.name)
+                .set_ref(&name, &tip)
+                .await?;
             let how = format!("{} + {} prerequisite patch(es)", base.how, named.len());
             Ok(Ok(Base { sha: tip, how }))
         }
@@ -302,20 +297,12 @@ async fn apply_and_submit(
     };
     let mut texts = Vec::new();
     for message_id in draft.patches.values() {
-        let raw = store::message(&state.db, l.id, message_id).await?.raw;
-        texts.push(String::from_utf8_lossy(&raw).replace("\r\n", "\n"));
+        texts.push(mail_text(
+            &store::message(&state.db, l.id, message_id).await?.raw,
+        ));
     }
-    let robot = &state.config.mail.report.robot_address;
     let mirror = repos::mirror_for(state, &repo.name);
-    let applied = mirror
-        .am(
-            &base.sha,
-            mboxrd(&texts)?,
-            &touched_paths(&texts.concat()),
-            ("kbot", robot),
-        )
-        .await?;
-    let tip = match applied {
+    let tip = match apply(state, &repo, &base.sha, &texts).await? {
         Ok(tip) => tip,
         Err(why) => return cannot_apply(state, l, s, &repo, &base, &why).await,
     };
@@ -468,6 +455,28 @@ async fn cannot_apply(
     tx.commit().await?;
     tracing::info!(list = l.id, series = s.id, "series does not apply");
     Ok(())
+}
+
+/// A stored mail as text with `\n` line ends, as `git am` and the
+/// mboxrd writer take it.
+pub(super) fn mail_text(raw: &[u8]) -> String {
+    String::from_utf8_lossy(raw).replace("\r\n", "\n")
+}
+
+/// `git am -3` of the mails `texts`, in order, on `base` in the repo's
+/// mirror, committed by the robot; the tip, or git am's words.
+pub(super) async fn apply(
+    state: &AppState,
+    repo: &RepoRow,
+    base: &str,
+    texts: &[String],
+) -> Result<std::result::Result<String, String>> {
+    let robot = &state.config.mail.report.robot_address;
+    let mirror = repos::mirror_for(state, &repo.name);
+    let paths = touched_paths(&texts.concat());
+    Ok(mirror
+        .am(base, mboxrd(texts)?, &paths, ("kbot", robot))
+        .await?)
 }
 
 /// The patches as one mboxrd file, as `git am --patch-format=mboxrd` reads
