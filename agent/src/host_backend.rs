@@ -137,6 +137,7 @@ pub fn run(
         tuning: notes,
         started_at,
         finished_at: now_ms(),
+        profile: None,
     }))
 }
 

@@ -221,6 +221,7 @@ mod tests {
             tuning: BTreeMap::new(),
             started_at: 1,
             finished_at: 2,
+            profile: None,
         }
     }
 

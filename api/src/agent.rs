@@ -226,6 +226,46 @@ pub struct ResultUpload {
     pub tuning: BTreeMap<String, String>,
     pub started_at: i64,
     pub finished_at: i64,
+    /// The kernel profile of one extra, unmeasured execution of the workload
+    /// (QEMU guests with perf), as folded call stacks; absent where the
+    /// backend took none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<FoldedProfile>,
+}
+
+/// Most bytes of a result's folded stacks (a profile of a pipe workload
+/// folds to a few tens of KiB).
+pub const MAX_PROFILE_BYTES: usize = 4 << 20;
+
+/// A sampled profile as folded call stacks, the format of Brendan Gregg's
+/// `stackcollapse` and of `inferno`: one line per distinct stack,
+/// `root;caller;...;leaf COUNT`, the frames' symbols as perf resolved them
+/// (kernel symbols from the guest's kallsyms).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct FoldedProfile {
+    /// The sampling event (`cpu-clock` in a guest without a PMU).
+    pub event: String,
+    /// `stack COUNT` lines.
+    pub folded: String,
+}
+
+impl FoldedProfile {
+    /// The (stack, count) pairs; `Err` names the first malformed line.
+    pub fn stacks(&self) -> std::result::Result<Vec<(&str, u64)>, String> {
+        self.folded
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| {
+                let (stack, count) = l
+                    .rsplit_once(' ')
+                    .ok_or_else(|| format!("no sample count in folded line {l:?}"))?;
+                let count = count
+                    .parse::<u64>()
+                    .map_err(|_| format!("bad sample count in folded line {l:?}"))?;
+                Ok((stack, count))
+            })
+            .collect()
+    }
 }
 
 impl ResultUpload {
@@ -259,6 +299,15 @@ impl ResultUpload {
         if self.finished_at < self.started_at {
             return Err(kbot_core::Error::ResultTimes);
         }
+        if let Some(p) = &self.profile {
+            if p.folded.len() > MAX_PROFILE_BYTES {
+                return Err(kbot_core::Error::Profile(format!(
+                    "{} bytes of folded stacks, over the {MAX_PROFILE_BYTES}-byte limit",
+                    p.folded.len()
+                )));
+            }
+            p.stacks().map_err(kbot_core::Error::Profile)?;
+        }
         Ok(())
     }
 }
@@ -285,6 +334,7 @@ mod tests {
             tuning: BTreeMap::new(),
             started_at: 1,
             finished_at: 2,
+            profile: None,
         }
     }
 

@@ -16,6 +16,10 @@ pub enum Error {
     /// A result whose run finished before it started.
     #[error("the result's finished_at is before its started_at")]
     ResultTimes,
+    /// A result's profile that cannot be stored: too large, or lines that
+    /// are not folded stacks.
+    #[error("the result's profile: {0}")]
+    Profile(String),
     /// A job file that is not valid YAML; line and column are 1-based when
     /// known (the message, from serde_yaml, names them too).
     #[error("job file is not valid YAML: {message}")]

@@ -322,6 +322,7 @@ fn simulated_result(job_id: i64, metrics: usize) -> ResultUpload {
         tuning: BTreeMap::new(),
         started_at: 0,
         finished_at: 1,
+        profile: None,
     }
 }
 

@@ -142,6 +142,7 @@ impl<'a> TestAgent<'a> {
             tuning: BTreeMap::new(),
             started_at: 1,
             finished_at: 2,
+            profile: None,
         };
         let stored = self
             .client()
@@ -178,6 +179,7 @@ fn result(value: f64, tuning: BTreeMap<String, String>) -> ResultUpload {
         tuning,
         started_at: 1,
         finished_at: 2,
+        profile: None,
     }
 }
 

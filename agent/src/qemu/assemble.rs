@@ -184,6 +184,7 @@ pub(super) fn assemble(a: Assembly) -> Outcome {
         tuning,
         started_at: a.started_at,
         finished_at: now_ms(),
+        profile: None,
     })
 }
 

@@ -69,6 +69,7 @@ fn result(job_id: i64, raw_bytes: u64) -> Pending {
             tuning: BTreeMap::new(),
             started_at: 1,
             finished_at: 2,
+            profile: None,
         },
     }
 }

@@ -31,6 +31,7 @@ fn result(metrics: usize, raw_output: String) -> ResultUpload {
         tuning: BTreeMap::new(),
         started_at: 1,
         finished_at: 2,
+        profile: None,
     }
 }
 

@@ -113,6 +113,7 @@ fn upload(job: &LeasedJob, run: u32) -> ResultUpload {
         tuning: BTreeMap::new(),
         started_at: 1,
         finished_at: 2,
+        profile: None,
     }
 }
 

@@ -33,6 +33,7 @@ fn upload_body(metrics: &[(&str, f64)]) -> ResultUpload {
         tuning: BTreeMap::from([("cpufreq_governor".into(), "unavailable".into())]),
         started_at: 1_700_000_000_000,
         finished_at: 1_700_000_060_000,
+        profile: None,
     }
 }
 

@@ -425,7 +425,18 @@ async fn a_person_signs_in_submits_follows_triages_and_signs_out() {
         .await;
         assert!(text_of(&b, "#summary").await.contains(SUBJECT));
         click(&b, "#cancel").await;
-        reload_until(&b, again.as_str(), "h1", "cancelled").await;
+        // The form's POST redirects back to this page; waiting for that page
+        // (not reloading it, which could cut the POST off) shows it landed.
+        until("the cancelled submission page", || async {
+            let h1 = b.find(Locator::Css("h1")).await.ok()?.text().await.ok()?;
+            h1.contains("cancelled").then_some(())
+        })
+        .await;
+        assert!(
+            b.find(Locator::Css("#cancel")).await.is_err(),
+            "no Cancel button once cancelled"
+        );
+        assert_eq!(b.current_url().await.expect("url").as_str(), again.as_str());
 
         // A tampered form (its CSRF field removed) is refused.
         b.goto(&page).await.expect("goto");

@@ -121,6 +121,7 @@ async fn upload(agent: &TestAgent<'_>, job_id: i64, value: f64) {
         tuning: BTreeMap::new(),
         started_at: 1,
         finished_at: 2,
+        profile: None,
     };
     let response = agent
         .t

@@ -23,6 +23,7 @@ fn upload(raw_output: String) -> ResultUpload {
         tuning: BTreeMap::new(),
         started_at: 1,
         finished_at: 2,
+        profile: None,
     }
 }
 

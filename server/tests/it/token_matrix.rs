@@ -291,6 +291,7 @@ fn body(path: &str) -> serde_json::Value {
             tuning: Default::default(),
             started_at: 1,
             finished_at: 2,
+            profile: None,
         })
     } else {
         json!({})
