@@ -23,6 +23,27 @@ const APPLETS: &[&str] = &[
 const PAGESIZE_FN: &str = "pagesize() { set -- $(od -An -tu8 -v /proc/self/auxv); \
 while [ $# -gt 1 ]; do [ \"$1\" = 6 ] && { echo \"$2\"; return 0; }; shift 2; done; return 1; }\n";
 
+/// `snap before|after`: the uptime and the monitors' files
+/// ([`crate::monitors::Snapshot`]) as `<file>.<when>` sections; the gauges only
+/// after the runs, and counters first after them so that what the gauges'
+/// output costs stays out of the counted interval. A file the kernel lacks
+/// gives no section.
+fn snap_fn() -> String {
+    use crate::monitors::Snapshot;
+    format!(
+        "snap() {{ g=; [ $1 = after ] && g=\"{}\"; for f in uptime {} $g; do \
+         [ -e /proc/$f ] && section $f.$1 cat /proc/$f; done; }}\n",
+        Snapshot::GAUGES.join(" "),
+        Snapshot::COUNTERS.join(" ")
+    )
+}
+
+/// Turns schedstats on where the kernel has them (CONFIG_SCHEDSTATS), for
+/// warm-up and measured runs alike: /proc/schedstat's event counters stay 0
+/// without it.
+const SCHEDSTATS_ON: &str =
+    "[ -e /proc/sys/kernel/sched_schedstats ] && echo 1 >/proc/sys/kernel/sched_schedstats\n";
+
 /// The /init shell script for a workload: `warmup` executions of each
 /// invocation first (their output in `warmup.<i>.<n>` sections, which are
 /// not parsed), then the monitors' `before` snapshot and the measured runs.
@@ -52,10 +73,11 @@ pub fn init_script(plan: &[Invocation], warmup: u32, results: &str) -> String {
     ));
     s.push_str(&format!(
         "section() {{ name=$1; shift; echo \"{BEGIN}$name\"; \"$@\"; rc=$?; echo \"{END}$name rc=$rc\"; }}\n\
-         snap() {{ for f in uptime vmstat stat interrupts; do section $f.$1 cat /proc/$f; done; }}\n\
          secs() {{ cut -d. -f1 /proc/uptime; }}\n\
          quiet() {{ \"$@\" >/dev/null 2>&1; }}\n"
     ));
+    s.push_str(&snap_fn());
+    s.push_str(SCHEDSTATS_ON);
     s.push_str(PAGESIZE_FN);
     s.push_str(
         "{\nsection uname uname -r\nsection machine uname -m\nsection page_size pagesize\n\
@@ -191,6 +213,70 @@ mod tests {
             parser: Tool::KbotBenchJson,
             context: kbot_core::parsers::ParseContext::new("lmbench3"),
         }
+    }
+
+    /// `snap` sends every monitor file, counters both times and gauges
+    /// after the runs only; schedstats are switched on where they exist.
+    #[test]
+    fn snap_covers_the_monitors_files() {
+        let snap = snap_fn();
+        for f in crate::monitors::Snapshot::COUNTERS
+            .iter()
+            .chain(crate::monitors::Snapshot::GAUGES)
+        {
+            let mut words = snap.split(|c: char| !c.is_ascii_alphanumeric());
+            assert!(words.any(|w| w == *f), "{f}: {snap}");
+        }
+        assert!(snap.contains(
+            "[ $1 = after ] && g=\"meminfo buddyinfo slabinfo\"; \
+             for f in uptime vmstat stat interrupts softirqs schedstat $g; do"
+        ));
+        assert_eq!(
+            SCHEDSTATS_ON,
+            "[ -e /proc/sys/kernel/sched_schedstats ] && echo 1 >/proc/sys/kernel/sched_schedstats\n"
+        );
+    }
+
+    /// The snap function run by a shell on this host's /proc: its sections
+    /// make the snapshots the agent reads, and a missing file none.
+    #[test]
+    fn snap_sections_make_snapshots() -> Result<()> {
+        let shell = if Path::new("/bin/busybox").is_file() {
+            vec!["/bin/busybox", "sh"]
+        } else {
+            vec!["sh"]
+        };
+        let script = format!(
+            "section() {{ name=$1; shift; echo \"{BEGIN}$name\"; \"$@\"; rc=$?; echo \"{END}$name rc=$rc\"; }}\n{}snap before\nsnap after\n",
+            snap_fn()
+        );
+        let out = crate::process::output(
+            Command::new(shell[0])
+                .args(&shell[1..])
+                .arg("-c")
+                .arg(script),
+        )?;
+        let sections = crate::console::sections(&out);
+        let snap = |when: &str| {
+            crate::monitors::Snapshot::from_files(|f| {
+                sections
+                    .get(&format!("{f}.{when}"))
+                    .map(|s| s.body.clone())
+                    .unwrap_or_default()
+            })
+        };
+        assert!(sections.contains_key("uptime.before") && sections.contains_key("uptime.after"));
+        assert!(sections.contains_key("meminfo.after"));
+        assert!(!sections.contains_key("meminfo.before"));
+        assert_eq!(
+            sections.contains_key("schedstat.before"),
+            Path::new("/proc/schedstat").exists()
+        );
+        let m = crate::monitors::metrics(&snap("before"), &snap("after"), 1.0);
+        assert!(m.contains_key("meminfo.MemTotal"), "{m:?}");
+        assert!(m.contains_key("softirqs.TIMER"), "{m:?}");
+        assert!(m.contains_key("proc-vmstat.pgfault"), "{m:?}");
+        Ok(())
     }
 
     #[test]

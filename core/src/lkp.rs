@@ -15,13 +15,18 @@ use serde_yaml::Value;
 
 use crate::{Error, Result};
 
-/// Monitors kbot's agent runs around every workload (`agent/src/monitors.rs`
-/// always; `perf-stat` and `perf-profile` where the backend has perf). A job
-/// file naming one gets it; options under the key are not honoured.
+/// Monitors kbot's agent runs around every workload (`agent/src/monitors/`
+/// always, each where the kernel has its /proc file: a SLOB kernel has no
+/// slabinfo; `perf-stat` and `perf-profile` where the backend has perf). A
+/// job file naming one gets it; options under the key are not honoured.
 pub const AGENT_MONITORS: &[&str] = &[
     "vmstat",
     "proc-vmstat",
     "interrupts",
+    "softirqs",
+    "meminfo",
+    "buddyinfo",
+    "slabinfo",
     "perf-stat",
     "perf-profile",
 ];
@@ -35,7 +40,6 @@ pub const OTHER_MONITORS: &[&str] = &[
     "boot-meminfo",
     "boot-slabinfo",
     "boot-time",
-    "buddyinfo",
     "cpufreq-stats",
     "cpuidle",
     "diskstats",
@@ -46,7 +50,6 @@ pub const OTHER_MONITORS: &[&str] = &[
     "kmemleak",
     "kmsg",
     "lock_stat",
-    "meminfo",
     "mountstats",
     "mpstat",
     "nfsstat",
@@ -60,8 +63,6 @@ pub const OTHER_MONITORS: &[&str] = &[
     "pmeter",
     "proc-stat",
     "sched_debug",
-    "slabinfo",
-    "softirqs",
     "syscalls",
     "thermal",
     "top",

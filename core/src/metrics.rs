@@ -147,6 +147,8 @@ const MONITOR_PREFIXES: &[&str] = &[
     "proc-stat",
     "proc-vmstat",
     "sched_debug",
+    // kbot's agent's /proc/schedstat monitor (lkp-tests has none).
+    "schedstat",
     "slabinfo",
     "softirqs",
     "turbostat",

@@ -136,11 +136,7 @@ pub(super) fn assemble(a: Assembly) -> Outcome {
             )
         }
     };
-    let snap = |when: &str| Snapshot {
-        vmstat: body(&sections, &format!("vmstat.{when}")),
-        stat: body(&sections, &format!("stat.{when}")),
-        interrupts: body(&sections, &format!("interrupts.{when}")),
-    };
+    let snap = |when: &str| Snapshot::from_files(|f| body(&sections, &format!("{f}.{when}")));
     let uptime = |when: &str| {
         body(&sections, &format!("uptime.{when}"))
             .split_whitespace()

@@ -126,9 +126,9 @@ const MAX_MARGIN_SMALL_BASE: usize = 1;
 
 /// Monitors on lkp-tests' `etc/stat-denylist` that neither `etc/stat-allowlist`
 /// nor `etc/report-allowlist` lets back in (`^<monitor>\.`): `lkp compare`
-/// skips their stats unless run with `-m`. Of kbot's monitors this is
-/// `interrupts`; the rest are listed so that a metric kbot may add later is
-/// judged as upstream judges it.
+/// skips their stats unless run with `-m`. Of kbot's monitors these are
+/// `interrupts`, `softirqs`, `buddyinfo` and `slabinfo`; the rest are listed
+/// so that a metric kbot may add later is judged as upstream judges it.
 const HIDDEN_MONITORS: &[&str] = &[
     "buddyinfo",
     "diskstats",

@@ -18,7 +18,7 @@
 //! (`workloads/src/*.rs`, asserted by `workloads/tests/workloads.rs`; they
 //! are the parsers' names below, except that kbot-bench's `pipe1` and
 //! `context_switch1` also print upstream's `will-it-scale.workload`) and the
-//! agent's monitors, asserted by the unit tests of `agent/src/monitors.rs`
+//! agent's monitors, asserted by the unit tests of `agent/src/monitors/`
 //! and `agent/src/perf.rs`. Checked against upstream:
 //! - `vmstat.{system.cs,system.in,cpu.us,cpu.sy,cpu.id,cpu.wa,cpu.st}` and
 //!   `proc-vmstat.<counter>` match `programs/vmstat/parse` and
@@ -27,6 +27,13 @@
 //!   (`interrupts.4:IO-APIC.4-edge.ttyS0`, `interrupts.LOC:Local_timer_interrupts`);
 //!   upstream also prints per-CPU `CPU<n>.<source>` rows, the agent only the
 //!   sum.
+//! - `softirqs.<type>` and `softirqs.CPU<n>.<type>` match
+//!   `programs/softirqs/parse`; `meminfo.<field>` and `meminfo.Memused`
+//!   `programs/meminfo/parse` (not its `max_used_kB`);
+//!   `buddyinfo.Node.<n>.zone.<zone>.<order>` `programs/buddyinfo/parse`;
+//!   `slabinfo.<cache>.{active_objs,num_objs}` `programs/slabinfo/parse`
+//!   (not its `active_slabs`, `num_slabs`). `schedstat.<field>` has no
+//!   upstream parser: the names are the kernel's.
 //! - `perf-profile.self.<event>.<symbol>` matches `programs/perf-profile/parse`
 //!   (clone suffixes `.isra.N`, `.constprop.N`, `.part.N` dropped).
 //! - `perf-stat.ps.<event>`, `perf-stat.total.instructions` and the
@@ -660,6 +667,15 @@ fn monitor_names_are_monitors() {
         // programs/perf-profile/parse: `self.<event>.<symbol>`, event
         // `cycles:pp` with `:` turned into `-`
         "perf-profile.self.cycles-pp.pipe_write",
+        // programs/softirqs/parse, meminfo/parse, buddyinfo/parse,
+        // slabinfo/parse; kbot's own /proc/schedstat monitor.
+        "softirqs.NET_RX",
+        "softirqs.CPU0.SCHED",
+        "meminfo.Active(anon)",
+        "meminfo.Memused",
+        "buddyinfo.Node.0.zone.Normal.3",
+        "slabinfo.kmalloc-64.active_objs",
+        "schedstat.ttwu_count",
     ];
     for name in vmstat.iter().chain(&others).chain(&not_perf) {
         assert!(is_monitor(name), "{name}");
