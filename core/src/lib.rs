@@ -13,6 +13,7 @@ pub mod machine;
 pub mod metrics;
 pub mod needs;
 pub mod parsers;
+pub mod profile;
 pub mod programs;
 pub mod report;
 pub mod stats;

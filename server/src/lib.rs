@@ -15,7 +15,7 @@
 //! 1. base: `error`, `db`, `config`, `time`, `telemetry`, `artifacts`,
 //!    `auth`, `state`, `worker`
 //! 2. web: `web`
-//! 3. features: `access`, `agents`, `repos`, `jobs`, `scheduler`,
+//! 3. features: `access`, `agents`, `repos`, `profiles`, `jobs`, `scheduler`,
 //!    `comparisons`, `submissions`, `mail`, `regressions`, `bisect`,
 //!    `watches`, `lists`, `dashboard`
 //! 4. assembly: `lib`, `server`, `routes`, `openapi`
@@ -25,7 +25,9 @@
 //! order above; the assembly names anything. The wire types are
 //! `kbot-api`'s.
 //!
-//! The order is the code's: a job is enqueued (`jobs`) before it is leased
+//! The order is the code's: a result's kernel profile (`profiles`) is
+//! stored by the upload (`jobs`), and its pages read the pairs and
+//! bisection steps from the store themselves; a job is enqueued (`jobs`) before it is leased
 //! (`scheduler`); a settled pair (`comparisons`) decides what follows
 //! through a function the server passes in ([`comparisons::OnSettled`],
 //! [`bisect::settled`]), so comparisons come before what they start;
@@ -53,6 +55,9 @@
 //! - [`access`]: web sign-in, sessions, CSRF tokens.
 //! - [`agents`]: enrolment of test machines, the agents page.
 //! - [`repos`]: registered repos, their git mirrors, resolved commits.
+//! - [`profiles`]: results' kernel profiles (folded stacks), stored with
+//!   the result; the pages comparing two sides' (top movers, differential
+//!   flame graph).
 //! - [`jobs`]: enqueueing, job state changes, result upload, the lease
 //!   reaper, per-commit summaries.
 //! - [`scheduler`]: which queued job an agent gets, the bounded long-poll,
@@ -83,6 +88,7 @@ pub mod jobs;
 pub mod lists;
 pub mod mail;
 pub mod openapi;
+pub mod profiles;
 pub mod regressions;
 pub mod repos;
 pub mod routes;

@@ -35,8 +35,8 @@ use utoipa_axum::routes;
 use crate::error::{Error, HtmlError};
 use crate::state::AppState;
 use crate::{
-    access, agents, bisect, dashboard, jobs, lists, openapi, regressions, repos, scheduler,
-    submissions, watches, web,
+    access, agents, bisect, dashboard, jobs, lists, openapi, profiles, regressions, repos,
+    scheduler, submissions, watches, web,
 };
 
 /// The whole HTTP surface of the server.
@@ -96,6 +96,7 @@ fn table() -> RouteTable {
     let table = user_routes(table);
     let table = dashboard_routes(table);
     let table = report_routes(table);
+    let table = profile_routes(table);
     access_routes(table)
 }
 
@@ -165,6 +166,32 @@ fn dashboard_routes(t: RouteTable) -> RouteTable {
         .page(Method::GET, "/lists", lists::pages::lists)
         .page(Method::GET, "/series/{id}", lists::pages::series)
         .page(Method::GET, "/git/{repo}/{*path}", repos::serve::file)
+}
+
+/// Kernel profile comparisons: a page and its differential flame graph
+/// (SVG), for a pair and for a bisection step.
+fn profile_routes(t: RouteTable) -> RouteTable {
+    use profiles::pages as p;
+    t.page(
+        Method::GET,
+        "/submissions/{id}/jobs/{position}/profile",
+        p::pair_page,
+    )
+    .page(
+        Method::GET,
+        "/submissions/{id}/jobs/{position}/profile.svg",
+        p::pair_svg,
+    )
+    .page(
+        Method::GET,
+        "/bisections/{id}/steps/{index}/profile",
+        p::step_page,
+    )
+    .page(
+        Method::GET,
+        "/bisections/{id}/steps/{index}/profile.svg",
+        p::step_svg,
+    )
 }
 
 /// Dashboard sign-in and sign-out, and the forms that change things (a

@@ -3,7 +3,8 @@
 //! Idempotent: a run's result is keyed by its job id. A second upload of the
 //! same run by the agent that stored it answers `stored: false` with the
 //! first result's id and changes nothing. Big text goes to the artifact
-//! directory before the transaction that references it commits.
+//! directory before the transaction that references it commits; the kernel
+//! profile, when the run has one, is a row of that transaction.
 
 use axum::extract::{Path, State};
 use axum::Json;
@@ -16,6 +17,7 @@ use crate::db::{JsonText, Tx};
 use crate::error::{ApiJson, Error, Result};
 use crate::jobs::handlers::{ActiveState, JobOwner, JobOwnerRow};
 use crate::jobs::{self, summaries, Event, ACTIVE_STATES_SQL};
+use crate::profiles;
 use crate::state::{AppState, JobDone};
 use crate::time::now_ms;
 
@@ -71,6 +73,9 @@ pub async fn upload(
             else {
                 return Ok(None);
             };
+            if let Some(profile) = &upload.profile {
+                profiles::store::insert(&mut tx, result_id, profile).await?;
+            }
             let atomic_job_id = finish_job(&mut tx, job_id, agent_id, submission_id).await?;
             summaries::add_run(&mut tx, job_id, &upload.metrics).await?;
             tx.commit().await?;

@@ -309,6 +309,8 @@ fn fill(path: &str, submission_id: i64, slot: Option<(&str, &str)>) -> String {
         ("{*rev}", "HEAD".into()),
         ("{message_id}", "1".into()),
         ("{day}", "20261201".into()),
+        ("{position}", "0".into()),
+        ("{index}", "1".into()),
     ] {
         let value = match slot {
             Some((p, hostile)) if p == param => percent_encoded(hostile),

@@ -30,6 +30,7 @@ mod mail_delivery;
 mod mail_regression;
 mod migrations;
 mod openapi;
+mod profiles;
 mod regressions;
 mod scheduling;
 mod schema_parity;

@@ -85,6 +85,22 @@ const ROUTES: &[(&str, &str, Guard)] = &[
     ("GET", "/lists", Guard::Open),
     ("GET", "/series/{id}", Guard::Open),
     ("GET", "/git/{repo}/{*path}", Guard::Open),
+    (
+        "GET",
+        "/submissions/{id}/jobs/{position}/profile",
+        Guard::Open,
+    ),
+    (
+        "GET",
+        "/submissions/{id}/jobs/{position}/profile.svg",
+        Guard::Open,
+    ),
+    ("GET", "/bisections/{id}/steps/{index}/profile", Guard::Open),
+    (
+        "GET",
+        "/bisections/{id}/steps/{index}/profile.svg",
+        Guard::Open,
+    ),
     ("GET", "/signin", Guard::Open),
     // Sign-in reads its name, password and CSRF cookie from the form: a
     // bearer token changes nothing.
@@ -267,6 +283,8 @@ fn concrete(path: &str, c: &Credentials) -> String {
         .replace("{*rev}", "HEAD")
         .replace("{message_id}", "1")
         .replace("{day}", "20261201")
+        .replace("{position}", "0")
+        .replace("{index}", "1")
 }
 
 /// A body the route accepts, so what is refused is refused for the caller:
