@@ -184,6 +184,12 @@ pub struct AgentArgs {
     /// for aarch64).
     #[arg(long, env = "KBOT_BUSYBOX", global = true)]
     pub busybox: Option<PathBuf>,
+    /// A static perf for the guest's kernel profile, of the guest's
+    /// architecture (default: /usr/local/lib/kbot/GUEST_ARCH/perf, which
+    /// scripts/build-guest-perf installs). When it is not there, guest runs
+    /// carry no profile and the agent says so at start.
+    #[arg(long, env = "KBOT_GUEST_PERF", global = true)]
+    pub guest_perf: Option<PathBuf>,
     /// The QEMU system emulator (default: qemu-system-GUEST_ARCH).
     #[arg(long, env = "KBOT_QEMU", global = true)]
     pub qemu: Option<PathBuf>,
@@ -402,6 +408,13 @@ impl AgentArgs {
             .unwrap_or_else(|| self.guest_arch().default_busybox().to_path_buf())
     }
 
+    /// The guest's static perf: configured, or the guest arch's.
+    pub fn guest_perf_binary(&self) -> PathBuf {
+        self.guest_perf
+            .clone()
+            .unwrap_or_else(|| self.guest_arch().default_perf())
+    }
+
     /// QEMU's `-cpu` under TCG: configured, or the guest arch's.
     pub fn tcg_cpu(&self) -> Option<String> {
         self.qemu_cpu
@@ -418,6 +431,7 @@ impl AgentArgs {
             page_size: self.guest_page_size(),
             topology: self.topology(),
             busybox: self.busybox_binary(),
+            perf: Some(self.guest_perf_binary()).filter(|p| p.exists()),
             kbot_bench,
             force_accel: self.force_accel(),
             boot_timeout: self.boot_timeout(),

@@ -22,6 +22,9 @@ pub enum GuestArch {
 /// Debian's `busybox-static:arm64` there).
 pub const AARCH64_BUSYBOX: &str = "/usr/local/lib/kbot/aarch64/busybox";
 
+/// Where scripts/build-guest-perf installs the guests' static perf.
+const GUEST_PERF_DIR: &str = "/usr/local/lib/kbot";
+
 /// The QEMU character device id of the aarch64 results channel.
 const RESULTS_CHARDEV: &str = "kbot-results";
 
@@ -111,6 +114,11 @@ impl GuestArch {
             GuestArch::X86_64 => Path::new("/bin/busybox"),
             GuestArch::Aarch64 => Path::new(AARCH64_BUSYBOX),
         }
+    }
+
+    /// The static perf of this arch's guests (scripts/build-guest-perf).
+    pub fn default_perf(self) -> std::path::PathBuf {
+        Path::new(GUEST_PERF_DIR).join(self.name()).join("perf")
     }
 
     /// The kernel console.

@@ -12,6 +12,7 @@ use kbot_core::programs::{Invocation, Repeat};
 
 use crate::console::{BEGIN, DONE_MARKER, END, INIT_MARKER, MEASURE_MARKER};
 use crate::error::{AgentError, Result};
+use crate::guest_profile;
 
 /// Busybox applets /init uses, installed as symlinks in /bin.
 const APPLETS: &[&str] = &[
@@ -49,8 +50,10 @@ const SCHEDSTATS_ON: &str =
 /// not parsed), then the monitors' `before` snapshot and the measured runs.
 /// Everything but the progress markers goes to `results` (the guest's
 /// results channel device), beginning with the guest's `uname -m` and page
-/// size, which the agent checks against its fingerprint.
-pub fn init_script(plan: &[Invocation], warmup: u32, results: &str) -> String {
+/// size, which the agent checks against its fingerprint. With `profile`, one
+/// more execution of each invocation runs under perf after the monitors'
+/// last snapshot ([`crate::guest_profile`]), outside what is measured.
+pub fn init_script(plan: &[Invocation], warmup: u32, results: &str, profile: bool) -> String {
     let mut s = String::from(
         "#!/bin/sh\n\
          export PATH=/bin\n\
@@ -94,7 +97,13 @@ pub fn init_script(plan: &[Invocation], warmup: u32, results: &str) -> String {
     for (i, inv) in plan.iter().enumerate() {
         s.push_str(&run_lines(i, inv));
     }
-    s.push_str("snap after\n} > $R 2>&1\n");
+    s.push_str("snap after\n");
+    if profile {
+        for (i, inv) in plan.iter().enumerate() {
+            s.push_str(&guest_profile::script_lines(i, &argv(inv)));
+        }
+    }
+    s.push_str("} > $R 2>&1\n");
     s.push_str(&format!("echo {DONE_MARKER}\nreboot -f\n"));
     s
 }
@@ -135,12 +144,21 @@ fn quote(word: &str) -> String {
     format!("'{}'", word.replace('\'', "'\\''"))
 }
 
+/// The programs the initramfs carries besides /init.
+pub struct Binaries<'a> {
+    pub busybox: &'a Path,
+    pub kbot_bench: &'a Path,
+    /// The static perf of the profiled execution, when there is one.
+    pub perf: Option<&'a Path>,
+}
+
 /// Writes the initramfs to `out`.
-pub fn write(out: &Path, busybox: &Path, kbot_bench: &Path, init: &str) -> Result<()> {
+pub fn write(out: &Path, bins: &Binaries, init: &str) -> Result<()> {
     let read = |p: &Path| {
         std::fs::read(p).map_err(|e| AgentError::io(format!("reading {}", p.display()), e))
     };
-    let (busybox, bench) = (read(busybox)?, read(kbot_bench)?);
+    let (busybox, bench) = (read(bins.busybox)?, read(bins.kbot_bench)?);
+    let perf = bins.perf.map(read).transpose()?;
     let file =
         File::create(out).map_err(|e| AgentError::io(format!("creating {}", out.display()), e))?;
     let mut cpio = Cpio {
@@ -155,6 +173,9 @@ pub fn write(out: &Path, busybox: &Path, kbot_bench: &Path, init: &str) -> Resul
     cpio.entry("init", 0o100755, NO_DEV, init.as_bytes())?;
     cpio.entry("bin/busybox", 0o100755, NO_DEV, &busybox)?;
     cpio.entry("bin/kbot-bench", 0o100755, NO_DEV, &bench)?;
+    if let Some(perf) = &perf {
+        cpio.entry(guest_profile::GUEST_PATH, 0o100755, NO_DEV, perf)?;
+    }
     for applet in APPLETS {
         cpio.entry(&format!("bin/{applet}"), 0o120777, NO_DEV, b"busybox")?;
     }
@@ -288,6 +309,7 @@ mod tests {
             ],
             0,
             "/dev/ttyS1",
+            false,
         );
         assert!(s.contains("R=/dev/ttyS1\ni=0; while ! { [ -c $R ] && ( : >$R ) 2>/dev/null; }"));
         assert!(s.contains("section machine uname -m\nsection page_size pagesize\n"));
@@ -309,6 +331,7 @@ mod tests {
             &[inv(&["pipen", "-s", "1"], Repeat::ForSeconds(30))],
             2,
             "/dev/hvc0",
+            false,
         );
         assert!(s.contains("R=/dev/hvc0\n"));
         let warm = s.find(
@@ -317,6 +340,27 @@ mod tests {
         let before = s.find("snap before");
         let measured = s.find("section output.0.$n");
         assert!(warm.is_some() && warm < before && before < measured, "{s}");
+    }
+
+    /// The profiled executions come after the monitors' last snapshot, one
+    /// per invocation, each sending its samples in its own section.
+    #[test]
+    fn the_profiled_executions_follow_the_measured_ones() {
+        let plan = [
+            inv(&["sched-pipe", "-l", "5000"], Repeat::Times(3)),
+            inv(&["pipen"], Repeat::ForSeconds(1)),
+        ];
+        let s = init_script(&plan, 0, "/dev/ttyS1", true);
+        let after = s.find("snap after").expect("snap after");
+        let record = s
+            .find("perf record -q -a -g -e cpu-clock -F 4000 -o /tmp/perf.0.data -- 'kbot-bench' 'sched-pipe' '-l' '5000'")
+            .expect("record 0");
+        let script1 = s
+            .find("section perf-script.1 perf script")
+            .expect("script 1");
+        let end = s.find("} > $R").expect("end of the redirected block");
+        assert!(after < record && record < script1 && script1 < end, "{s}");
+        assert!(!init_script(&plan, 0, "/dev/ttyS1", false).contains("perf"));
     }
 
     /// The page-size function of /init prints what the kernel says, here
@@ -356,7 +400,12 @@ mod tests {
         let bin = dir.path().join("tool");
         std::fs::write(&bin, b"#!/bin/sh\necho hi\n").map_err(|e| AgentError::io("write", e))?;
         let out = dir.path().join("initramfs.cpio");
-        write(&out, &bin, &bin, "#!/bin/sh\n")?;
+        let bins = Binaries {
+            busybox: &bin,
+            kbot_bench: &bin,
+            perf: Some(&bin),
+        };
+        write(&out, &bins, "#!/bin/sh\n")?;
         let listing = crate::process::output(
             Command::new("sh")
                 .arg("-c")
@@ -367,6 +416,7 @@ mod tests {
             "{listing}"
         );
         assert!(listing.contains("bin/sh -> busybox"), "{listing}");
+        assert!(listing.contains(" bin/perf"), "{listing}");
         assert!(
             listing
                 .lines()

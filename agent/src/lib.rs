@@ -18,6 +18,7 @@ pub mod elf_notes;
 pub mod error;
 pub mod guest_arch;
 pub mod guest_noise;
+pub mod guest_profile;
 pub mod host_backend;
 pub mod hwinfo;
 pub mod initramfs;
@@ -171,6 +172,7 @@ pub fn job_runner(args: &AgentArgs) -> Result<JobRunner> {
                 )));
             }
             check_initramfs_binaries(&kbot_bench, &args.busybox_binary(), arch)?;
+            check_guest_perf(&args.guest_perf_binary(), arch)?;
             Backend::Qemu(QemuBackend::new(args.qemu_config(kbot_bench.clone())))
         }
     };
@@ -209,6 +211,30 @@ pub fn check_initramfs_binaries(kbot_bench: &Path, busybox: &Path, guest_arch: &
              busybox-static:arm64 unpacked to {}; scripts/install-test-deps does both) \
              and give its path in --busybox (KBOT_BUSYBOX)",
             guest_arch::AARCH64_BUSYBOX
+        ),
+    )?;
+    Ok(())
+}
+
+/// A guest perf that is there must run in the guest (static, the guest's
+/// arch); one that is not there only costs the runs their profile, which
+/// the agent says once, at start.
+pub fn check_guest_perf(perf: &Path, guest_arch: &str) -> Result<()> {
+    if !perf.exists() {
+        tracing::warn!(
+            perf = %perf.display(),
+            "no static guest perf: QEMU runs carry no kernel profile \
+             (build one with scripts/build-guest-perf --arch {guest_arch})"
+        );
+        return Ok(());
+    }
+    elf::require_guest_binary(
+        "perf",
+        perf,
+        guest_arch,
+        &format!(
+            "build a static {guest_arch} one with scripts/build-guest-perf --arch {guest_arch} \
+             and give its path in --guest-perf (KBOT_GUEST_PERF)"
         ),
     )?;
     Ok(())

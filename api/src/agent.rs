@@ -249,25 +249,6 @@ pub struct FoldedProfile {
     pub folded: String,
 }
 
-impl FoldedProfile {
-    /// The (stack, count) pairs; `Err` names the first malformed line.
-    pub fn stacks(&self) -> std::result::Result<Vec<(&str, u64)>, String> {
-        self.folded
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .map(|l| {
-                let (stack, count) = l
-                    .rsplit_once(' ')
-                    .ok_or_else(|| format!("no sample count in folded line {l:?}"))?;
-                let count = count
-                    .parse::<u64>()
-                    .map_err(|_| format!("bad sample count in folded line {l:?}"))?;
-                Ok((stack, count))
-            })
-            .collect()
-    }
-}
-
 impl ResultUpload {
     /// Whether the server can store this result: the rules of
     /// `PUT /jobs/{id}/result`, checked by the agent before it spools a
@@ -306,7 +287,7 @@ impl ResultUpload {
                     p.folded.len()
                 )));
             }
-            p.stacks().map_err(kbot_core::Error::Profile)?;
+            kbot_core::profile::parse(&p.folded)?;
         }
         Ok(())
     }

@@ -93,8 +93,12 @@ pub struct TableInput {
     pub axes: BTreeMap<String, String>,
     pub base: CommitRef,
     pub head: CommitRef,
-    /// In display order (KPIs first, as [`Comparison`] sorts them).
+    /// In display order ([`TableInput::from_comparison`]).
     pub rows: Vec<TableRow>,
+    /// Changed rows left out by [`TableInput::within_budget`], per group
+    /// (`perf-profile.self`, `proc-vmstat`, ...), shown as one line each.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub omitted: BTreeMap<String, usize>,
 }
 
 impl TableInput {
@@ -132,17 +136,83 @@ impl TableInput {
                     .map(TableRow::from),
             )
             .collect();
-        // Stable: both lists come sorted this way.
-        rows.sort_by(|x, y| {
-            (metrics::report_rank(&x.metric), &x.metric)
-                .cmp(&(metrics::report_rank(&y.metric), &y.metric))
-        });
+        sort_rows(&mut rows);
         TableInput {
             axes,
             base,
             head,
             rows,
+            omitted: BTreeMap::new(),
         }
+    }
+
+    /// At most `per_group` rows of each monitor or profile group (the KPI
+    /// rows all stay), the biggest movers; what is left out is counted in
+    /// [`TableInput::omitted`]. A mail's compare table stays readable and
+    /// within its size however many symbols moved.
+    pub fn within_budget(mut self, per_group: usize) -> Self {
+        let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+        let mut omitted: BTreeMap<String, usize> = BTreeMap::new();
+        self.rows.retain(|r| {
+            if metrics::report_rank(&r.metric) == 0 || r.function_runs.is_some() {
+                return true;
+            }
+            let group = group_of(&r.metric);
+            let n = seen.entry(group.clone()).or_insert(0);
+            *n += 1;
+            if *n <= per_group {
+                true
+            } else {
+                *omitted.entry(group).or_insert(0) += 1;
+                false
+            }
+        });
+        self.omitted = omitted;
+        self
+    }
+}
+
+/// 0-day's sections, the KPI first, then the workload's own stats and the
+/// monitors, perf-stat and perf-profile (self before children). The
+/// workload's rows keep 0-day's name order; monitor and profile rows come
+/// biggest movers first, so where the time went heads its section.
+fn sort_rows(rows: &mut [TableRow]) {
+    let by_mover = |m: &str| metrics::is_monitor(m) || metrics::is_perf_profile(m);
+    rows.sort_by(|x, y| {
+        let (mx, my) = (by_mover(&x.metric), by_mover(&y.metric));
+        let movers = if mx && my {
+            y.change.abs().total_cmp(&x.change.abs())
+        } else {
+            std::cmp::Ordering::Equal
+        };
+        section_of(&x.metric)
+            .cmp(&section_of(&y.metric))
+            .then(mx.cmp(&my))
+            .then(movers)
+            .then(x.metric.cmp(&y.metric))
+    });
+}
+
+/// A row's report section: its rank, then for profiles self (0) before
+/// children (1) before the rest.
+fn section_of(metric: &str) -> (u8, u8) {
+    let kind = match metric.split('.').nth(1) {
+        _ if !metrics::is_perf_profile(metric) => 0,
+        Some("self") => 0,
+        Some("children") => 1,
+        _ => 2,
+    };
+    (metrics::report_rank(metric), kind)
+}
+
+/// The group a row counts against in [`TableInput::within_budget`]: the
+/// metric's prefix, and for perf-profile its kind (`perf-profile.self`).
+fn group_of(metric: &str) -> String {
+    let mut parts = metric.split('.');
+    let first = parts.next().unwrap_or_default();
+    match parts.next() {
+        Some(kind) if metrics::is_perf_profile(metric) => format!("{first}.{kind}"),
+        _ => first.to_string(),
     }
 }
 
@@ -202,6 +272,11 @@ pub fn render(t: &TableInput) -> String {
         for r in perf {
             line(&render_row(r));
         }
+    }
+    for (group, n) in &t.omitted {
+        line(&format!(
+            "      ({n} more changed {group}.* rows: the full table is on the dashboard)"
+        ));
     }
     out
 }
@@ -363,6 +438,7 @@ mod tests {
                 sha: "b".repeat(40),
                 subject: "head".into(),
             },
+            omitted: BTreeMap::new(),
             rows: vec![
                 row("stress-ng.pipe.fail", 0.0, 3.0, 100.0),
                 TableRow {
@@ -391,5 +467,74 @@ mod tests {
             "         %stddev     %change         %stddev"
         );
         assert!(lines[at + 5].ends_with("stress-ng.pipe.ops_per_sec"));
+    }
+
+    /// The KPI, then the workload's stats by name and the monitors, then
+    /// the profile (self, then children), monitor and profile rows biggest
+    /// movers first; the budget keeps the top rows of
+    /// each group and says how many it left out.
+    #[test]
+    fn sections_put_the_biggest_movers_first_within_a_budget() {
+        let row = |metric: &str, change: f64| TableRow {
+            metric: metric.into(),
+            base_mean: 1.0,
+            base_stddev_pct: 0.0,
+            change,
+            change_is_absolute: metrics::is_perf_profile(metric),
+            head_mean: 1.0,
+            head_stddev_pct: 0.0,
+            function_runs: None,
+        };
+        let mut rows = vec![
+            row("perf-profile.children.cpu-clock.pipe_write", 30.0),
+            row("perf-profile.self.cpu-clock.pipe_read", -1.5),
+            row("perf-profile.self.cpu-clock.clear_page_erms", 25.0),
+            row("perf-profile.self.cpu-clock.memset", 0.8),
+            row("vmstat.system.cs", -3.0),
+            row("proc-vmstat.pgalloc_normal", 400.0),
+            row("perf-bench-sched-pipe.ops_per_sec", -40.0),
+            row(
+                "perf-bench-sched-pipe.time.voluntary_context_switches",
+                90.0,
+            ),
+            row("perf-bench-sched-pipe.time.elapsed_time", 20.0),
+        ];
+        sort_rows(&mut rows);
+        let order: Vec<&str> = rows.iter().map(|r| r.metric.as_str()).collect();
+        assert_eq!(
+            order,
+            [
+                "perf-bench-sched-pipe.ops_per_sec",
+                "perf-bench-sched-pipe.time.elapsed_time",
+                "perf-bench-sched-pipe.time.voluntary_context_switches",
+                "proc-vmstat.pgalloc_normal",
+                "vmstat.system.cs",
+                "perf-profile.self.cpu-clock.clear_page_erms",
+                "perf-profile.self.cpu-clock.pipe_read",
+                "perf-profile.self.cpu-clock.memset",
+                "perf-profile.children.cpu-clock.pipe_write",
+            ]
+        );
+        let t = TableInput {
+            axes: BTreeMap::new(),
+            base: CommitRef {
+                sha: "a".repeat(40),
+                subject: "base".into(),
+            },
+            head: CommitRef {
+                sha: "b".repeat(40),
+                subject: "head".into(),
+            },
+            rows,
+            omitted: BTreeMap::new(),
+        }
+        .within_budget(2);
+        assert_eq!(t.rows.len(), 8);
+        assert!(!t.rows.iter().any(|r| r.metric.ends_with(".memset")));
+        assert_eq!(
+            t.omitted,
+            BTreeMap::from([("perf-profile.self".to_string(), 1)])
+        );
+        assert!(render(&t).contains("(1 more changed perf-profile.self.* rows"));
     }
 }

@@ -13,6 +13,7 @@ use super::config::Topology;
 use super::watch::Watch;
 use super::TAIL_LINES;
 use crate::console::{self, Section, INIT_MARKER};
+use crate::guest_profile;
 use crate::monitors::{self, Snapshot};
 use crate::outcome::{now_ms, Failure, Outcome};
 use crate::process::tail;
@@ -27,6 +28,8 @@ pub(super) struct Assembly<'a> {
     pub(super) topology: &'a Topology,
     pub(super) expect: Expected<'a>,
     pub(super) started_at: i64,
+    /// Whether /init profiled an extra execution (the guest had perf).
+    pub(super) profiled: bool,
 }
 
 /// The machine the agent's fingerprint promises: a guest that runs another
@@ -148,10 +151,20 @@ pub(super) fn assemble(a: Assembly) -> Outcome {
         _ => 0.0,
     };
     metrics.extend(monitors::metrics(&snap("before"), &snap("after"), elapsed));
+    let mut tuning = a.tuning;
+    let profile = if a.profiled {
+        let (profile, note) = guest_profile::from_sections(&sections);
+        tuning.insert(guest_profile::TUNING_KEY.to_string(), note);
+        profile
+    } else {
+        None
+    };
+    if let Some(p) = &profile {
+        metrics.extend(guest_profile::metrics(p));
+    }
     if let Some(secs) = console::printk_seconds_before(&w.console, INIT_MARKER) {
         metrics.insert("boot-time.boot".to_string(), secs);
     }
-    let mut tuning = a.tuning;
     tuning.insert(conditions::GUEST_ARCH.to_string(), machine);
     tuning.insert(
         conditions::GUEST_PAGE_SIZE.to_string(),
@@ -180,7 +193,7 @@ pub(super) fn assemble(a: Assembly) -> Outcome {
         tuning,
         started_at: a.started_at,
         finished_at: now_ms(),
-        profile: None,
+        profile,
     })
 }
 
@@ -259,6 +272,7 @@ mod tests {
             topology: &topo(1, 1),
             expect: X86_4K,
             started_at: 0,
+            profiled: false,
         });
         match out {
             Outcome::Failed(f) => {
@@ -285,6 +299,7 @@ mod tests {
             topology: &topo(1, 1),
             expect: X86_4K,
             started_at: 0,
+            profiled: false,
         });
         assert!(matches!(
             out,
@@ -328,6 +343,7 @@ mod tests {
             topology: &topo(1, 1),
             expect,
             started_at: 0,
+            profiled: false,
         })
     }
 

@@ -119,6 +119,9 @@ pub struct QemuConfig {
     /// Static busybox and kbot-bench put into the initramfs.
     pub busybox: PathBuf,
     pub kbot_bench: PathBuf,
+    /// The static perf that profiles one extra execution per invocation
+    /// ([`crate::guest_profile`]); `None`: no profile.
+    pub perf: Option<PathBuf>,
     /// `None`: probe KVM and fall back to TCG (wall clock only: icount is TCG).
     pub force_accel: Option<Accel>,
     pub boot_timeout: Duration,

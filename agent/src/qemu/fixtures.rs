@@ -26,6 +26,7 @@ pub(super) fn config(clock: Clock) -> QemuConfig {
         topology: topo(1, 1),
         busybox: PathBuf::from("/bin/busybox"),
         kbot_bench: PathBuf::from("kbot-bench"),
+        perf: None,
         force_accel: None,
         boot_timeout: Duration::from_secs(60),
         run_timeout: Duration::from_secs(60),

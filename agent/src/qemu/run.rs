@@ -141,6 +141,7 @@ impl QemuBackend {
                     page_size: self.cfg.page_size,
                 },
                 started_at,
+                profiled: self.cfg.perf.is_some(),
             });
             match (out, interference) {
                 (Outcome::Success(_), Some(why)) if self.cfg.clock == Clock::Wall => {
@@ -199,12 +200,14 @@ impl QemuBackend {
     ) -> Result<BootRecord> {
         let (accel, _) = self.accel(kernel);
         let initrd = dir.join("initramfs.cpio");
-        initramfs::write(
-            &initrd,
-            &self.cfg.busybox,
-            &self.cfg.kbot_bench,
-            &initramfs::init_script(plan, warmup, self.cfg.arch.results_device()),
-        )?;
+        let bins = initramfs::Binaries {
+            busybox: &self.cfg.busybox,
+            kbot_bench: &self.cfg.kbot_bench,
+            perf: self.cfg.perf.as_deref(),
+        };
+        let results_device = self.cfg.arch.results_device();
+        let init = initramfs::init_script(plan, warmup, results_device, bins.perf.is_some());
+        initramfs::write(&initrd, &bins, &init)?;
         let results = dir.join("results.txt");
         let _ = std::fs::remove_file(&results);
         let mut cmd = qemu_command(&self.cfg, accel, kernel, &initrd, &results)?;

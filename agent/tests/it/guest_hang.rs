@@ -80,6 +80,7 @@ fn a_guest_hung_at_boot_times_out_and_its_qemu_is_killed() {
         // Never run: the guest halts before anything of the initramfs.
         busybox: "/bin/sh".into(),
         kbot_bench: "/bin/sh".into(),
+        perf: None,
         force_accel: Some(Accel::Tcg),
         boot_timeout: BOOT_TIMEOUT,
         run_timeout: Duration::from_secs(3),

@@ -254,6 +254,10 @@ fn unknown_machine() -> Hardware {
     }
 }
 
+/// Most changed rows of one monitor or profile group in a report's compare
+/// table (0-day's mails show the top movers; the dashboard has them all).
+const REPORT_ROWS_PER_GROUP: usize = 15;
+
 fn report_data(pc: &PairComparison, kpi: &MetricComparison, ctx: &Context) -> ReportData {
     let mut axes = pc.job.axes();
     if !ctx.tbox_group.is_empty() {
@@ -288,7 +292,7 @@ fn report_data(pc: &PairComparison, kpi: &MetricComparison, ctx: &Context) -> Re
         machine: ctx.machine.clone(),
         parameters: report::job_parameters(&pc.job),
         other_impacts: other_impacts(pc, kpi, &ctx.machine),
-        compare_table: table::render(&table_input),
+        compare_table: table::render(&table_input.within_budget(REPORT_ROWS_PER_GROUP)),
         recorded_at_ms: ctx.submission_created_at,
         identity_key: format!(
             "{}/{}..{}/{}/{}",
