@@ -113,7 +113,7 @@ pub fn parse_report(text: &str, event: &str) -> Metrics {
 
 /// LKP's `fixup_symbol_name`: removes every `.isra.N`, `.constprop.N` and
 /// `.part.N` (compiler clones of one function).
-pub(crate) fn lkp_symbol(sym: &str) -> String {
+pub fn lkp_symbol(sym: &str) -> String {
     let mut out = String::with_capacity(sym.len());
     let mut rest = sym;
     'scan: while let Some(c) = rest.chars().next() {
