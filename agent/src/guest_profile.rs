@@ -2,9 +2,10 @@
 //! records one extra execution of each invocation system-wide with call
 //! chains, after the measured executions and the monitors' last snapshot (so
 //! neither the KPI nor the monitors see the sampling interrupts), and
-//! `perf script` sends the samples back over the results channel. Here they
-//! become folded stacks ([`fold`]) and LKP's `perf-profile.self.*` and
-//! `perf-profile.children.*` rows ([`metrics`]).
+//! `perf script`, folded into stacks in the guest ([`FOLD_AWK`]), goes back
+//! over the results channel. Here the stacks become the result's profile and
+//! LKP's `perf-profile.self.*` and `perf-profile.children.*` rows
+//! ([`metrics`]).
 //!
 //! The guest has no PMU under TCG, so the event is `cpu-clock` (an hrtimer
 //! per CPU). Under the instruction-counted clock those timers fire at the
@@ -23,66 +24,41 @@ use crate::perf::lkp_symbol;
 /// The sampling event (software: no PMU in a TCG guest).
 pub const EVENT: &str = "cpu-clock";
 /// Samples per second of guest time and CPU.
-pub const SAMPLE_HZ: u32 = 4000;
+pub const SAMPLE_HZ: u32 = 1000;
 /// The name the static perf has in the initramfs.
 pub const GUEST_PATH: &str = "bin/perf";
+/// Where [`FOLD_AWK`] is in the initramfs.
+pub const FOLD_AWK_PATH: &str = "fold.awk";
+
+/// The shell function /init folds a perf.data file with.
+pub const FOLD_FN: &str = "fold() { perf script -i \"$1\" -F comm,ip,sym | awk -f /fold.awk; }\n";
 
 /// `perf record` and `perf script` as /init runs them for invocation `i`
 /// (`argv` already quoted): the record's stderr in `perf-record.<i>`, the
-/// samples in `perf-script.<i>`.
+/// samples folded by [`FOLD_AWK`] in `perf-fold.<i>`. Folding in the guest
+/// keeps what crosses the results channel to one line per distinct stack
+/// (a long workload's raw samples run to tens of MB).
 pub fn script_lines(i: usize, argv: &str) -> String {
     format!(
         "perf record -q -a -g -e {EVENT} -F {SAMPLE_HZ} -o /tmp/perf.{i}.data -- {argv} >/dev/null 2>/tmp/perf.{i}.err\n\
          section perf-record.{i} cat /tmp/perf.{i}.err\n\
-         section perf-script.{i} perf script -i /tmp/perf.{i}.data -F comm,ip,sym\n\
+         section perf-fold.{i} fold /tmp/perf.{i}.data\n\
          rm -f /tmp/perf.{i}.data\n"
     )
 }
 
-/// Folds `perf script -F comm,ip,sym` output: one `comm;root;...;leaf COUNT`
-/// line per distinct stack, sorted. A thread's comm loses its `/N` suffix
-/// (`swapper/1`, `kworker/0:1`) so per-CPU threads share a root; runs of
-/// frames perf could not name (user code of a static binary without a
-/// symbol reader) become one `[unknown]`.
-pub fn fold(script: &str) -> String {
-    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
-    let mut sample: Option<(String, Vec<&str>)> = None;
-    let mut flush = |sample: &mut Option<(String, Vec<&str>)>| {
-        if let Some((comm, frames)) = sample.take() {
-            let mut stack = comm;
-            for f in frames.iter().rev() {
-                stack.push(';');
-                stack.push_str(f);
-            }
-            *counts.entry(stack).or_insert(0) += 1;
-        }
-    };
-    for line in script.lines() {
-        if line.trim().is_empty() {
-            flush(&mut sample);
-        } else if line.starts_with(char::is_whitespace) {
-            let Some((_, frames)) = sample.as_mut() else {
-                continue;
-            };
-            let frame = line.trim_start();
-            let sym = frame.split_once(' ').map_or("[unknown]", |(_, s)| s.trim());
-            let sym = if sym.is_empty() { "[unknown]" } else { sym };
-            if !(sym == "[unknown]" && frames.last() == Some(&"[unknown]")) {
-                frames.push(sym);
-            }
-        } else {
-            flush(&mut sample);
-            let comm = line.trim();
-            let comm = comm.split_once('/').map_or(comm, |(c, _)| c);
-            sample = Some((comm.replace(';', ":"), Vec::new()));
-        }
-    }
-    flush(&mut sample);
-    counts
-        .into_iter()
-        .map(|(stack, n)| format!("{stack} {n}\n"))
-        .collect()
-}
+/// Folds `perf script -F comm,ip,sym` output (a sample: its comm alone on a
+/// line, then one `\tADDRESS SYMBOL` line per frame, leaf first, then a
+/// blank line) into `comm;root;...;leaf COUNT` lines. A thread's comm loses
+/// its `/N` suffix (`swapper/1`, `kworker/0:1`) so per-CPU threads share a
+/// root; runs of frames perf could not name (user code of a static binary:
+/// the guest's perf reads no ELF symbols) become one `[unknown]`. Busybox
+/// awk runs it in the guest ([`FOLD_FN`]).
+pub const FOLD_AWK: &str = r#"function flush() { if (open) n[comm stack]++; open = 0 }
+/^[^ \t]/ { flush(); comm = $0; sub(/[ \t]+$/, "", comm); sub(/\/.*/, "", comm); gsub(/;/, ":", comm); stack = ""; last = ""; open = 1; next }
+/^[ \t]/ { if (!open) next; sym = $2; for (f = 3; f <= NF; f++) sym = sym " " $f; if (sym == "") sym = "[unknown]"; if (sym == "[unknown]" && last == "[unknown]") next; stack = ";" sym stack; last = sym; next }
+{ flush() }
+END { flush(); for (s in n) print s, n[s] }"#;
 
 /// LKP's `perf-profile.self.<event>.<symbol>` (the share of samples whose
 /// leaf is the symbol) and `perf-profile.children.<event>.<symbol>` (the
@@ -117,11 +93,10 @@ pub fn metrics(profile: &FoldedProfile) -> Metrics {
     m
 }
 
-/// The profile of a run from its `perf-script.<i>` section bodies, or
-/// `None` when there were no samples.
-pub fn from_scripts<'a>(scripts: impl Iterator<Item = &'a str>) -> Option<FoldedProfile> {
-    let folded: Vec<String> = scripts.map(fold).collect();
-    let merged = Profile::merged(folded.iter().map(String::as_str)).ok()?;
+/// The profile of a run from its `perf-fold.<i>` section bodies (folded
+/// stacks), or `None` when there were no samples or a line is not folded.
+pub fn from_folded<'a>(folded: impl Iterator<Item = &'a str>) -> Option<FoldedProfile> {
+    let merged = Profile::merged(folded).ok()?;
     (!merged.is_empty()).then(|| FoldedProfile {
         event: EVENT.to_string(),
         folded: merged.folded(),
@@ -143,7 +118,7 @@ pub fn from_sections(sections: &BTreeMap<String, Section>) -> (Option<FoldedProf
             .filter(move |(name, _)| name.split_once('.').is_some_and(|(k, _)| k == kind))
             .map(|(_, s)| s)
     }
-    let profile = from_scripts(of(sections, "perf-script").map(|s| s.body.as_str()));
+    let profile = from_folded(of(sections, "perf-fold").map(|s| s.body.as_str()));
     let note = match &profile {
         Some(p) => {
             let samples = Profile::merged([p.folded.as_str()]).map_or(0, |m| m.total());
@@ -154,7 +129,7 @@ pub fn from_sections(sections: &BTreeMap<String, Section>) -> (Option<FoldedProf
         }
         None => {
             let said: Vec<&str> = of(sections, "perf-record")
-                .chain(of(sections, "perf-script"))
+                .chain(of(sections, "perf-fold"))
                 .map(|s| s.body.trim())
                 .filter(|b| !b.is_empty())
                 .collect();
@@ -170,8 +145,43 @@ mod tests {
 
     const SCRIPT: &str = "kbot-bench \n\tffffffff8162abb6 clear_page_erms\n\tffffffff816e73c7 pipe_write\n\tffffffff816d8e90 vfs_write\n\t  20ca3 [unknown]\n\t   80c5 [unknown]\n\nkbot-bench \n\tffffffff816e73c7 pipe_write\n\tffffffff816d8e90 vfs_write\n\t  20ca3 [unknown]\n\nswapper/1 \n\tffffffff81000001 default_idle.isra.0\n\nkbot-bench \n\tffffffff8162abb6 clear_page_erms\n\tffffffff816e73c7 pipe_write\n\tffffffff816d8e90 vfs_write\n\t 1 [unknown]\n\nswapper/0 \n\tffffffff81000001 default_idle.isra.0\n";
 
+    /// The guest's awk, run here by the host's busybox (the same program).
+    fn fold(script: &str) -> String {
+        let busybox = std::path::Path::new("/bin/busybox");
+        assert!(
+            busybox.is_file() || std::env::var_os("CI").is_none(),
+            "busybox is not installed (scripts/install-test-deps)"
+        );
+        let mut child = std::process::Command::new(busybox)
+            .args(["awk", FOLD_AWK])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("busybox awk");
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(script.as_bytes())
+            .expect("write");
+        let out = child.wait_with_output().expect("awk");
+        assert!(out.status.success());
+        let mut lines: Vec<String> = String::from_utf8(out.stdout)
+            .expect("utf-8")
+            .lines()
+            .map(str::to_string)
+            .collect();
+        lines.sort();
+        lines.iter().map(|l| format!("{l}\n")).collect()
+    }
+
     #[test]
     fn samples_fold_root_first_with_counts() {
+        if !std::path::Path::new("/bin/busybox").is_file() {
+            crate::process::skip_outside_ci("busybox is not installed (scripts/install-test-deps)");
+            return;
+        }
         assert_eq!(
             fold(SCRIPT),
             "kbot-bench;[unknown];vfs_write;pipe_write 1\n\
@@ -183,7 +193,10 @@ mod tests {
 
     #[test]
     fn self_and_children_shares_as_lkp_names_them() {
-        let p = from_scripts([SCRIPT, SCRIPT].into_iter()).expect("samples");
+        let folded = "kbot-bench;[unknown];vfs_write;pipe_write 1\n\
+             kbot-bench;[unknown];vfs_write;pipe_write;clear_page_erms 2\n\
+             swapper;default_idle.isra.0 2\n";
+        let p = from_folded([folded, folded].into_iter()).expect("samples");
         assert!(
             p.folded.contains("swapper;default_idle.isra.0 4\n"),
             "{}",
@@ -211,9 +224,10 @@ mod tests {
     #[test]
     fn the_guest_lines_record_after_and_script_by_name() {
         let l = script_lines(1, "'kbot-bench' 'sched-pipe'");
-        assert!(l.starts_with("perf record -q -a -g -e cpu-clock -F 4000 -o /tmp/perf.1.data -- 'kbot-bench' 'sched-pipe' >/dev/null"));
+        assert!(l.starts_with("perf record -q -a -g -e cpu-clock -F 1000 -o /tmp/perf.1.data -- 'kbot-bench' 'sched-pipe' >/dev/null"));
         assert!(
-            l.contains("section perf-script.1 perf script -i /tmp/perf.1.data -F comm,ip,sym\n")
+            l.contains("section perf-fold.1 fold /tmp/perf.1.data\n"),
+            "{l}"
         );
     }
 }

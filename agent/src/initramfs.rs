@@ -17,6 +17,7 @@ use crate::guest_profile;
 /// Busybox applets /init uses, installed as symlinks in /bin.
 const APPLETS: &[&str] = &[
     "sh", "mount", "cat", "uname", "reboot", "grep", "cut", "sleep", "mkdir", "poweroff", "od",
+    "awk", "rm",
 ];
 
 /// Prints the page size the kernel runs with: `AT_PAGESZ` (6) of the
@@ -99,6 +100,7 @@ pub fn init_script(plan: &[Invocation], warmup: u32, results: &str, profile: boo
     }
     s.push_str("snap after\n");
     if profile {
+        s.push_str(guest_profile::FOLD_FN);
         for (i, inv) in plan.iter().enumerate() {
             s.push_str(&guest_profile::script_lines(i, &argv(inv)));
         }
@@ -175,6 +177,8 @@ pub fn write(out: &Path, bins: &Binaries, init: &str) -> Result<()> {
     cpio.entry("bin/kbot-bench", 0o100755, NO_DEV, &bench)?;
     if let Some(perf) = &perf {
         cpio.entry(guest_profile::GUEST_PATH, 0o100755, NO_DEV, perf)?;
+        let fold = guest_profile::FOLD_AWK.as_bytes();
+        cpio.entry(guest_profile::FOLD_AWK_PATH, 0o100644, NO_DEV, fold)?;
     }
     for applet in APPLETS {
         cpio.entry(&format!("bin/{applet}"), 0o120777, NO_DEV, b"busybox")?;
@@ -353,10 +357,10 @@ mod tests {
         let s = init_script(&plan, 0, "/dev/ttyS1", true);
         let after = s.find("snap after").expect("snap after");
         let record = s
-            .find("perf record -q -a -g -e cpu-clock -F 4000 -o /tmp/perf.0.data -- 'kbot-bench' 'sched-pipe' '-l' '5000'")
+            .find("perf record -q -a -g -e cpu-clock -F 1000 -o /tmp/perf.0.data -- 'kbot-bench' 'sched-pipe' '-l' '5000'")
             .expect("record 0");
         let script1 = s
-            .find("section perf-script.1 perf script")
+            .find("section perf-fold.1 fold /tmp/perf.1.data")
             .expect("script 1");
         let end = s.find("} > $R").expect("end of the redirected block");
         assert!(after < record && record < script1 && script1 < end, "{s}");
@@ -417,6 +421,7 @@ mod tests {
         );
         assert!(listing.contains("bin/sh -> busybox"), "{listing}");
         assert!(listing.contains(" bin/perf"), "{listing}");
+        assert!(listing.contains(" fold.awk"), "{listing}");
         assert!(
             listing
                 .lines()
