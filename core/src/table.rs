@@ -118,10 +118,16 @@ impl TableInput {
             RowFilter::KbotDifferent => m.kbot.outcome == Outcome::Different,
             RowFilter::Changed => m.zero_day.changed || m.kbot.outcome == Outcome::Different,
         };
+        let kbot_different = |m: &OneSidedMetric| {
+            m.kbot
+                .as_ref()
+                .is_some_and(|k| k.outcome == Outcome::Different)
+        };
         let keep_one_sided = |m: &&OneSidedMetric| match filter {
             RowFilter::All => true,
-            RowFilter::ZeroDayChanged | RowFilter::Changed => m.zero_day.changed,
-            RowFilter::KbotDifferent => false,
+            RowFilter::ZeroDayChanged => m.zero_day.changed,
+            RowFilter::Changed => m.zero_day.changed || kbot_different(m),
+            RowFilter::KbotDifferent => kbot_different(m),
         };
         let mut rows: Vec<TableRow> = comparison
             .metrics

@@ -246,6 +246,11 @@ pub struct OneSidedMetric {
     pub kpi: bool,
     pub change_is_absolute: bool,
     pub zero_day: ZeroDayVerdict,
+    /// kbot's verdict where a missing value is known to be 0: a
+    /// `perf-profile.*` symbol that profiled runs of the other side did not
+    /// sample above the profile's floor ([`profile_symbol_verdict`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kbot: Option<KbotVerdict>,
 }
 
 /// The comparison of two commits' runs, KPIs first.
@@ -317,6 +322,7 @@ pub fn compare_runs(
             kpi: metrics::is_kpi(name),
             change_is_absolute: metrics::shows_absolute_change(name),
             zero_day: zeroday::verdict_padded(name, &b, &h, &nb, cfg.perf_profile_threshold),
+            kbot: profile_symbol_verdict(name, base, head, cfg),
         });
     }
     let primary =
@@ -342,6 +348,52 @@ fn monitored_by(base_names: &BTreeSet<String>, name: &str) -> bool {
     matches!(monitor, "perf-profile" | "lock_stat")
         && base_names.iter().any(|b| metrics::prefix(b) == monitor)
 }
+
+/// kbot's verdict on a `perf-profile.*` symbol one side never sampled
+/// above the profile's floor: each profiled run (one with any perf-profile
+/// row) that lacks it counts as 0. A profile lists every symbol at or above
+/// its floor, so its absence is a measurement, not a missing one; without
+/// it, a function a change brought in (the zeroing of a planted slowdown)
+/// would have no verdict at all. `None` for other metrics, or when a side
+/// has no profiled run.
+fn profile_symbol_verdict(
+    name: &str,
+    base: &[BTreeMap<String, f64>],
+    head: &[BTreeMap<String, f64>],
+    cfg: &StatsConfig,
+) -> Option<KbotVerdict> {
+    if !metrics::is_perf_profile(name) {
+        return None;
+    }
+    let values = |runs: &[BTreeMap<String, f64>]| -> Vec<f64> {
+        runs.iter()
+            .filter(|r| r.keys().any(|k| metrics::is_perf_profile(k)))
+            .map(|r| r.get(name).copied().unwrap_or(0.0))
+            .collect()
+    };
+    let (b, h) = (values(base), values(head));
+    if b.is_empty() || h.is_empty() || b.iter().chain(&h).any(|v| !v.is_finite()) {
+        return None;
+    }
+    let mut v = verdict::verdict(name, &b, &h, cfg, 0);
+    // Each side one share on every boot (the instruction-counted guest):
+    // the exact-clock rule of `verdict`, which a side at exactly 0 cannot
+    // pass (its floor is relative), decided on the absolute change.
+    let flat = |s: &[f64]| s.len() >= 2 && s.iter().all(|x| *x == s[0]);
+    if v.outcome != Outcome::Different
+        && flat(&b)
+        && flat(&h)
+        && (h[0] - b[0]).abs() >= PROFILE_SYMBOL_MIN_POINTS
+    {
+        v.outcome = Outcome::Different;
+        v.deterministic = true;
+    }
+    Some(v)
+}
+
+/// The smallest change of a symbol's share, in points, that counts when
+/// one side never sampled it: lkp-tests' floor for perf-profile stats.
+const PROFILE_SYMBOL_MIN_POINTS: f64 = 1.0;
 
 /// One sample per run, [`Sample::Missing`] where the run lacks `name`.
 fn padded(runs: &[BTreeMap<String, f64>], name: &str) -> Result<Vec<Sample>> {
@@ -559,6 +611,32 @@ mod tests {
             ]
         );
         assert_eq!(c.one_sided[0].zero_day.row.head_mean, 0.0);
+        // kbot's verdict on the profile symbols counts a profiled run
+        // without the symbol as 0; gone.ops is not a profile symbol.
+        assert!(c.one_sided[0].kbot.is_none());
+        assert!(c.one_sided[1].kbot.is_some() && c.one_sided[2].kbot.is_some());
+    }
+
+    /// A symbol a change brings in (sampled in every head run, below the
+    /// floor in every base run) is `different` for kbot with two runs a
+    /// side, where 0-day's rule wants three.
+    #[test]
+    fn a_new_profile_symbol_gets_kbots_verdict() {
+        let base = runs(&[
+            ("k.ops", &[100.0, 100.0]),
+            ("perf-profile.self.cpu-clock.pipe_read", &[30.0, 30.0]),
+        ]);
+        let head = runs(&[
+            ("k.ops", &[20.0, 20.0]),
+            ("perf-profile.self.cpu-clock.pipe_read", &[5.0, 5.0]),
+            ("perf-profile.self.cpu-clock.clear_page_rep", &[44.8, 44.8]),
+        ]);
+        let c = compare_runs(&base, &head, &StatsConfig::default()).expect("compare");
+        let new = &c.one_sided[0];
+        assert_eq!(new.metric, "perf-profile.self.cpu-clock.clear_page_rep");
+        assert!(!new.zero_day.changed, "0-day skips it: {:?}", new.zero_day);
+        let kbot = new.kbot.as_ref().expect("kbot's verdict");
+        assert_eq!(kbot.outcome, Outcome::Different, "{kbot:?}");
     }
 
     #[test]
