@@ -248,7 +248,7 @@ pub struct OneSidedMetric {
     pub zero_day: ZeroDayVerdict,
     /// kbot's verdict where a missing value is known to be 0: a
     /// `perf-profile.*` symbol that profiled runs of the other side did not
-    /// sample above the profile's floor ([`profile_symbol_verdict`]).
+    /// sample above the profile's floor (`profile_symbol_verdict`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kbot: Option<KbotVerdict>,
 }
