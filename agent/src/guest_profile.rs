@@ -94,19 +94,21 @@ pub fn metrics(profile: &FoldedProfile) -> Metrics {
 }
 
 /// The profile of a run from its `perf-fold.<i>` section bodies (folded
-/// stacks), or `None` when there were no samples or a line is not folded.
-pub fn from_folded<'a>(folded: impl Iterator<Item = &'a str>) -> Option<FoldedProfile> {
+/// stacks) and its sample count, or `None` when there were no samples or a
+/// line is not folded.
+pub fn from_folded<'a>(folded: impl Iterator<Item = &'a str>) -> Option<(FoldedProfile, u64)> {
     let merged = Profile::merged(folded).ok()?;
-    (!merged.is_empty()).then(|| FoldedProfile {
+    let profile = FoldedProfile {
         event: EVENT.to_string(),
         folded: merged.folded(),
-    })
+    };
+    (!merged.is_empty()).then_some((profile, merged.total()))
 }
 
 /// Where the result notes how its profile was taken, or why it has none.
 pub const TUNING_KEY: &str = "perf_profile";
 
-/// The run's profile from the guest's `perf-script.<i>` sections, with the
+/// The run's profile from the guest's `perf-fold.<i>` sections, with the
 /// note the result records: how it was taken, or what perf said instead.
 pub fn from_sections(sections: &BTreeMap<String, Section>) -> (Option<FoldedProfile>, String) {
     fn of<'a>(
@@ -120,8 +122,7 @@ pub fn from_sections(sections: &BTreeMap<String, Section>) -> (Option<FoldedProf
     }
     let profile = from_folded(of(sections, "perf-fold").map(|s| s.body.as_str()));
     let note = match &profile {
-        Some(p) => {
-            let samples = Profile::merged([p.folded.as_str()]).map_or(0, |m| m.total());
+        Some((_, samples)) => {
             format!(
                 "{EVENT} at {SAMPLE_HZ} Hz with call chains: {samples} samples of one extra \
                  execution per invocation, after the measured ones"
@@ -136,7 +137,7 @@ pub fn from_sections(sections: &BTreeMap<String, Section>) -> (Option<FoldedProf
             format!("none: perf recorded no samples ({})", said.join("; "))
         }
     };
-    (profile, note)
+    (profile.map(|(p, _)| p), note)
 }
 
 #[cfg(test)]
@@ -196,7 +197,8 @@ mod tests {
         let folded = "kbot-bench;[unknown];vfs_write;pipe_write 1\n\
              kbot-bench;[unknown];vfs_write;pipe_write;clear_page_erms 2\n\
              swapper;default_idle.isra.0 2\n";
-        let p = from_folded([folded, folded].into_iter()).expect("samples");
+        let (p, samples) = from_folded([folded, folded].into_iter()).expect("samples");
+        assert_eq!(samples, 10);
         assert!(
             p.folded.contains("swapper;default_idle.isra.0 4\n"),
             "{}",
