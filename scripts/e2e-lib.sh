@@ -63,7 +63,7 @@ e2e_start_x86_agent() {
   local token
   mkdir -p "$3"
   rm -f "$3/agent.json"  # a new server: enrol again
-  token=$("$bin/kbot-server" enroll-token --label "e2e qemu agent $1")
+  token=$("$bin/kbot-server" enroll-token --label "e2e qemu agent $1" --name "$1")
   KBOT_SERVER_URL="$url" KBOT_ENROLLMENT_TOKEN="$token" KBOT_AGENT_NAME="$1" \
   KBOT_TBOX_GROUP="$2" KBOT_BACKEND=qemu KBOT_WORK_DIR="$3" KBOT_CCACHE_DIR="$4" \
   KBOT_BENCH="$bench" KBOT_BUSYBOX=/bin/busybox KBOT_GUEST_SOCKETS=1 KBOT_GUEST_CORES=2 \

@@ -126,6 +126,13 @@ impl BuildCache {
         if k.key != *key || !k.image().is_file() {
             return Ok(None);
         }
+        if read_digest(&dir) != Some(digest(&dir)?) {
+            tracing::warn!(build = %key.id(), commit = %key.commit,
+                "the cached kernel is not what was stored (its digest differs); building it again");
+            fs::remove_dir_all(&dir)
+                .map_err(|e| AgentError::io(format!("removing {}", dir.display()), e))?;
+            return Ok(None);
+        }
         k.last_used_ms = now_ms();
         write_json(&dir.join("meta.json"), &k)?;
         Ok(Some(k))
@@ -141,6 +148,9 @@ impl BuildCache {
         kernel.size_bytes = dir_size(&dir);
         kernel.last_used_ms = now_ms();
         kernel.dir = dir.clone();
+        let sum = digest(&dir)?;
+        fs::write(dir.join(DIGEST_FILE), sum)
+            .map_err(|e| AgentError::io(format!("writing {}", dir.display()), e))?;
         write_json(&dir.join("meta.json"), &kernel)?;
         self.evict(&kernel.key.id())?;
         Ok(kernel)
@@ -228,6 +238,34 @@ impl BuildCache {
             .join(format!("{}.json", key.id()));
         Ok(read_json::<Unbuildable>(&path)?.filter(|u| u.key == *key))
     }
+}
+
+/// The file of a cache entry holding the digest of what was stored.
+const DIGEST_FILE: &str = "sha256";
+
+/// The SHA-256 of an entry's image and config, hex: written when the entry
+/// is stored, compared when it is used, so a kernel changed in the cache
+/// (by anything: a disk error, a process that should not write there) is
+/// never booted as the build of its key.
+fn digest(dir: &Path) -> Result<String> {
+    let mut h = Sha256::new();
+    for name in ["bzImage", "config"] {
+        let path = dir.join(name);
+        match fs::File::open(&path) {
+            Ok(mut f) => {
+                std::io::copy(&mut f, &mut h)
+                    .map_err(|e| AgentError::io(format!("reading {}", path.display()), e))?;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(AgentError::io(format!("reading {}", path.display()), e)),
+        }
+        h.update([0]);
+    }
+    Ok(hex::encode(h.finalize()))
+}
+
+fn read_digest(dir: &Path) -> Option<String> {
+    fs::read_to_string(dir.join(DIGEST_FILE)).ok()
 }
 
 fn read_meta(dir: &Path) -> Result<Option<BuiltKernel>> {
@@ -404,6 +442,25 @@ mod tests {
         );
         assert!(cache.get(&key("c1"))?.is_some());
         assert!(cache.get(&key("c3"))?.is_some());
+        Ok(())
+    }
+
+    /// A cached image changed after it was stored is not used: the entry
+    /// goes, and the caller builds the kernel again.
+    #[test]
+    fn a_changed_cached_kernel_is_not_used() -> Result<()> {
+        let tmp = tempfile::tempdir().map_err(|e| AgentError::io("tempdir", e))?;
+        let cache = BuildCache::open(&tmp.path().join("cache"), 1 << 20)?;
+        let stored = cache.insert(&stage(tmp.path(), "s", 100)?, kernel(key("c1")))?;
+        assert!(cache.get(&key("c1"))?.is_some(), "intact");
+        let mut image = fs::OpenOptions::new()
+            .append(true)
+            .open(stored.image())
+            .map_err(|e| AgentError::io("open", e))?;
+        std::io::Write::write_all(&mut image, b"planted")
+            .map_err(|e| AgentError::io("write", e))?;
+        assert!(cache.get(&key("c1"))?.is_none(), "changed: built again");
+        assert!(!stored.dir.exists(), "the changed entry is gone");
         Ok(())
     }
 

@@ -7,9 +7,14 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use kbot_api::agent::BootBackend;
 
+use crate::error::Result;
 use crate::guest_arch::{parse_page_size, GuestArch};
 use crate::monitors::InterferenceLimits;
-use crate::qemu::{Accel, Clock, QemuConfig, Topology};
+use crate::qemu::{
+    Accel, Clock, GuestOutput, QemuConfig, QemuVersion, Topology, DEFAULT_CONSOLE_KEEP_KIB,
+    DEFAULT_RESULTS_MAX_MIB,
+};
+use crate::sandbox::{self, Limits, SandboxConfig};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -108,7 +113,8 @@ impl From<BackendArg> for BootBackend {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ClockArg {
-    /// `-icount shift=N,sleep=off`: instruction-counted guest time, one vCPU.
+    /// `-icount shift=N,sleep=off`: instruction-counted guest time (the tbox
+    /// group's vCPUs on QEMU 8.1 or later, one before it).
     Icount,
     /// The host's clock, the tbox group's vCPUs.
     Wall,
@@ -226,6 +232,8 @@ pub struct AgentArgs {
     /// `make -j` jobs (default: the number of CPUs).
     #[arg(long, env = "KBOT_MAKE_JOBS", global = true)]
     pub make_jobs: Option<u32>,
+    #[command(flatten)]
+    pub build_sandbox: BuildSandboxArgs,
     /// Collect perf stat and a perf record profile (host and kexec backends).
     #[arg(long, env = "KBOT_PERF", default_value_t = true, action = clap::ArgAction::Set, global = true)]
     pub perf: bool,
@@ -237,6 +245,46 @@ pub struct AgentArgs {
         global = true
     )]
     pub lease_wait_secs: u32,
+}
+
+/// The kernel build's sandbox (see `sandbox.rs` and the README's "Test
+/// machines" section).
+#[derive(Debug, Clone, Args)]
+pub struct BuildSandboxArgs {
+    /// The user a root agent builds kernels as (it must exist; a non-root
+    /// agent builds as itself).
+    #[arg(long, env = "KBOT_BUILD_USER", default_value = sandbox::DEFAULT_BUILD_USER, global = true)]
+    pub build_user: String,
+    /// CPU seconds of any one process of a build.
+    #[arg(long, env = "KBOT_BUILD_CPU_SECS", default_value_t = sandbox::DEFAULT_CPU_SECS, global = true)]
+    pub build_cpu_secs: u64,
+    /// Address space of any one process of a build, in MiB.
+    #[arg(long, env = "KBOT_BUILD_ADDRESS_SPACE_MIB", default_value_t = sandbox::DEFAULT_ADDRESS_SPACE_MIB, global = true)]
+    pub build_address_space_mib: u64,
+    /// Processes the build user may run at once.
+    #[arg(long, env = "KBOT_BUILD_MAX_PROCESSES", default_value_t = sandbox::DEFAULT_MAX_PROCESSES, global = true)]
+    pub build_max_processes: u64,
+    /// The largest file a build may write (the build log included), in MiB.
+    #[arg(long, env = "KBOT_BUILD_MAX_FILE_MIB", default_value_t = sandbox::DEFAULT_MAX_FILE_MIB, global = true)]
+    pub build_max_file_mib: u64,
+    /// The size of a build's tmpfs /tmp, in MiB.
+    #[arg(long, env = "KBOT_BUILD_TMP_MIB", default_value_t = sandbox::DEFAULT_TMP_MIB, global = true)]
+    pub build_tmp_mib: u64,
+}
+
+impl BuildSandboxArgs {
+    pub fn sandbox(&self) -> SandboxConfig {
+        SandboxConfig {
+            build_user: self.build_user.clone(),
+            limits: Limits {
+                cpu_secs: self.build_cpu_secs,
+                address_space_bytes: self.build_address_space_mib << 20,
+                processes: self.build_max_processes,
+                file_size_bytes: self.build_max_file_mib << 20,
+                tmp_bytes: self.build_tmp_mib << 20,
+            },
+        }
+    }
 }
 
 /// The tbox group's guest machine (qemu backend).
@@ -282,7 +330,7 @@ pub struct GuestArgs {
 /// How the qemu backend measures (see README, "Measuring in QEMU guests").
 #[derive(Debug, Clone, Args)]
 pub struct GuestMeasureArgs {
-    /// The guest's clock: icount (deterministic, one vCPU) or wall.
+    /// The guest's clock: icount (deterministic) or wall.
     #[arg(
         long,
         env = "KBOT_QEMU_CLOCK",
@@ -342,6 +390,14 @@ pub struct GuestMeasureArgs {
         global = true
     )]
     pub qemu_interference_retries: u32,
+    /// The guest console kept: its first and its last this many KiB (the
+    /// rest is dropped, with a line saying how much).
+    #[arg(long, env = "KBOT_QEMU_CONSOLE_KEEP_KIB", default_value_t = DEFAULT_CONSOLE_KEEP_KIB, global = true)]
+    pub qemu_console_keep_kib: usize,
+    /// The guest's results channel: QEMU is killed past this many MiB, and
+    /// the run fails.
+    #[arg(long, env = "KBOT_QEMU_RESULTS_MAX_MIB", default_value_t = DEFAULT_RESULTS_MAX_MIB, global = true)]
+    pub qemu_results_max_mib: u64,
 }
 
 impl GuestMeasureArgs {
@@ -422,10 +478,22 @@ impl AgentArgs {
             .or_else(|| self.guest_arch().default_tcg_cpu().map(str::to_string))
     }
 
-    /// The qemu backend's configuration, with `kbot_bench` as the guest's.
+    /// The qemu backend's configuration for booting guests: [`Self::qemu_config`]
+    /// with the user QEMU runs as (a root agent's build user).
+    pub fn qemu_run_config(&self, kbot_bench: PathBuf) -> Result<QemuConfig> {
+        Ok(QemuConfig {
+            run_as: self.build_sandbox.sandbox().user()?,
+            ..self.qemu_config(kbot_bench)
+        })
+    }
+
+    /// The qemu backend's configuration, with `kbot_bench` as the guest's
+    /// and QEMU as the agent's user (the fingerprint's view of it).
     pub fn qemu_config(&self, kbot_bench: PathBuf) -> QemuConfig {
+        let qemu = self.qemu_binary();
         QemuConfig {
-            qemu: self.qemu_binary(),
+            version: QemuVersion::probe(&qemu),
+            qemu,
             arch: self.guest_arch(),
             tcg_cpu: self.tcg_cpu(),
             page_size: self.guest_page_size(),
@@ -441,6 +509,11 @@ impl AgentArgs {
             warmup_runs: self.measure.qemu_warmup_runs,
             interference: self.measure.interference(),
             interference_retries: self.measure.qemu_interference_retries,
+            output: GuestOutput {
+                console_keep_bytes: self.measure.qemu_console_keep_kib << 10,
+                results_max_bytes: self.measure.qemu_results_max_mib << 20,
+            },
+            run_as: None,
         }
     }
 
@@ -509,6 +582,7 @@ mod tests {
             matches!(cli.command, Some(CommandKind::Run(ref r)) if r.commit.as_deref() == Some("abc"))
         );
         assert!(Cli::try_parse_from(["kbot-agent", "--backend", "pxe"]).is_err());
+        assert_eq!(cli.agent.build_sandbox.sandbox(), SandboxConfig::default());
         Ok(())
     }
 

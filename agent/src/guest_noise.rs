@@ -17,7 +17,7 @@ use crate::process::Cancel;
 use crate::qemu::{QemuBackend, QemuConfig};
 
 pub async fn run(args: &AgentArgs, noise: NoiseArgs) -> Result<()> {
-    let cfg = args.qemu_config(crate::find_binary(&args.kbot_bench));
+    let cfg = args.qemu_run_config(crate::find_binary(&args.kbot_bench))?;
     tokio::task::spawn_blocking(move || measure(cfg, &noise))
         .await
         .map_err(|e| AgentError::Config(format!("guest-noise task: {e}")))?

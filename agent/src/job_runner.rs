@@ -46,8 +46,7 @@ impl JobRunner {
             }
         };
         let dir = run_dir(&self.runs_dir, job);
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| AgentError::io(format!("creating {}", dir.display()), e))?;
+        make_run_dir(&dir)?;
         let governor = governor(job);
         match &self.backend {
             Backend::Host => {
@@ -117,8 +116,7 @@ impl JobRunner {
             crate::kexec::Resumed::Verified(p) => {
                 let plan = workload::plan(&p.job.job, &p.job.resolved)?;
                 let dir = run_dir(&self.runs_dir, &p.job);
-                std::fs::create_dir_all(&dir)
-                    .map_err(|e| AgentError::io("creating the run directory", e))?;
+                make_run_dir(&dir)?;
                 let out = host_backend::run(&self.host, &plan, governor(&p.job), &dir, cancel)?;
                 (p.job, out)
             }
@@ -155,6 +153,17 @@ fn governor(job: &LeasedJob) -> &str {
 
 fn short(commit: &str) -> &str {
     commit.get(..12).unwrap_or(commit)
+}
+
+/// Creates a run's directory: traversable, not listable, by others (a root
+/// agent's QEMU runs as the build user and opens its files there by name,
+/// whatever the agent's umask).
+fn make_run_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| AgentError::io(format!("creating {}", dir.display()), e))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o711))
+        .map_err(|e| AgentError::io(format!("chmod 711 {}", dir.display()), e))
 }
 
 /// The scratch directory of one run of one job.

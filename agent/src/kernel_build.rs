@@ -1,6 +1,15 @@
 //! Building a kernel for a job: a git mirror per repository, a worktree at
 //! the commit, the kconfig (make target + fragment, or a full .config) with
 //! `olddefconfig`, the job's compiler through ccache, `make -j`, the log kept.
+//!
+//! Every `make` runs in the build sandbox ([`crate::sandbox`]); git runs
+//! outside it, as the agent, on repositories the agent chose (it checks out
+//! and reads objects, it runs nothing of the commit's). A commit of the
+//! watched tree itself is trusted to write the shared object directory and
+//! ccache that later builds of its kconfig reuse; any other commit (a
+//! series kbot applied from a list, reachable only from `refs/kbot/`) builds
+//! in a copy of the object directory, discarded after the build, and reads
+//! the shared ccache without writing it: nothing it does reaches a later job.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -8,6 +17,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use kbot_api::agent::{FailureKind, KconfigSpec, RepoSpec};
+use kbot_core::build_log;
 
 use crate::build_cache::{free_bytes, BuildCache, BuildKey, BuiltKernel};
 use crate::build_lock;
@@ -15,10 +25,18 @@ use crate::elf_notes;
 use crate::error::{AgentError, Result};
 use crate::guest_arch::GuestArch;
 use crate::outcome::Failure;
-use crate::process::{self, output, run_logged, tail, Cancel, Finished};
+use crate::process::{self, output, run_logged, tail_of_file, Cancel, Finished};
+use crate::sandbox::{self, BuildIdentity, SandboxConfig, View};
 
 /// Build log lines kept in a `build_failed` report.
 const LOG_TAIL_LINES: usize = 60;
+
+/// The end of the build log read for a failed build's report: the log
+/// itself may be as large as the build's file size limit.
+const LOG_TAIL_BYTES: u64 = 256 << 10;
+
+/// `make kernelrelease`'s answer, at most (the rest is dropped).
+const RELEASE_BYTES: u64 = 256;
 
 /// Where and how kernels are built.
 #[derive(Debug, Clone)]
@@ -39,6 +57,8 @@ pub struct BuildConfig {
     pub timeout: Duration,
     /// Use ccache (with its directory) when it is installed.
     pub ccache_dir: Option<PathBuf>,
+    /// Who builds, within what limits.
+    pub sandbox: SandboxConfig,
 }
 
 impl BuildConfig {
@@ -60,7 +80,22 @@ impl BuildConfig {
                 .map(str::to_string),
             timeout: Duration::from_secs(3 * 3600),
             ccache_dir: Some(work_dir.join("ccache")),
+            sandbox: SandboxConfig::default(),
         }
+    }
+
+    /// The start-up check of the build sandbox (bwrap, the build user and
+    /// its way to the work and ccache directories); the work directory is
+    /// made traversable, but not listable, by the build user, and the
+    /// agent's own files in it private.
+    pub fn check_sandbox(&self) -> Result<Option<BuildIdentity>> {
+        let id = self.sandbox.identity()?;
+        if id.is_some() {
+            private_work_dir(&self.work_dir)?;
+        }
+        let mut dirs = vec![self.work_dir.as_path()];
+        dirs.extend(self.ccache_dir.as_deref());
+        sandbox::check(&self.sandbox, &dirs)
     }
 
     /// The C compiler for the kernel with the job's `compiler` (clang
@@ -126,7 +161,16 @@ impl Builder {
                 )))
             }
         };
-        let src = self.worktree(repo, &mirror, &key.commit)?;
+        let trusted = on_watched_tree(&mirror, &key.commit);
+        if !trusted {
+            tracing::info!(commit = %key.commit,
+                "not on the watched tree: building in a throw-away object directory");
+        }
+        let src = Sources {
+            worktree: self.worktree(repo, &mirror, &key.commit)?,
+            mirror,
+            trusted,
+        };
         self.build_making_room(&src, key, &compiler, cancel)
     }
 
@@ -137,7 +181,7 @@ impl Builder {
     /// unbuildable, and the job fails as `infrastructure`.
     fn build_making_room(
         &self,
-        src: &Path,
+        src: &Sources,
         key: &BuildKey,
         compiler: &(String, String),
         cancel: &Cancel,
@@ -169,7 +213,7 @@ impl Builder {
     /// One build, with a full disk told apart from a commit that does not build.
     fn attempt(
         &self,
-        src: &Path,
+        src: &Sources,
         key: &BuildKey,
         compiler: &(String, String),
         cancel: &Cancel,
@@ -210,7 +254,7 @@ impl Builder {
                 .map_err(|e| AgentError::io("creating mirrors/", e))?;
             output(
                 Command::new("git")
-                    .args(["clone", "--mirror", "--quiet", &repo.url])
+                    .args(["clone", "--mirror", "--quiet", "--", &repo.url])
                     .arg(&dir),
             )?;
         } else if !has_commit(&dir, commit) {
@@ -223,13 +267,31 @@ impl Builder {
         }
         if !has_commit(&dir, commit) {
             if let Some(url) = &repo.series_url {
-                // A series kbot applied from a list lives in the server's git only.
-                output(Command::new("git").arg("--git-dir").arg(&dir).args([
+                // A series kbot applied from a list lives in the server's git
+                // only, which wants the agent's token: sent as a header set
+                // through git's environment, so it is in no argument, log or
+                // config file.
+                let mut fetch = Command::new("git");
+                fetch.arg("--git-dir").arg(&dir).args([
                     "fetch",
                     "--quiet",
+                    "--",
                     url,
                     "+refs/kbot/*:refs/kbot/*",
-                ]))?;
+                ]);
+                let identity = self.cfg.work_dir.join("agent.json");
+                let id = crate::build_cache::read_json::<crate::daemon::Identity>(&identity)?;
+                if let Some(id) = id.filter(|_| url.starts_with("http")) {
+                    fetch.envs([
+                        ("GIT_CONFIG_COUNT", "1".to_owned()),
+                        ("GIT_CONFIG_KEY_0", "http.extraHeader".to_owned()),
+                        (
+                            "GIT_CONFIG_VALUE_0",
+                            format!("Authorization: Bearer {}", id.agent_token),
+                        ),
+                    ]);
+                }
+                output(&mut fetch)?;
             }
         }
         if !has_commit(&dir, commit) {
@@ -279,27 +341,38 @@ impl Builder {
         Ok(dir)
     }
 
-    /// Configures and builds in an object directory shared by every commit
-    /// with this kconfig and compiler; the result goes into the cache.
+    /// Configures and builds in the object directory of this kconfig and
+    /// compiler (shared by the watched tree's commits, a throw-away copy of
+    /// it for any other commit); the result goes into the cache.
     fn build(
         &self,
-        src: &Path,
+        src: &Sources,
         key: &BuildKey,
         compiler: &(String, String),
         cancel: &Cancel,
     ) -> Result<Attempt> {
         let start = Instant::now();
-        let obj = self.cfg.work_dir.join("objs").join(object_dir_name(key));
+        let identity = self.cfg.sandbox.identity()?;
+        let shared = self.cfg.work_dir.join("objs").join(object_dir_name(key));
         let staged = self.staging(key);
         let _ = fs::remove_dir_all(&staged);
-        for d in [&obj, &staged] {
+        for d in [&shared, &staged] {
             fs::create_dir_all(d)
                 .map_err(|e| AgentError::io(format!("creating {}", d.display()), e))?;
         }
+        sandbox::give_to(&shared, identity)?;
         // Held until the build returns; make's processes hold it too.
-        let _lock = build_lock::lock(&obj, cancel)?;
+        let _lock = build_lock::lock(&shared, cancel)?;
+        let objs = ObjectDir::for_build(&self.cfg.work_dir, &shared, key, src.trusted)?;
+        let site = Site {
+            src,
+            obj: objs.path(),
+            ccache: self.ccache(src.trusted, identity)?,
+            identity,
+        };
+        let obj = site.obj;
         let log = staged.join("build.log");
-        let make = |args: &[&str]| self.make(src, &obj, compiler, args);
+        let make = |args: &[&str]| self.make(&site, compiler, args);
         let mut steps: Vec<Command> = Vec::new();
         match (&key.kconfig.full, &key.kconfig.base) {
             (Some(full), _) => fs::write(obj.join(".config"), full)
@@ -312,28 +385,41 @@ impl Builder {
                 return self.failed(key, f);
             }
         }
-        merge_fragment(&obj.join(".config"), &key.kconfig.fragment)?;
+        let config = match sandbox::inside(obj, ".config") {
+            Ok(c) => c,
+            Err(why) => return self.failed(key, why),
+        };
+        merge_fragment(&config, &key.kconfig.fragment)?;
         if let Some(f) = self.step(&mut make(&["olddefconfig"]), &log, cancel)? {
             return self.failed(key, f);
         }
-        note_unmet_fragment(&obj.join(".config"), &key.kconfig.fragment, &log)?;
         let jobs = format!("-j{}", self.cfg.jobs.max(1));
         if let Some(f) = self.step(&mut make(&[&jobs, &self.cfg.image_target]), &log, cancel)? {
             return self.failed(key, f);
         }
-        let copy = |from: PathBuf, to: &str| {
-            fs::copy(&from, staged.join(to))
+        let (image, config) = match (
+            sandbox::inside(obj, &self.cfg.image_path),
+            sandbox::inside(obj, ".config"),
+        ) {
+            (Ok(i), Ok(c)) => (i, c),
+            (Err(why), _) | (_, Err(why)) => return self.failed(key, why),
+        };
+        note_unmet_fragment(&config, &key.kconfig.fragment, &log)?;
+        let copy = |from: &Path, to: &str| {
+            fs::copy(from, staged.join(to))
                 .map_err(|e| AgentError::io(format!("copying {}", from.display()), e))
         };
         // Cached as `bzImage` whatever the arch (arm64's is `Image`).
-        copy(obj.join(&self.cfg.image_path), "bzImage")?;
-        copy(obj.join(".config"), "config")?;
-        let release = output(&mut make(&["-s", "kernelrelease"]))?
-            .trim()
-            .to_string();
-        let build_id = elf_notes::build_id_of_file(&obj.join("vmlinux"))
+        copy(&image, "bzImage")?;
+        copy(&config, "config")?;
+        let release =
+            match self.kernelrelease(&mut make(&["-s", "kernelrelease"]), &staged, cancel)? {
+                Ok(r) => r,
+                Err(why) => return self.failed(key, why),
+            };
+        let build_id = sandbox::inside(obj, "vmlinux")
             .ok()
-            .flatten();
+            .and_then(|v| elf_notes::build_id_of_file(&v).ok().flatten());
         let kernel = BuiltKernel {
             key: key.clone(),
             release,
@@ -348,58 +434,135 @@ impl Builder {
         )))
     }
 
-    /// `make` in the object directory with (host compiler, kernel compiler).
-    fn make(&self, src: &Path, obj: &Path, compiler: &(String, String), args: &[&str]) -> Command {
-        let mut cmd = Command::new("make");
-        cmd.arg("-C")
-            .arg(src)
-            .arg(format!("O={}", obj.display()))
-            .arg(format!("ARCH={}", self.cfg.arch));
+    /// The ccache the build uses, if any: the shared one, writable for a
+    /// trusted build, read-only (hits only) for any other.
+    fn ccache(&self, trusted: bool, identity: Option<BuildIdentity>) -> Result<Option<Ccache>> {
+        let Some(dir) = self
+            .cfg
+            .ccache_dir
+            .as_ref()
+            .filter(|_| process::on_path("ccache"))
+        else {
+            return Ok(None);
+        };
+        fs::create_dir_all(dir)
+            .map_err(|e| AgentError::io(format!("creating {}", dir.display()), e))?;
+        sandbox::give_to(dir, identity)?;
+        Ok(Some(Ccache {
+            dir: dir.clone(),
+            writable: trusted,
+        }))
+    }
+
+    /// `make` in the object directory with (host compiler, kernel
+    /// compiler), in the sandbox: the source and its git read-only, the
+    /// object directory (and a trusted build's ccache) writable.
+    fn make(&self, site: &Site, compiler: &(String, String), args: &[&str]) -> Command {
+        let mut argv = vec![
+            "-C".to_string(),
+            site.src.worktree.display().to_string(),
+            format!("O={}", site.obj.display()),
+            format!("ARCH={}", self.cfg.arch),
+        ];
         if let Some(prefix) = &self.cfg.cross_compile {
-            cmd.arg(format!("CROSS_COMPILE={prefix}"));
+            argv.push(format!("CROSS_COMPILE={prefix}"));
         }
-        let (host_cc, cc) = match &self.cfg.ccache_dir {
-            Some(dir) if process::on_path("ccache") => {
-                cmd.env("CCACHE_DIR", dir);
+        // Fixed build identity: rebuilding a commit gives the same image.
+        let mut env = vec![
+            ("KBUILD_BUILD_USER".to_string(), "kbot".to_string()),
+            ("KBUILD_BUILD_HOST".to_string(), "kbot-agent".to_string()),
+        ];
+        let mut view = View {
+            read_only: vec![site.src.worktree.clone(), site.src.mirror.clone()],
+            writable: vec![site.obj.to_path_buf()],
+            env: Vec::new(),
+            chdir: site.obj.to_path_buf(),
+        };
+        let (host_cc, cc) = match &site.ccache {
+            Some(c) => {
+                env.extend(c.env());
+                if c.writable {
+                    view.writable.push(c.dir.clone());
+                } else {
+                    view.read_only.push(c.dir.clone());
+                }
                 (
                     format!("ccache {}", compiler.0),
                     format!("ccache {}", compiler.1),
                 )
             }
-            _ => compiler.clone(),
+            None => compiler.clone(),
         };
-        cmd.arg(format!("CC={cc}")).arg(format!("HOSTCC={host_cc}"));
-        // Fixed build identity: rebuilding a commit gives the same image.
-        cmd.env("KBUILD_BUILD_USER", "kbot")
-            .env("KBUILD_BUILD_HOST", "kbot-agent");
-        cmd.args(args);
-        cmd
+        argv.push(format!("CC={cc}"));
+        argv.push(format!("HOSTCC={host_cc}"));
+        argv.extend(args.iter().map(|a| a.to_string()));
+        view.env = env;
+        sandbox::command(&self.cfg.sandbox, site.identity, &view, "make", &argv)
     }
 
     /// Runs one build step with its output in the log; `Some` on failure.
     fn step(&self, cmd: &mut Command, log: &Path, cancel: &Cancel) -> Result<Option<String>> {
-        let line = format!("$ {}\n", process::describe(cmd));
-        append(log, &line)?;
-        match run_logged(cmd, log, self.cfg.timeout, cancel)? {
-            Finished::Exited(s) if s.success() => Ok(None),
-            Finished::Exited(s) => Ok(Some(format!("{} ended with {s}", process::describe(cmd)))),
-            Finished::TimedOut => Ok(Some(format!(
-                "{} ran past {:?}",
-                process::describe(cmd),
-                self.cfg.timeout
-            ))),
+        let shown = sandbox::describe(cmd);
+        append(log, &format!("$ {shown}\n"))?;
+        Ok(self.why_failed(&shown, run_logged(cmd, log, self.cfg.timeout, cancel)?))
+    }
+
+    /// Why a step failed, if it did.
+    fn why_failed(&self, shown: &str, end: Finished) -> Option<String> {
+        match end {
+            Finished::Exited(s) if s.success() => None,
+            Finished::Exited(s) => Some(format!("{shown} ended with {s}")),
+            Finished::TimedOut => Some(format!("{shown} ran past {:?}", self.cfg.timeout)),
         }
+    }
+
+    /// `make -s kernelrelease`'s first line, its stdout read from a file
+    /// (the build decides how much it prints), its stderr in the build
+    /// log: `Err` when the step fails.
+    fn kernelrelease(
+        &self,
+        cmd: &mut Command,
+        staged: &Path,
+        cancel: &Cancel,
+    ) -> Result<std::result::Result<String, String>> {
+        let out = staged.join("kernelrelease");
+        let open = |p: &Path| {
+            fs::File::options()
+                .create(true)
+                .append(true)
+                .open(p)
+                .map_err(|e| AgentError::io(format!("opening {}", p.display()), e))
+        };
+        cmd.stdin(std::process::Stdio::null())
+            .stdout(open(&out)?)
+            .stderr(open(&staged.join("build.log"))?);
+        let shown = sandbox::describe(cmd);
+        let end = process::supervise(process::spawn_tied(cmd)?, self.cfg.timeout, cancel)?;
+        if let Some(why) = self.why_failed(&shown, end) {
+            return Ok(Err(why));
+        }
+        let text = process::head_of_file(&out, RELEASE_BYTES);
+        let _ = fs::remove_file(&out);
+        Ok(Ok(text
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_string()))
     }
 
     /// A failed step: the commit does not build (remembered), or the disk
     /// filled up under it (not the commit's fault: nothing remembered).
     fn failed(&self, key: &BuildKey, why: String) -> Result<Attempt> {
         let log = self.staging(key).join("build.log");
-        let text = fs::read_to_string(&log).unwrap_or_default();
-        let detail = format!(
-            "{why}\n--- build log tail ---\n{}",
-            tail(&text, LOG_TAIL_LINES)
-        );
+        let text = tail_of_file(&log, LOG_TAIL_BYTES);
+        let tail = process::tail(&text, LOG_TAIL_LINES);
+        let errors = compiler_errors(&text);
+        let detail = if errors.is_empty() || tail.contains(&errors) {
+            format!("{why}\n--- build log tail ---\n{tail}")
+        } else {
+            format!("{why}\n--- compiler errors ---\n{errors}\n--- build log tail ---\n{tail}")
+        };
         // The tool's message may itself be lost to the full disk the log is
         // on, so a disk left nearly full by the failed step counts too.
         if text.contains(NO_SPACE) || free_bytes(&self.cfg.work_dir) < NEARLY_FULL {
@@ -417,6 +580,153 @@ impl Builder {
             detail,
         )))
     }
+}
+
+/// Most lines of compiler errors a failure detail carries.
+const ERROR_LINES: usize = 24;
+
+/// The compiler's errors, from anywhere in `log`: under `make -j` the
+/// error can stand far above the log's tail (a series' throw-away object
+/// directory compiles its whole tree again, from ccache).
+fn compiler_errors(log: &str) -> String {
+    let mut errors = build_log::pick(log, build_log::Keep::Errors);
+    errors.truncate(ERROR_LINES);
+    errors.join("\n")
+}
+
+/// What a build reads: the worktree at the commit, the mirror its `.git`
+/// points into, and whether the commit is the watched tree's own.
+struct Sources {
+    worktree: PathBuf,
+    mirror: PathBuf,
+    trusted: bool,
+}
+
+/// One build's place: its sources, object directory, ccache and user.
+struct Site<'a> {
+    src: &'a Sources,
+    obj: &'a Path,
+    ccache: Option<Ccache>,
+    identity: Option<BuildIdentity>,
+}
+
+/// The shared ccache, as one build may use it.
+struct Ccache {
+    dir: PathBuf,
+    writable: bool,
+}
+
+impl Ccache {
+    /// ccache's environment: the operator's `CCACHE_*` settings (the
+    /// agent's `KBOT_CCACHE_SIZE` is one), then the directory; a read-only
+    /// use keeps no statistics either (they are files in the directory).
+    fn env(&self) -> Vec<(String, String)> {
+        let mut env: Vec<(String, String)> = std::env::vars()
+            .filter(|(k, _)| k.starts_with("CCACHE_"))
+            .collect();
+        env.push(("CCACHE_DIR".into(), self.dir.display().to_string()));
+        env.push(("CCACHE_TEMPDIR".into(), "/tmp/ccache".into()));
+        if !self.writable {
+            env.push(("CCACHE_READONLY".into(), "1".into()));
+            env.push(("CCACHE_NOSTATS".into(), "1".into()));
+        }
+        env
+    }
+}
+
+/// The object directory a build writes: the shared one, or (untrusted) a
+/// copy of it removed when the build is done, whatever its end.
+struct ObjectDir {
+    path: PathBuf,
+    throw_away: bool,
+}
+
+impl ObjectDir {
+    fn for_build(
+        work_dir: &Path,
+        shared: &Path,
+        key: &BuildKey,
+        trusted: bool,
+    ) -> Result<ObjectDir> {
+        if trusted {
+            return Ok(ObjectDir {
+                path: shared.to_path_buf(),
+                throw_away: false,
+            });
+        }
+        let path = work_dir.join("job-objs").join(key.id());
+        let _ = fs::remove_dir_all(&path);
+        fs::create_dir_all(work_dir.join("job-objs"))
+            .map_err(|e| AgentError::io("creating job-objs/", e))?;
+        // Owners and mtimes kept: make rebuilds only what the commit changed.
+        let mut from = shared.as_os_str().to_owned();
+        from.push("/.");
+        output(
+            Command::new("cp")
+                .args(["-a", "--reflink=auto", "--"])
+                .arg(from)
+                .arg(&path),
+        )?;
+        Ok(ObjectDir {
+            path,
+            throw_away: true,
+        })
+    }
+
+    fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for ObjectDir {
+    fn drop(&mut self) {
+        if self.throw_away {
+            let _ = fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+/// Whether `commit` is on the watched tree: reachable from a ref the mirror
+/// has from the repository itself, not only from kbot's series refs
+/// (`refs/kbot/`). In doubt (git fails), it is not.
+fn on_watched_tree(git_dir: &Path, commit: &str) -> bool {
+    let refs = output(Command::new("git").arg("--git-dir").arg(git_dir).args([
+        "for-each-ref",
+        "--format=%(refname)",
+        "--contains",
+        commit,
+    ]));
+    refs.is_ok_and(|r| r.lines().any(|l| !l.starts_with("refs/kbot/")))
+}
+
+/// Makes the work directory traversable but not listable by others (the
+/// build user mounts its worktrees and object directories through it) and
+/// the agent's own state in it private.
+fn private_work_dir(work_dir: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    fs::create_dir_all(work_dir)
+        .map_err(|e| AgentError::io(format!("creating {}", work_dir.display()), e))?;
+    let set = |p: &Path, mode: u32| {
+        fs::set_permissions(p, fs::Permissions::from_mode(mode))
+            .map_err(|e| AgentError::io(format!("chmod {mode:o} {}", p.display()), e))
+    };
+    set(work_dir, 0o711)?;
+    for (name, mode) in [
+        ("agent.json", 0o600),
+        ("spool", 0o700),
+        ("build-cache", 0o700),
+        ("staging", 0o700),
+        ("failed-builds", 0o700),
+        // Traversable, not listable: QEMU runs as the build user and opens
+        // its job's files there (`qemu/runas.rs`).
+        ("runs", 0o711),
+    ] {
+        let p = work_dir.join(name);
+        if p.exists() {
+            set(&p, mode)?;
+        }
+    }
+    Ok(())
 }
 
 /// How one build attempt ended.
@@ -575,6 +885,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn compiler_errors_are_found_above_the_tail() {
+        let log = [
+            "  CC      kernel/sys.o",
+            "../kernel/sys.c: In function 'kbot_e2e_helper':",
+            "../kernel/sys.c:10:9: error: 'kbot_e2e_limit' undeclared",
+            "   10 |  return kbot_e2e_limit;",
+            "      |         ^~~~~~~~~~~~~~",
+            "  CC      arch/x86/kernel/smp.o",
+            "make: *** [Makefile:250: __sub-make] Error 2",
+        ]
+        .join("\n");
+        let errors = compiler_errors(&log);
+        assert!(
+            errors.starts_with("../kernel/sys.c: In function"),
+            "{errors}"
+        );
+        assert!(errors.contains("'kbot_e2e_limit' undeclared"), "{errors}");
+        assert!(errors.contains("^~~"), "{errors}");
+        assert!(
+            !errors.contains("smp.o") && !errors.contains("Error 2"),
+            "{errors}"
+        );
+        assert_eq!(compiler_errors("  CC      a.o\nmake: *** Error 2"), "");
+    }
+
+    #[test]
     fn unmet_fragment_values_are_found() {
         let config = "CONFIG_SMP=y\n# CONFIG_NUMA is not set\nCONFIG_KASAN=y\n";
         let frag = "CONFIG_SMP=y\nCONFIG_NUMA=y\n# CONFIG_KASAN is not set\n# comment\n";
@@ -642,6 +978,12 @@ mod tests {
             .mirror(&repo, &series)
             .expect("fetched from the server's git");
         assert!(has_commit(&mirror, &series));
+        let base = git(&upstream, &["rev-parse", "HEAD"]);
+        assert!(on_watched_tree(&mirror, &base), "upstream's own commit");
+        assert!(
+            !on_watched_tree(&mirror, &series),
+            "a series commit is only under refs/kbot/: not trusted"
+        );
     }
 
     /// An arm64 build on an x86_64 host: ARCH=arm64, Debian's cross
@@ -659,13 +1001,27 @@ mod tests {
                 cfg,
                 BuildCache::open(&std::env::temp_dir().join("kbot-cross-test"), 1).expect("cache"),
             );
+            let src = Sources {
+                worktree: "/src".into(),
+                mirror: "/src.git".into(),
+                trusted: true,
+            };
+            let site = Site {
+                src: &src,
+                obj: Path::new("/obj"),
+                ccache: Some(Ccache {
+                    dir: "/ccache".into(),
+                    writable: true,
+                }),
+                identity: None,
+            };
             let make = b.make(
-                Path::new("/src"),
-                Path::new("/obj"),
+                &site,
                 &("gcc-12".into(), "aarch64-linux-gnu-gcc-12".into()),
                 &["Image"],
             );
-            let line = process::describe(&make);
+            let line = sandbox::describe(&make);
+            assert!(line.starts_with("make -C /src O=/obj"), "{line}");
             assert!(
                 line.contains("ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu- CC="),
                 "{line}"

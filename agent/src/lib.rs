@@ -31,6 +31,7 @@ pub mod outcome;
 pub mod perf;
 pub mod process;
 pub mod qemu;
+pub mod sandbox;
 pub mod spool;
 mod tied;
 pub mod tuning;
@@ -157,6 +158,13 @@ pub fn job_runner(args: &AgentArgs) -> Result<JobRunner> {
     if let Some(dir) = &args.ccache_dir {
         build.ccache_dir = Some(dir.clone());
     }
+    build.sandbox = args.build_sandbox.sandbox();
+    if args.backend != config::BackendArg::Host {
+        if let Some(id) = build.check_sandbox()? {
+            tracing::info!(user = %build.sandbox.build_user, uid = id.uid,
+                "kernels are built in bubblewrap as the build user");
+        }
+    }
     let kbot_bench = find_binary(&args.kbot_bench);
     let backend = match args.backend {
         config::BackendArg::Host => Backend::Host,
@@ -173,7 +181,7 @@ pub fn job_runner(args: &AgentArgs) -> Result<JobRunner> {
             }
             check_initramfs_binaries(&kbot_bench, &args.busybox_binary(), arch)?;
             check_guest_perf(&args.guest_perf_binary(), arch)?;
-            Backend::Qemu(QemuBackend::new(args.qemu_config(kbot_bench.clone())))
+            Backend::Qemu(QemuBackend::new(args.qemu_run_config(kbot_bench.clone())?))
         }
     };
     Ok(JobRunner {
@@ -274,6 +282,7 @@ async fn daemon(args: &AgentArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::qemu::QemuVersion;
     use clap::Parser;
 
     fn args(argv: &[&str]) -> AgentArgs {
@@ -295,7 +304,11 @@ mod tests {
         );
         assert_eq!(arm.arch, "aarch64");
         assert_eq!(arm.page_size, 65536);
-        assert_eq!(arm.threads, 1, "icount guests have one vCPU");
+        // The tbox group's 2 vCPUs (the default) on a QEMU that runs icount
+        // SMP, one before it.
+        let fair =
+            QemuVersion::probe("qemu-system-aarch64".as_ref()).is_some_and(QemuVersion::icount_smp);
+        assert_eq!(arm.threads, if fair { 2 } else { 1 });
         assert_eq!(arm.memory_bytes, 1024 << 20);
         assert_eq!(arm.kernel, GUEST_KERNEL);
         assert_eq!(arm.microcode, None);

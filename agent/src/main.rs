@@ -1,7 +1,21 @@
 use clap::Parser;
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
+fn main() -> std::process::ExitCode {
+    let cli = kbot_agent::config::Cli::parse();
+    // Read into `cli` once; no child inherits it (a kernel build gets a
+    // cleared environment anyway), before any thread reads the environment.
+    std::env::remove_var("KBOT_ENROLLMENT_TOKEN");
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("kbot-agent: cannot start the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(run(cli))
+}
+
+async fn run(cli: kbot_agent::config::Cli) -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("KBOT_LOG")
@@ -9,7 +23,7 @@ async fn main() -> std::process::ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    match kbot_agent::run_cli(kbot_agent::config::Cli::parse()).await {
+    match kbot_agent::run_cli(cli).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("kbot-agent: {e}");

@@ -136,6 +136,33 @@ pub fn on_path(program: &str) -> bool {
         .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
 }
 
+/// The end of a file, at most `max` bytes of it, as text (empty when it
+/// cannot be read): a log's tail without reading a log of any size whole.
+pub fn tail_of_file(path: &Path, max: u64) -> String {
+    use std::io::{Seek, SeekFrom};
+    let Ok(mut f) = File::open(path) else {
+        return String::new();
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut bytes = Vec::new();
+    if f.seek(SeekFrom::Start(len.saturating_sub(max))).is_err()
+        || f.take(max).read_to_end(&mut bytes).is_err()
+    {
+        return String::new();
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// The start of a file, at most `max` bytes of it, as text (empty when it
+/// cannot be read).
+pub fn head_of_file(path: &Path, max: u64) -> String {
+    let mut bytes = Vec::new();
+    match File::open(path).and_then(|f| f.take(max).read_to_end(&mut bytes)) {
+        Ok(_) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(_) => String::new(),
+    }
+}
+
 /// The last `lines` lines of `text`.
 pub fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();

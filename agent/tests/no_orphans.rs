@@ -7,6 +7,10 @@
 //! thread, as the daemon does, then SIGKILLs it and watches the children.
 //! A control case starts a child with a plain `Command::spawn` and shows the
 //! orphan this prevents is real.
+//!
+//! QEMU runs as a root agent's does, as the build user (as root: CI), and
+//! its group's guard is killed before the agent: what ends it then is its
+//! own `PR_SET_PDEATHSIG`, which a change of uid after it would have cleared.
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
@@ -15,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use kbot_agent::host_backend::{self, HostConfig};
 use kbot_agent::process::{self, run_logged, spawn_tied, Cancel};
+use kbot_agent::sandbox::SandboxConfig;
 use kbot_core::parsers::{ParseContext, Tool};
 use kbot_core::programs::{Invocation, Repeat};
 use nix::sys::signal::{kill, Signal};
@@ -81,6 +86,9 @@ fn start(path: &str) {
             qemu.args(["-M", "none", "-nographic", "-S", "-monitor", "none"])
                 .stdin(Stdio::null())
                 .stdout(Stdio::null());
+            if let Some(user) = SandboxConfig::default().user().expect("the build user") {
+                user.run(&mut qemu).expect("QEMU runs as the build user");
+            }
             let mut child = spawn_tied(&mut qemu).expect("qemu starts");
             ready();
             let _ = child.wait();
@@ -95,12 +103,12 @@ fn start(path: &str) {
 }
 
 fn build_tree_dies_with_the_agent() {
-    let left = kill_agent_mid_job("build", |_, procs| procs.len() >= 4);
+    let left = kill_agent_mid_job("build", |_, procs| procs.len() >= 4, |_, _| {});
     assert_gone("build", &left);
 }
 
 fn host_workload_dies_with_the_agent() {
-    let left = kill_agent_mid_job("host", |_, procs| procs.len() >= 4);
+    let left = kill_agent_mid_job("host", |_, procs| procs.len() >= 4, |_, _| {});
     assert_gone("host", &left);
 }
 
@@ -110,18 +118,30 @@ fn qemu_dies_with_the_agent() {
         eprintln!("skipping the qemu case: qemu-system-x86_64 is not installed");
         return;
     }
-    let left = kill_agent_mid_job("qemu", |helper, procs| {
-        procs
-            .iter()
-            .any(|p| p.ppid == helper && p.comm.starts_with("qemu-system"))
-    });
+    let is_qemu = |helper: i32, p: &Proc| p.ppid == helper && p.comm.starts_with("qemu-system");
+    let user = SandboxConfig::default().user().expect("the build user");
+    let want = user.map_or_else(|| nix::unistd::geteuid().as_raw(), |u| u.id.uid);
+    let left = kill_agent_mid_job(
+        "qemu",
+        |helper, procs| procs.iter().any(|p| is_qemu(helper, p)),
+        |helper, procs| {
+            for p in procs {
+                if is_qemu(helper, p) {
+                    assert_eq!(uid_of(p.pid), Some(want), "QEMU's uid");
+                } else if p.ppid == helper {
+                    // The group's guard: only the death signal is left.
+                    let _ = kill(Pid::from_raw(p.pid), Signal::SIGKILL);
+                }
+            }
+        },
+    );
     assert_gone("qemu", &left);
 }
 
 /// Without the agent's spawn path a child outlives its parent: the test
 /// above would see it, and this is the orphan the agent used to leave.
 fn a_plain_child_is_orphaned() {
-    let left = kill_agent_mid_job("plain", |_, procs| !procs.is_empty());
+    let left = kill_agent_mid_job("plain", |_, procs| !procs.is_empty(), |_, _| {});
     let sleeper = left.iter().find(|p| p.comm == "sleep").expect("sleep ran");
     let alive = running(sleeper);
     let _ = kill(Pid::from_raw(sleeper.pid), Signal::SIGKILL);
@@ -186,9 +206,21 @@ fn running(p: &Proc) -> bool {
     read_proc(p.pid).is_some_and(|now| now.start == p.start && now.state != 'Z')
 }
 
+/// The real uid of `pid`.
+fn uid_of(pid: i32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("Uid:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// Starts the helper on `path`, waits until `started` holds for its
-/// descendants, SIGKILLs it, and returns the descendants it had.
-fn kill_agent_mid_job(path: &str, started: impl Fn(i32, &[Proc]) -> bool) -> Vec<Proc> {
+/// descendants, calls `before` on them, SIGKILLs the helper, and returns the
+/// descendants it had.
+fn kill_agent_mid_job(
+    path: &str,
+    started: impl Fn(i32, &[Proc]) -> bool,
+    before: impl Fn(i32, &[Proc]),
+) -> Vec<Proc> {
     let exe = std::env::current_exe().expect("the test binary");
     let mut helper = Command::new(exe)
         .env(HELPER, path)
@@ -210,6 +242,7 @@ fn kill_agent_mid_job(path: &str, started: impl Fn(i32, &[Proc]) -> bool) -> Vec
         std::thread::sleep(Duration::from_millis(50));
         procs = descendants(pid);
     }
+    before(pid, &procs);
     kill(Pid::from_raw(pid), Signal::SIGKILL).expect("SIGKILL the helper");
     let _ = helper.wait();
     procs

@@ -38,6 +38,16 @@ pub struct ListCreate {
     /// after the list is added, as a watch starts at the branch's head).
     #[serde(default)]
     pub from_start: bool,
+    /// Take a mail without any DKIM signature as from an unverified sender
+    /// (an archive that strips signatures, a local mbox); it still needs a
+    /// role to command kbot. Off by default: state-changing commands need a
+    /// DKIM pass aligned with the From.
+    #[serde(default)]
+    pub accept_unsigned: bool,
+    /// Addresses that may command kbot about every report of the list's
+    /// patches, besides the tree's MAINTAINERS.
+    #[serde(default)]
+    pub maintainers: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -63,6 +73,12 @@ pub struct ListView {
     /// Unix milliseconds.
     pub checked_at: Option<i64>,
     pub created_at: i64,
+    /// See [`ListCreate::accept_unsigned`].
+    #[serde(default)]
+    pub accept_unsigned: bool,
+    /// See [`ListCreate::maintainers`].
+    #[serde(default)]
+    pub maintainers: Vec<String>,
 }
 
 /// Something a list's reader did or saw.
@@ -71,7 +87,8 @@ pub struct ListEvent {
     /// Unix milliseconds.
     pub at: i64,
     /// `read`, `read_failed`, `bad_message`, `series`, `applied`,
-    /// `cannot_apply`, `submitted`, `command`, `fixed`, ...
+    /// `cannot_apply`, `too_large`, `duplicate`, `over_quota`,
+    /// `build_probe`, `submitted`, `command`, `fixed`, ...
     pub kind: String,
     pub detail: String,
 }
@@ -100,7 +117,11 @@ pub struct SeriesView {
     pub author: String,
     /// `waiting` (parts missing), `incomplete` (they never came),
     /// `superseded` (a newer version came before it started),
-    /// `cannot_apply`, `testing`, `tested`, `build_failed`, `failed`.
+    /// `cannot_apply`, `testing`, `tested`, `build_failed`, `failed`, and
+    /// the untested ends: `too_large` (more patches, or a larger patch
+    /// mail, than the server tests), `duplicate` (the same patches on the
+    /// same base as `duplicate_of`), `over_quota` (the sender's or the
+    /// list's pairs of the day are spent).
     pub state: String,
     /// The base commit and how it was chosen: `base-commit` (the sender's
     /// `git format-patch --base`), or `tree head` (the list's branch head
@@ -112,6 +133,9 @@ pub struct SeriesView {
     pub tip: Option<String>,
     pub submission: Option<i64>,
     pub superseded_by: Option<i64>,
+    /// The series tested with the same patches on the same base.
+    #[serde(default)]
+    pub duplicate_of: Option<i64>,
     pub detail: Option<String>,
     /// Unix milliseconds: the first part's Date.
     pub posted_at: i64,

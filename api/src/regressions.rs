@@ -24,10 +24,18 @@ pub struct RegressionRow {
     /// The bisection it started, and that bisection's state.
     pub bisection_id: Option<i64>,
     pub bisection_state: Option<String>,
-    /// Its regression report, when one was written.
+    /// Its regression report, when one was written. The Message-ID is
+    /// `null` for a reader who is not signed in until the report is public
+    /// (sent, or written while mail is off): see `report_state`.
     pub report_id: Option<i64>,
     pub report_message_id: Option<String>,
     pub report_subject: Option<String>,
+    /// The report's outbox state (`pending`, `sent`, `mail_off`, ...).
+    #[serde(default)]
+    pub report_state: Option<String>,
+    /// The regression this one duplicates (`#kbot dup:`), when it says.
+    #[serde(default)]
+    pub duplicate_of: Option<i64>,
     pub created_at: i64,
     pub updated_at: i64,
 }

@@ -1,14 +1,15 @@
-//! `kbot-server` subcommands: `serve`, `migrate`, `enroll-token`, `user add`, `user-token`
+//! `kbot-server` subcommands: `serve`, `migrate`, `enroll-token`, `gc`, `user add`, `user-token`
 //! through the server library, and the user commands of [`crate::user`].
 
 use clap::{Parser, Subcommand};
 
-use kbot_server::config::{Config, DbArgs, ServeArgs};
+use kbot_server::config::{Config, DbArgs, RetentionArgs, RetentionConfig, ServeArgs};
 use kbot_server::db::Db;
 use kbot_server::error::Error as ServerError;
 use kbot_server::server::{shutdown_signal, Server};
+use kbot_server::state::AppState;
 use kbot_server::telemetry;
-use kbot_server::{access, auth};
+use kbot_server::{access, auth, lists};
 
 use crate::error::Result;
 use crate::output;
@@ -27,6 +28,8 @@ pub struct Cli {
     pub command: Command,
 }
 
+// Parsed once per run; `list add`'s flags make one variant large.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the HTTP server (migrates the database first).
@@ -34,13 +37,36 @@ pub enum Command {
     Serve(Box<ServeArgs>),
     /// Apply pending database migrations and exit.
     Migrate(DbArgs),
-    /// Create a one-time enrolment token for a new agent and print it.
+    /// Create a one-time enrolment token for an agent and print it. Bound to
+    /// a name (`--name`), it enrols that name only, and may enrol it again
+    /// (a reinstalled machine); unbound, it enrols a new name only.
     EnrollToken {
         #[command(flatten)]
         db: DbArgs,
         /// What the token is for (kept with its hash).
         #[arg(long, default_value = "agent enrolment")]
         label: String,
+        /// The agent name the token enrols.
+        #[arg(long)]
+        name: Option<String>,
+        /// The tbox group the token enrols into.
+        #[arg(long)]
+        group: Option<String>,
+        /// The machine may run code posted to mailing lists even on the
+        /// kexec backend (it is reinstalled at will and holds no secret).
+        #[arg(long)]
+        disposable: bool,
+    },
+    /// Run the retention pass once: delete the refs of finished series and
+    /// old `#kbot test` patches, compact the mirrors, drop old raw replies.
+    Gc {
+        #[command(flatten)]
+        db: DbArgs,
+        /// Where the mirrors are (`<dir>/mirrors`), as for `serve`.
+        #[arg(long, env = "KBOT_ARTIFACT_DIR", default_value = "./var/artifacts")]
+        artifact_dir: std::path::PathBuf,
+        #[command(flatten)]
+        retention: RetentionArgs,
     },
     /// Create a user (if new) and an API token for it, and print the token.
     UserToken {
@@ -93,11 +119,42 @@ pub async fn run(cli: Cli) -> Result<()> {
             eprintln!("migrations applied");
             Ok(())
         }
-        Command::EnrollToken { db, label } => {
+        Command::EnrollToken {
+            db,
+            label,
+            name,
+            group,
+            disposable,
+        } => {
             let db = open(&db).await?;
-            let token = auth::create_enrollment_token(&db, &label).await?;
+            let binding = auth::EnrolmentBinding {
+                agent_name: name,
+                tbox_group: group,
+                disposable,
+            };
+            let token = auth::create_bound_enrollment_token(&db, &label, &binding).await?;
             db.close().await;
             output::line(&token)
+        }
+        Command::Gc {
+            db,
+            artifact_dir,
+            retention,
+        } => {
+            let url = db.resolve();
+            let db = open(&db).await?;
+            let mut config = Config::new(url, artifact_dir);
+            config.retention = RetentionConfig::from_args(&retention);
+            let (_stop, stopped) = tokio::sync::watch::channel(false);
+            let state = AppState::new(db.clone(), config, stopped);
+            let pruned = lists::retention::prune(&state, kbot_server::time::now_ms()).await;
+            db.close().await;
+            let pruned = pruned?;
+            eprintln!(
+                "deleted {} ref(s), dropped the raw text of {} message(s)",
+                pruned.refs, pruned.raw_mails
+            );
+            Ok(())
         }
         Command::Users(UsersCommand::Add { db, name, email }) => {
             let password = read_password(&name)?;

@@ -185,6 +185,8 @@ pub enum WatchCommand {
     },
 }
 
+// Parsed once per run: the size of `list add`'s flags costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, Subcommand)]
 pub enum ListCommandArgs {
     /// Read a list: test its series, answer in its threads.
@@ -225,6 +227,15 @@ pub enum ListCommandArgs {
         /// Read the archive's history too, not only new mail.
         #[arg(long)]
         from_start: bool,
+        /// Take mail without any DKIM signature as from an unverified
+        /// sender (an archive that strips signatures); it still needs a
+        /// role to command kbot.
+        #[arg(long)]
+        accept_unsigned: bool,
+        /// An address that may command kbot about every report of the
+        /// list's patches (repeat for more).
+        #[arg(long = "maintainer")]
+        maintainers: Vec<String>,
     },
     /// List the lists (JSON).
     #[command(name = "ls")]
@@ -507,6 +518,8 @@ async fn list_cmd(cmd: ListCommandArgs) -> Result<()> {
             wait,
             max_runs,
             from_start,
+            accept_unsigned,
+            maintainers,
         } => {
             let (repo, branch) = match tree.split_once(':') {
                 Some((r, b)) => (r.to_owned(), Some(b.to_owned())),
@@ -525,6 +538,8 @@ async fn list_cmd(cmd: ListCommandArgs) -> Result<()> {
                 wait_secs: wait,
                 max_runs,
                 from_start,
+                accept_unsigned,
+                maintainers,
             };
             output::json(&client(&conn)?.add_list(&body).await?)
         }

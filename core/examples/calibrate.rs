@@ -4,6 +4,7 @@
 //! cargo run --release -p kbot-core --example calibrate -- [--trials 10000] [--seed 1]
 //!     [--initial-runs 3] [--min-runs N] [--batch N] [--max-runs N]
 //!     [--alpha A] [--rho R] [--margin M] [--same-alpha B] [--same-rho R]
+//!     [--kpi-procedure holm|primary:W]
 //! ```
 //!
 //! The optional flags override `StatsConfig` defaults (and the job's first
@@ -11,8 +12,10 @@
 //!
 //! Prints Markdown tables (the "Statistics" section of BENCHMARKS.md):
 //! A/A false-positive rates and runs spent by kbot's adaptive procedure, and
-//! 0-day's rule, per noise model and CV; power for a 5% shift at 2% CV; change-point
-//! detection on simulated histories.
+//! 0-day's rule, per noise model and CV; power for a 5% shift at 2% CV; jobs
+//! of 1, 3 and 10 KPIs under the job's one false-alarm budget; rounded
+//! values and a rounded clock; change-point detection on simulated
+//! histories.
 
 use std::collections::BTreeMap;
 
@@ -21,7 +24,8 @@ use kbot_core::metrics::Impact;
 use kbot_core::stats::changepoint::{detect, ChangePointConfig};
 use kbot_core::stats::rng::SplitMix64;
 use kbot_core::stats::{
-    compare_metric, compare_runs, zeroday, Comparison, MetricComparison, Outcome, StatsConfig,
+    compare_metric, compare_metric_with, compare_runs, zeroday, Comparison, KpiProcedure,
+    MetricComparison, Outcome, StatsConfig, Step,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -31,6 +35,11 @@ use rand_distr::{Distribution, LogNormal, Normal, StudentT};
 /// an upstream test, lkp-tests' `lib/perf_metrics.rb`), higher is better.
 /// Only the floors a name selects enter the verdicts.
 const METRIC: &str = "lmbench3.PIPE.bandwidth.MB/sec";
+/// A KPI of an upstream test whose printing the metric table does not know
+/// (will-it-scale's per-task figure, which its parser truncates to whole
+/// numbers), for the integer-rounded values: lmbench's MB/sec is printed
+/// at 0.01, so rounding it to integers would not be lmbench.
+const ROUNDED_METRIC: &str = "will-it-scale.per_process_ops";
 
 #[derive(Clone, Copy, Debug)]
 enum Noise {
@@ -91,6 +100,10 @@ struct Trial {
     zero_day_at_max: bool,
 }
 
+/// Runs per side a pair starts with on the server (`submissions::expand`'s
+/// first batch), before the job's own `runs`.
+const FIRST_BATCH: usize = 2;
+
 /// `different` reached with at most this many runs per side counts for power.
 const POWER_RUN_BUDGET: usize = 8;
 /// The first 0-day column applies 0-day's rule to the job's first runs, at
@@ -112,7 +125,7 @@ fn trial(
 }
 
 /// [`trial`] around `mean`, the values rounded to integers when `round`
-/// (a tool that prints whole numbers).
+/// (a tool that prints whole numbers: then named [`ROUNDED_METRIC`]).
 #[allow(clippy::too_many_arguments)]
 fn trial_at(
     rng: &mut StdRng,
@@ -136,10 +149,11 @@ fn trial_at(
     let head: Vec<f64> = (0..cfg.max_runs)
         .map(|_| draw(mean * (1.0 + shift)))
         .collect();
+    let metric = if round { ROUNDED_METRIC } else { METRIC };
     let start = initial.clamp(1, cfg.max_runs);
     let (mut nb, mut nh) = (start, start);
     loop {
-        let m = compare_metric(METRIC, &base[..nb], &head[..nh], cfg, 0);
+        let m = compare_metric(metric, &base[..nb], &head[..nh], cfg, 0);
         let cmp = Comparison {
             base_runs: nb,
             head_runs: nh,
@@ -152,8 +166,8 @@ fn trial_at(
             return Trial {
                 outcome: cmp.metrics[0].kbot.outcome,
                 runs_per_side: nb.max(nh),
-                zero_day_at_min: zeroday::verdict(METRIC, &base[..min], &head[..min], None).changed,
-                zero_day_at_max: zeroday::verdict(METRIC, &base, &head, None).changed,
+                zero_day_at_min: zeroday::verdict(metric, &base[..min], &head[..min], None).changed,
+                zero_day_at_max: zeroday::verdict(metric, &base, &head, None).changed,
             };
         }
         nb += want.base;
@@ -270,6 +284,7 @@ fn args() -> Args {
         same_margin: get("--margin").unwrap_or(d.same_margin),
         same_alpha: get("--same-alpha").unwrap_or(d.same_alpha),
         same_spending_rho: get("--same-rho").unwrap_or(d.same_spending_rho),
+        kpi_procedure: kpi_procedure(&a).unwrap_or(d.kpi_procedure),
         ..d
     };
     Args {
@@ -278,6 +293,20 @@ fn args() -> Args {
         initial: int("--initial-runs", DEFAULT_RUNS as usize),
         cfg,
     }
+}
+
+/// `--kpi-procedure holm` or `--kpi-procedure primary:W` (the primary's
+/// share W of α).
+fn kpi_procedure(a: &[String]) -> Option<KpiProcedure> {
+    let i = a.iter().position(|x| x == "--kpi-procedure")?;
+    let v = a.get(i + 1)?;
+    if v == "holm" {
+        return Some(KpiProcedure::Holm);
+    }
+    let share = v.strip_prefix("primary:")?.parse().ok()?;
+    Some(KpiProcedure::PrimaryFirst {
+        primary_share: share,
+    })
 }
 
 fn main() {
@@ -310,7 +339,7 @@ fn main() {
     println!(
         "kbot: alpha {} spent as alpha·t^{} over looks at {} runs/side; job's runs {initial}; \
          same: margin {:.1}% (or the metric's floor), TOST at {} spent as β·t^{} (one-sided \
-         levels {})\n",
+         levels {}); KPIs: {:?}\n",
         cfg.alpha,
         cfg.spending_rho,
         levels.join(", "),
@@ -318,6 +347,7 @@ fn main() {
         cfg.same_alpha,
         cfg.same_spending_rho,
         betas.join(", "),
+        cfg.kpi_procedure,
     );
     let only = |name: &str| std::env::args().any(|a| a == format!("--only-{name}"));
     let any_only = std::env::args().any(|a| a.starts_with("--only-"));
@@ -336,6 +366,9 @@ fn main() {
     }
     if want("rounded") {
         rounded_table(&cell, &cfg);
+    }
+    if want("clock") {
+        clock_table(&cell, &cfg);
     }
     if want("changepoints") {
         changepoints(seed, trials / 20);
@@ -419,7 +452,7 @@ fn same_table(cell: &Cell, cfg: &StatsConfig) {
 /// pairs: runs of one side can agree by chance, which the exact-clock rule
 /// must not take for an exact clock.
 fn rounded_table(cell: &Cell, cfg: &StatsConfig) {
-    println!("\n### A/A on integer-rounded values (normal noise)\n");
+    println!("\n### A/A on integer-rounded values (normal noise, `{ROUNDED_METRIC}`)\n");
     println!("| mean | CV | kbot `different` | kbot `same` | kbot `unknown` | mean runs/side |");
     println!("|---|---|---|---|---|---|");
     for (mean, cv) in [(20.0, 0.02), (50.0, 0.01), (50.0, 0.02), (200.0, 0.005)] {
@@ -441,69 +474,129 @@ fn rounded_table(cell: &Cell, cfg: &StatsConfig) {
     }
 }
 
+/// What changes in a simulated job: nothing, the primary KPI, or one
+/// secondary KPI alone.
+#[derive(Clone, Copy)]
+enum JobChange {
+    None,
+    Primary(f64),
+    Secondary(f64),
+}
+
+impl JobChange {
+    /// The shift of KPI `k`.
+    fn shift(self, k: usize) -> f64 {
+        match self {
+            JobChange::Primary(s) if k == 0 => s,
+            JobChange::Secondary(s) if k == 1 => s,
+            _ => 0.0,
+        }
+    }
+
+    fn changed(self, k: usize) -> bool {
+        self.shift(k) != 0.0
+    }
+
+    fn label(self) -> String {
+        match self {
+            JobChange::None => "none".to_string(),
+            JobChange::Primary(s) => format!("primary {:+.0}%", 100.0 * s),
+            JobChange::Secondary(s) => format!("one secondary {:+.0}%", 100.0 * s),
+        }
+    }
+}
+
+/// What one simulated job ended with, under the job's procedure
+/// (`Comparison::acting`) and under the rule before it (the primary at the
+/// full α, the other KPIs beside a `different` primary, each at α).
+#[derive(Default)]
+struct JobTally {
+    n: usize,
+    /// The job acts on a regression of a KPI that did not change.
+    false_regression: usize,
+    /// The job acts on the changed KPI.
+    found: usize,
+    before_false: usize,
+    before_found: usize,
+    runs: usize,
+}
+
 /// Jobs of several KPIs (normal noise, 2% CV), through `compare_runs` and
-/// the job-level rule (`Comparison::acting`), against the per-metric rule
-/// (any KPI `different` in the bad direction acts). Correlated KPIs share
-/// a common factor with correlation 0.5.
+/// the job-level rule (`Comparison::acting`). Correlated KPIs share a
+/// common factor with correlation 0.5.
 fn job_table(cell: &Cell, cfg: &StatsConfig) {
+    use JobChange::*;
     println!("\n### Jobs of several KPIs at 2% CV: false regressions per job, and power\n");
-    println!("| KPIs | correlation | change of the primary | job acts: regression | per-metric rule: some KPI regression | mean runs/side |");
-    println!("|---|---|---|---|---|---|");
-    for (kpis, rho, shift, cap) in [
-        (1, 0.0, 0.0, cfg.max_runs),
-        (3, 0.0, 0.0, cfg.max_runs),
-        (3, 0.5, 0.0, cfg.max_runs),
-        (10, 0.0, 0.0, cfg.max_runs),
-        (10, 0.5, 0.0, cfg.max_runs),
-        (3, 0.0, -0.05, 8),
-        (10, 0.5, -0.05, 8),
-    ] {
+    println!("| KPIs | correlation | what changed | cap | job acts on a regression of an unchanged KPI | job acts on the changed KPI | the rule before: false regression | the rule before: acts on the changed KPI | mean runs/side |");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    let rows: &[(usize, f64, JobChange, usize)] = &[
+        (1, 0.0, None, cfg.max_runs),
+        (3, 0.0, None, cfg.max_runs),
+        (3, 0.5, None, cfg.max_runs),
+        (10, 0.0, None, cfg.max_runs),
+        (10, 0.5, None, cfg.max_runs),
+        (1, 0.0, Primary(0.05), cfg.max_runs),
+        (3, 0.0, Primary(0.05), cfg.max_runs),
+        (10, 0.0, Primary(0.05), cfg.max_runs),
+        (10, 0.5, Primary(0.05), cfg.max_runs),
+        (1, 0.0, Primary(-0.05), 8),
+        (3, 0.0, Primary(-0.05), 8),
+        (10, 0.0, Primary(-0.05), 8),
+        (10, 0.5, Primary(-0.05), 8),
+        (3, 0.0, Secondary(0.10), 8),
+        (10, 0.0, Secondary(0.10), 8),
+        (10, 0.5, Secondary(0.10), 8),
+    ];
+    for &(kpis, rho, change, cap) in rows {
         let capped = StatsConfig {
             max_runs: cap,
             ..cfg.clone()
         };
-        let seed = cell_seed(cell.seed, Noise::Normal, rho + kpis as f64, shift);
+        let salt = match change {
+            None => 0.0,
+            Primary(s) => s,
+            Secondary(s) => 1.0 + s,
+        };
+        let seed = cell_seed(cell.seed, Noise::Normal, rho + kpis as f64, salt);
         let mut rng = StdRng::seed_from_u64(seed);
-        let (mut acts, mut any, mut runs) = (0usize, 0usize, 0usize);
+        let mut t = JobTally::default();
         for _ in 0..cell.trials {
-            let (a, b, n) = job_trial(&mut rng, kpis, rho, shift, &capped, cell.initial);
-            acts += usize::from(a);
-            any += usize::from(b);
-            runs += n;
+            job_trial(&mut rng, kpis, rho, change, &capped, cell.initial, &mut t);
         }
-        let pct = |k: usize| format!("{:.2}%", 100.0 * k as f64 / cell.trials as f64);
-        let cap_note = if cap == cfg.max_runs {
-            String::new()
-        } else {
-            format!(" (cap {cap})")
+        let pct = |k: usize| format!("{:.2}%", 100.0 * k as f64 / t.n as f64);
+        let found = |k: usize| match change {
+            None => "-".to_string(),
+            _ => pct(k),
         };
         println!(
-            "| {kpis} | {rho} | {:.0}%{cap_note} | {} | {} | {:.2} |",
-            shift * 100.0,
-            pct(acts),
-            pct(any),
-            runs as f64 / cell.trials as f64
+            "| {kpis} | {rho} | {} | {cap} | {} | {} | {} | {} | {:.2} |",
+            change.label(),
+            pct(t.false_regression),
+            found(t.found),
+            pct(t.before_false),
+            found(t.before_found),
+            t.runs as f64 / t.n as f64
         );
     }
 }
 
 /// One job: `kpis` KPIs named `hackbench.kpiN.throughput` (the first is the
-/// primary), the primary shifted by `shift`. Returns whether the job-level
-/// rule acts on a regression, whether the per-metric rule would, and the
-/// runs per side spent.
+/// primary), `change` applied to the head. Adds what the job acted on to
+/// `tally`.
 fn job_trial(
     rng: &mut StdRng,
     kpis: usize,
     rho: f64,
-    shift: f64,
+    change: JobChange,
     cfg: &StatsConfig,
     initial: usize,
-) -> (bool, bool, usize) {
+    tally: &mut JobTally,
+) {
     let normal = Normal::new(0.0, 1.0).expect("valid normal");
     let names: Vec<String> = (0..kpis)
         .map(|k| format!("hackbench.kpi{k}.throughput"))
         .collect();
-    let mut draw_run = |shift: f64| -> BTreeMap<String, f64> {
+    let mut draw_run = |head: bool| -> BTreeMap<String, f64> {
         let common: f64 = normal.sample(rng);
         names
             .iter()
@@ -511,25 +604,135 @@ fn job_trial(
             .map(|(k, name)| {
                 let own: f64 = normal.sample(rng);
                 let z = rho.sqrt() * common + (1.0 - rho).sqrt() * own;
-                let s = if k == 0 { shift } else { 0.0 };
+                let s = if head { change.shift(k) } else { 0.0 };
                 (name.clone(), 1000.0 * (1.0 + s) * (1.0 + 0.02 * z))
             })
             .collect()
     };
-    let base: Vec<_> = (0..cfg.max_runs).map(|_| draw_run(0.0)).collect();
-    let head: Vec<_> = (0..cfg.max_runs).map(|_| draw_run(shift)).collect();
+    let base: Vec<_> = (0..cfg.max_runs).map(|_| draw_run(false)).collect();
+    let head: Vec<_> = (0..cfg.max_runs).map(|_| draw_run(true)).collect();
     let start = initial.clamp(1, cfg.max_runs);
     let (mut nb, mut nh) = (start, start);
     loop {
         let c = compare_runs(&base[..nb], &head[..nh], cfg).expect("finite");
         let want = c.runs_wanted(cfg);
         if want.none() {
-            let regressed = |m: &&MetricComparison| {
-                m.kbot.outcome == Outcome::Different && m.impact == Impact::Regression
+            let index = |m: &MetricComparison| names.iter().position(|n| *n == m.metric);
+            let changed = |m: &MetricComparison| index(m).is_some_and(|k| change.changed(k));
+            let false_regression = |m: &MetricComparison| {
+                m.kbot.outcome == Outcome::Different
+                    && m.impact == Impact::Regression
+                    && !changed(m)
             };
-            let acts = c.acting().any(|m| regressed(&m));
-            let any = c.metrics.iter().filter(|m| m.kpi).any(|m| regressed(&m));
-            return (acts, any, nb.max(nh));
+            let found = |m: &MetricComparison| m.kbot.outcome == Outcome::Different && changed(m);
+            tally.n += 1;
+            tally.false_regression += usize::from(c.acting().any(false_regression));
+            tally.found += usize::from(c.acting().any(found));
+            let before: Vec<&MetricComparison> = acting_before(&c).collect();
+            tally.before_false += usize::from(before.iter().any(|m| false_regression(m)));
+            tally.before_found += usize::from(before.iter().any(|m| found(m)));
+            tally.runs += nb.max(nh);
+            return;
+        }
+        nb += want.base;
+        nh += want.head;
+    }
+}
+
+/// The rule before the KPI family, on the same verdicts: the primary
+/// `different` at the full α, and every other KPI `different` at α when
+/// the primary is.
+fn acting_before(c: &Comparison) -> impl Iterator<Item = &MetricComparison> {
+    let open = c
+        .primary()
+        .is_some_and(|p| p.kbot.outcome == Outcome::Different);
+    c.metrics
+        .iter()
+        .filter(move |m| m.kbot.outcome == Outcome::Different && (m.primary || (open && m.kpi)))
+}
+
+/// hackbench's throughput, `kb / Time:` with `Time:` printed in
+/// milliseconds, in unchanged pairs of 0.1 s and 1 s iterations (normal
+/// noise on the time): identical runs of a side happen by rounding, and
+/// only the clock's step tells them from an exact clock. The rule before
+/// judged the throughput's own decimal tail (`Step::Inferred`). Pairs start
+/// as the server starts them, with [`FIRST_BATCH`] runs a side: that is
+/// where identical runs decide at once.
+fn clock_table(cell: &Cell, cfg: &StatsConfig) {
+    println!("\n### A/A on a rounded clock: hackbench throughput from a time printed in ms\n");
+    println!("| iteration | CV of the time | kbot `different` | kbot `same` | kbot `unknown` | mean runs/side | the rule before: `different` |");
+    println!("|---|---|---|---|---|---|---|");
+    for (secs, cv) in [(0.1, 0.002), (0.1, 0.005), (0.1, 0.01), (1.0, 0.001)] {
+        let mut rng = StdRng::seed_from_u64(cell_seed(cell.seed, Noise::Normal, cv, secs + 7.0));
+        let (mut now, mut before) = (Tally::default(), Tally::default());
+        for _ in 0..cell.trials {
+            let draw = |rng: &mut StdRng| -> f64 {
+                let t = Noise::Normal.draw(rng, secs, cv);
+                (t * 1000.0).round().max(1.0) / 1000.0
+            };
+            let base: Vec<f64> = (0..cfg.max_runs).map(|_| draw(&mut rng)).collect();
+            let head: Vec<f64> = (0..cfg.max_runs).map(|_| draw(&mut rng)).collect();
+            now.add(&clock_trial(&base, &head, cfg, FIRST_BATCH, true));
+            before.add(&clock_trial(&base, &head, cfg, FIRST_BATCH, false));
+        }
+        println!(
+            "| {secs} s | {:.1}% | {} | {} |",
+            cv * 100.0,
+            now.outcome_cells(),
+            before.pct(before.different)
+        );
+    }
+}
+
+/// One pair of hackbench runs with these times: the server's loop on
+/// `compare_runs` (the throughput and the time, as the parser writes them)
+/// when `now`, else the throughput alone with the step of its own values.
+fn clock_trial(base: &[f64], head: &[f64], cfg: &StatsConfig, initial: usize, now: bool) -> Trial {
+    const KB: f64 = 3906.0;
+    const THROUGHPUT: &str = "hackbench.throughput";
+    let run = |t: f64| -> BTreeMap<String, f64> {
+        BTreeMap::from([
+            (THROUGHPUT.to_string(), KB / t),
+            ("hackbench.time_sec".to_string(), t),
+        ])
+    };
+    let start = initial.clamp(1, cfg.max_runs);
+    let (mut nb, mut nh) = (start, start);
+    loop {
+        let c = if now {
+            let b: Vec<_> = base[..nb].iter().map(|&t| run(t)).collect();
+            let h: Vec<_> = head[..nh].iter().map(|&t| run(t)).collect();
+            compare_runs(&b, &h, cfg).expect("finite")
+        } else {
+            let tp = |v: &[f64]| -> Vec<f64> { v.iter().map(|t| KB / t).collect() };
+            let m = compare_metric_with(
+                THROUGHPUT,
+                &tp(&base[..nb]),
+                &tp(&head[..nh]),
+                Step::Inferred,
+                cfg,
+                0,
+            );
+            Comparison {
+                base_runs: nb,
+                head_runs: nh,
+                metrics: vec![m],
+                one_sided: Vec::new(),
+            }
+        };
+        let want = c.runs_wanted(cfg);
+        if want.none() {
+            let m = c
+                .metrics
+                .iter()
+                .find(|m| m.metric == THROUGHPUT)
+                .expect("the throughput is compared");
+            return Trial {
+                outcome: m.kbot.outcome,
+                runs_per_side: nb.max(nh),
+                zero_day_at_min: false,
+                zero_day_at_max: false,
+            };
         }
         nb += want.base;
         nh += want.head;

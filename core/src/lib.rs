@@ -5,6 +5,7 @@
 //! metric names, statistics and the typed errors ([`Error`]); the wire types
 //! live in the `kbot-api` crate.
 
+pub mod build_log;
 pub mod conditions;
 pub mod error;
 pub mod job;

@@ -491,6 +491,7 @@ struct Tables {
     lower: Vec<Regex>,
     floors: Vec<(Regex, f64, bool)>,
     primary: Vec<Regex>,
+    quanta: Vec<(Regex, Quantum)>,
     perf_patterns: Vec<Regex>,
     function: Vec<Regex>,
 }
@@ -509,6 +510,7 @@ fn tables() -> &'static Tables {
                 .map(|f| (compile(&format!("^(?:{})$", f.pattern)), f.value, f.integer))
                 .collect(),
             primary: PRIMARY.iter().map(|p| compile(p)).collect(),
+            quanta: QUANTA.iter().map(|(p, q)| (compile(p), *q)).collect(),
             perf_patterns: PERF_METRIC_PATTERNS.iter().map(|p| compile(p)).collect(),
             function: FAILURE_PATTERNS
                 .iter()
@@ -681,6 +683,61 @@ pub fn unit(metric: &str) -> Option<&'static str> {
         .iter()
         .find(|(suffix, _)| metric.ends_with(suffix))
         .map(|(_, unit)| *unit)
+}
+
+/// The step a metric's values are read at, where the tool that writes it
+/// is known: what lets identical runs count as an exact clock
+/// (`stats::verdict`). The values alone cannot tell: a tool that prints two
+/// decimals writes `1000` for `1000.00`, and a throughput computed from a
+/// time printed in milliseconds has a fine decimal tail but moves in steps
+/// of one millisecond of that time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Quantum {
+    /// The tool prints the value itself at this step, in the metric's units
+    /// (lmbench's `%.2f MB/sec`).
+    Printed(f64),
+    /// The value is computed from a clock reading the tool prints at `step`
+    /// seconds; the reading is the run's metric `<testcase>.<clock>`
+    /// (hackbench's throughputs are `kb / Time:`, `Time:` in milliseconds,
+    /// and `time_sec` is that reading). One step of the clock moves the
+    /// value by `step / reading` of itself.
+    Clock { clock: &'static str, step: f64 },
+}
+
+/// `(pattern, quantum)`, first match wins. Only tools whose printing is
+/// known are listed; any other metric's step is inferred from its values.
+const QUANTA: &[(&str, Quantum)] = &[
+    // lmbench's bw_pipe `%.2f MB/sec`, lat_pipe `%.4f microseconds`
+    // (kbot-bench prints them alike and writes the unrounded value to its
+    // JSON, finer still: the printed step bounds both). The bw_pipe and
+    // lat_pipe programs are kbot-bench's alone, which prints nothing else
+    // to read them by, so their step is the values'.
+    (r"^lmbench3\.(.*\.)?MB/sec$", Quantum::Printed(0.01)),
+    (r"^lmbench3\.(.*\.)?us$", Quantum::Printed(0.0001)),
+    // hackbench's `Time: %.3f`: every throughput is kb over it.
+    (
+        r"^hackbench\.throughput(_best|_avg|_worst)?$",
+        Quantum::Clock {
+            clock: "time_sec",
+            step: 0.001,
+        },
+    ),
+    (r"^hackbench\.time_sec$", Quantum::Printed(0.001)),
+    // perf bench's `Total time: %.3f [sec]`.
+    (
+        r"^perf-bench-sched-(pipe|messaging)\.total_time_sec$",
+        Quantum::Printed(0.001),
+    ),
+];
+
+/// The step `metric`'s values are read at, when the tool's printing is
+/// known ([`Quantum`]); `None` leaves it to the values.
+pub fn quantum(metric: &str) -> Option<Quantum> {
+    tables()
+        .quanta
+        .iter()
+        .find(|(r, _)| r.is_match(metric))
+        .map(|(_, q)| *q)
 }
 
 /// Each benchmark's headline KPI, most specific first: the figure 0-day's

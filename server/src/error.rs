@@ -54,6 +54,13 @@ pub enum Error {
     /// tokens); the value is the seconds until one more is allowed.
     #[error("too many failed attempts from this address; retry in {0} s")]
     TooManyAttempts(u64),
+    /// A job reached the most progress events it may record; its failure
+    /// or result is still taken.
+    #[error(
+        "job {job_id} already has {limit} events, the most one job may record \
+         (KBOT_MAX_EVENTS_PER_JOB); its failure or result is still accepted"
+    )]
+    TooManyEvents { job_id: i64, limit: u32 },
     /// A stored job this server cannot hand out (its spec does not parse,
     /// say one a newer replica wrote, or its parameters do not resolve on
     /// the claiming agent); the lease fails the job and goes on.
@@ -116,6 +123,7 @@ impl Error {
             Error::LeaseLost(_) => "lease_lost",
             Error::PayloadTooLarge => "payload_too_large",
             Error::TooManyAttempts(_) => "too_many_attempts",
+            Error::TooManyEvents { .. } => "too_many_events",
             Error::RequestTimeout => "request_timeout",
             Error::InsufficientStorage { .. } => "insufficient_storage",
             Error::Db(e) if database_unavailable(e) => "database_unavailable",
@@ -143,7 +151,9 @@ impl Error {
             Error::NotFound { .. } => StatusCode::NOT_FOUND,
             Error::Conflict(_) | Error::LeaseLost(_) => StatusCode::CONFLICT,
             Error::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            Error::TooManyAttempts(_) => StatusCode::TOO_MANY_REQUESTS,
+            Error::TooManyAttempts(_) | Error::TooManyEvents { .. } => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
             Error::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             Error::InsufficientStorage { .. } => StatusCode::INSUFFICIENT_STORAGE,
             Error::Db(e) if database_unavailable(e) => StatusCode::SERVICE_UNAVAILABLE,
@@ -475,7 +485,7 @@ error_set! {
     /// One thing by name plus a revision or query.
     QueryErrors: [400, 404, 500];
     /// Agent enrolment (the enrolment token is in the body).
-    EnrollErrors: [400, 401, 413, 429, 500];
+    EnrollErrors: [400, 401, 409, 413, 429, 500];
     /// Agent lease.
     LeaseErrors: [400, 401, 403, 413, 500];
     /// Authenticated actions on one thing, without a body.
@@ -486,6 +496,8 @@ error_set! {
     SubmitErrors: [400, 401, 403, 404, 413, 500];
     /// Authenticated writes with a body that the state may refuse.
     UpdateErrors: [400, 401, 403, 404, 409, 413, 500];
+    /// A job's events: an update, bounded per job.
+    EventErrors: [400, 401, 403, 404, 409, 413, 429, 500];
     /// Result uploads, whose artifacts need disk space.
     UploadErrors: [400, 401, 403, 404, 409, 413, 500, 507];
     /// Repo registration, which clones the repo.

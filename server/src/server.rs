@@ -71,6 +71,7 @@ impl Server {
         let bisector = crate::bisect::spawn_worker(state.clone());
         let watcher = crate::watches::spawn_worker(state.clone());
         let reader = crate::lists::spawn_worker(state.clone());
+        let collector = crate::lists::retention::spawn_worker(state.clone());
         let mailer = crate::mail::sender::spawn_for(&state);
         let app = routes::router(state.clone());
         let (stop_tx, mut stop_rx) = watch::channel(false);
@@ -96,6 +97,11 @@ impl Server {
         bisector.abort();
         watcher.abort();
         reader.abort();
+        if let Some(collector) = collector {
+            // It stops between passes; a pass under way is let finish its git
+            // commands (a killed pack-refs would leave its lock behind).
+            let _ = tokio::time::timeout(grace, collector).await;
+        }
         if let Some(mailer) = mailer {
             // The sender stops after the delivery in progress; never abort mid-SMTP.
             let _ = tokio::time::timeout(grace, mailer).await;

@@ -243,9 +243,21 @@ impl TestServer {
         self.server.stop().await.expect("clean shutdown");
     }
 
-    /// A fresh enrolment token.
+    /// A fresh enrolment token, for any name not yet enrolled.
     pub async fn enrollment_token(&self) -> String {
         kbot_server::auth::create_enrollment_token(self.db(), "test")
+            .await
+            .expect("enrolment token")
+    }
+
+    /// A fresh enrolment token bound to the agent name `name` (which may
+    /// then enrol again), as an operator issues them.
+    pub async fn enrollment_token_for(&self, name: &str) -> String {
+        let binding = kbot_server::auth::EnrolmentBinding {
+            agent_name: Some(name.to_owned()),
+            ..Default::default()
+        };
+        kbot_server::auth::create_bound_enrollment_token(self.db(), "test", &binding)
             .await
             .expect("enrolment token")
     }
@@ -276,7 +288,7 @@ impl TestServer {
         host: Option<Hardware>,
     ) -> EnrollResponse {
         let request = EnrollRequest {
-            enrollment_token: self.enrollment_token().await,
+            enrollment_token: self.enrollment_token_for(name).await,
             name: name.to_string(),
             tbox_group: tbox_group.to_string(),
             backend,
@@ -354,6 +366,7 @@ pub fn outbox_report(message_id: &str, state: &'static str) -> NewReport {
         send_after: kbot_server::time::now_ms(),
         culprit: None,
         facts: None,
+        thread: None,
     }
 }
 

@@ -79,6 +79,9 @@ pub(super) fn assemble(a: Assembly) -> Outcome {
             format!("{why}\n--- console tail ---\n{console_tail}"),
         ))
     };
+    if let Some(why) = &w.overflow {
+        return fail(FailureKind::Incomplete, why.clone());
+    }
     let Some(init_after) = w.init_after else {
         return match &w.fatal {
             Some(line) => fail(

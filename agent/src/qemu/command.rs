@@ -1,12 +1,17 @@
 //! QEMU's command line for one boot of a guest: accelerator and clock, the
 //! machine and topology, the kernel, initramfs and command line, and the
-//! results channel.
+//! results channel, and the user it runs as.
 
 use std::path::Path;
 use std::process::Command;
 
 use super::config::{Accel, Clock, QemuConfig};
+use super::runas;
 use crate::error::Result;
+
+/// QEMU's `-sandbox` (seccomp) setting: everything it can deny.
+pub(super) const SECCOMP: &str =
+    "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny";
 
 /// QEMU's command line for one boot of `kernel` with `initrd`, the guest's
 /// results channel (second serial port, or virtio console) written to `results`.
@@ -37,6 +42,11 @@ pub(super) fn qemu_command(
         cmd.args(["-cpu", cpu]);
     }
     cmd.args([
+        // The guest runs the attacker's kernel: should it escape into QEMU,
+        // QEMU's seccomp filter denies it new programs, set*uid, obsolete
+        // system calls and the scheduler and resource controls.
+        "-sandbox",
+        SECCOMP,
         "-nodefaults",
         "-no-user-config",
         "-display",
@@ -51,6 +61,7 @@ pub(super) fn qemu_command(
     cmd.arg("-kernel").arg(kernel).arg("-initrd").arg(initrd);
     cmd.args(["-append", cfg.arch.kernel_cmdline()]);
     cmd.args(cfg.arch.channel_args(results));
+    runas::apply(cfg.run_as.as_ref(), &mut cmd)?;
     Ok(cmd)
 }
 
@@ -59,8 +70,8 @@ mod tests {
     use std::path::Path;
 
     use super::super::fixtures::{aarch64_config, config, topo};
-    use super::super::{Accel, Clock, QemuConfig, ICOUNT_CPUS};
-    use super::qemu_command;
+    use super::super::{Accel, Clock, QemuConfig, QemuVersion, ICOUNT_CPUS};
+    use super::{qemu_command, SECCOMP};
     use crate::error::Result;
     use crate::guest_arch::KERNEL_CMDLINE;
 
@@ -95,6 +106,12 @@ mod tests {
             "{joined}"
         );
         assert!(!joined.contains("-numa"), "{joined}");
+        assert!(
+            joined.contains(
+                "-sandbox on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"
+            ),
+            "{joined}"
+        );
         assert!(!joined.contains("-cpu host"), "{joined}");
         let append = args
             .iter()
@@ -107,6 +124,42 @@ mod tests {
         );
         // The fingerprint the server sees matches the guest QEMU gets.
         assert_eq!(cfg.guest_topology().cpus(), ICOUNT_CPUS);
+        Ok(())
+    }
+
+    /// A QEMU that shares the icount budget among vCPUs gives the exact
+    /// clock the tbox group's CPUs and NUMA nodes; one before it, one CPU.
+    #[test]
+    fn icount_guests_get_the_tbox_topology_on_a_fair_qemu() -> Result<()> {
+        let release = |line: &str| QemuVersion::parse(line);
+        let cfg = QemuConfig {
+            topology: topo(2, 2),
+            version: release("QEMU emulator version 10.0.2"),
+            ..config(Clock::Icount { shift: 3 })
+        };
+        let joined = command_line(&cfg, Accel::Tcg)?.join(" ");
+        assert!(
+            joined.contains("-accel tcg,thread=single -icount shift=3,sleep=off"),
+            "{joined}"
+        );
+        assert!(
+            joined.contains("-smp cpus=4,sockets=2,cores=2,threads=1"),
+            "{joined}"
+        );
+        assert!(
+            joined.contains("-numa node,nodeid=1,cpus=2-3,memdev=mem1"),
+            "{joined}"
+        );
+        let old = QemuConfig {
+            version: release("QEMU emulator version 7.2.22"),
+            ..cfg
+        };
+        let joined = command_line(&old, Accel::Tcg)?.join(" ");
+        assert!(
+            joined.contains("-smp cpus=1,sockets=1,cores=1,threads=1"),
+            "{joined}"
+        );
+        assert!(!joined.contains("-numa"), "{joined}");
         Ok(())
     }
 
@@ -126,7 +179,10 @@ mod tests {
             "{joined}"
         );
         let tcg = command_line(&config(Clock::Wall), Accel::Tcg)?.join(" ");
-        assert!(tcg.starts_with("-accel tcg -nodefaults"), "{tcg}");
+        assert!(
+            tcg.starts_with(&format!("-accel tcg -sandbox {SECCOMP} -nodefaults")),
+            "{tcg}"
+        );
         Ok(())
     }
 
@@ -139,7 +195,7 @@ mod tests {
         let args = command_line(&cfg, Accel::Tcg)?;
         let joined = args.join(" ");
         assert!(
-            joined.starts_with("-accel tcg,thread=single -icount shift=3,sleep=off -rtc base=2026-01-01T00:00:00,clock=vm -cpu cortex-a57 -nodefaults "),
+            joined.starts_with(&format!("-accel tcg,thread=single -icount shift=3,sleep=off -rtc base=2026-01-01T00:00:00,clock=vm -cpu cortex-a57 -sandbox {SECCOMP} -nodefaults ")),
             "{joined}"
         );
         assert!(

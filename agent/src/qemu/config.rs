@@ -8,6 +8,9 @@ use std::time::Duration;
 use crate::error::{AgentError, Result};
 use crate::guest_arch::GuestArch;
 use crate::monitors::InterferenceLimits;
+use crate::sandbox::BuildUser;
+
+use super::version::QemuVersion;
 
 /// The guest machine of a tbox group.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,6 +112,9 @@ impl Clock {
 #[derive(Debug, Clone)]
 pub struct QemuConfig {
     pub qemu: PathBuf,
+    /// `qemu --version`, probed once (`None`: unknown, treated as a release
+    /// without icount SMP).
+    pub version: Option<QemuVersion>,
     /// The guest's architecture (machine, console, results channel).
     pub arch: GuestArch,
     /// QEMU's `-cpu` under TCG (`None`: QEMU's default).
@@ -136,12 +142,41 @@ pub struct QemuConfig {
     /// Wall clock: how often a run measured under interference is redone
     /// before the job is reported as an infrastructure failure.
     pub interference_retries: u32,
+    /// How much of the guest's output the agent keeps.
+    pub output: GuestOutput,
+    /// The user QEMU runs as: a root agent's build user (`runas.rs`);
+    /// `None`: the agent's own user.
+    pub run_as: Option<BuildUser>,
+}
+
+/// Bounds on what the guest (the attacker's kernel, for a posted patch)
+/// makes the agent keep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GuestOutput {
+    /// The console kept in memory: its first and its last this many bytes.
+    pub console_keep_bytes: usize,
+    /// The results channel's file: QEMU is killed past this size.
+    pub results_max_bytes: u64,
+}
+
+/// The default [`GuestOutput::console_keep_bytes`], in KiB.
+pub const DEFAULT_CONSOLE_KEEP_KIB: usize = 1024;
+/// The default [`GuestOutput::results_max_bytes`], in MiB.
+pub const DEFAULT_RESULTS_MAX_MIB: u64 = 64;
+
+impl Default for GuestOutput {
+    fn default() -> GuestOutput {
+        GuestOutput {
+            console_keep_bytes: DEFAULT_CONSOLE_KEEP_KIB << 10,
+            results_max_bytes: DEFAULT_RESULTS_MAX_MIB << 20,
+        }
+    }
 }
 
 impl QemuConfig {
     /// The guest machine QEMU is given (see [`guest_topology`]).
     pub fn guest_topology(&self) -> Topology {
-        guest_topology(&self.topology, self.clock)
+        guest_topology(&self.topology, self.clock, self.version)
     }
 
     /// Why the guest cannot use KVM whatever the configuration says: a
@@ -177,23 +212,24 @@ impl QemuConfig {
     }
 }
 
-/// vCPUs of an icount guest. QEMU 7.2's x86 SMP guests under `-icount`
-/// do not come up (see BENCHMARKS.md, "Guest noise"), so icount guests get
-/// one CPU and one NUMA node.
+/// vCPUs of an icount guest on a QEMU before
+/// [`ICOUNT_SMP_SINCE`](super::version::ICOUNT_SMP_SINCE): its round-robin
+/// TCG starves every vCPU but the first (`version.rs`), so the guest gets one
+/// CPU and one NUMA node.
 pub const ICOUNT_CPUS: u32 = 1;
 
-/// The topology a guest gets with `clock`: the tbox group's under the wall
-/// clock, one CPU under icount.
-pub fn guest_topology(topology: &Topology, clock: Clock) -> Topology {
+/// The topology a guest gets: the tbox group's, except an icount guest on a
+/// QEMU that cannot run more than one vCPU under icount.
+pub fn guest_topology(topology: &Topology, clock: Clock, qemu: Option<QemuVersion>) -> Topology {
     match clock {
-        Clock::Wall => topology.clone(),
-        Clock::Icount { .. } => Topology {
+        Clock::Icount { .. } if !qemu.is_some_and(QemuVersion::icount_smp) => Topology {
             sockets: 1,
             cores_per_socket: ICOUNT_CPUS,
             threads_per_core: 1,
             numa_nodes: 1,
             memory_mib: topology.memory_mib,
         },
+        _ => topology.clone(),
     }
 }
 

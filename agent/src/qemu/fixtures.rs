@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::{Clock, QemuConfig, Topology};
+use super::{Clock, GuestOutput, QemuConfig, Topology};
 use crate::guest_arch::GuestArch;
 use crate::monitors::InterferenceLimits;
 
@@ -20,6 +20,7 @@ pub(super) fn topo(sockets: u32, numa: u32) -> Topology {
 pub(super) fn config(clock: Clock) -> QemuConfig {
     QemuConfig {
         qemu: PathBuf::from("qemu-system-x86_64"),
+        version: None,
         arch: GuestArch::X86_64,
         tcg_cpu: None,
         page_size: 4096,
@@ -35,12 +36,15 @@ pub(super) fn config(clock: Clock) -> QemuConfig {
         warmup_runs: 0,
         interference: InterferenceLimits::default(),
         interference_retries: 2,
+        output: GuestOutput::default(),
+        run_as: None,
     }
 }
 
 pub(super) fn aarch64_config(clock: Clock) -> QemuConfig {
     QemuConfig {
         qemu: PathBuf::from("qemu-system-aarch64"),
+        version: None,
         arch: GuestArch::Aarch64,
         tcg_cpu: Some("cortex-a57".into()),
         page_size: 65536,

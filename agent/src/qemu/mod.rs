@@ -7,7 +7,9 @@
 //! the host, redoing disturbed runs), `command` (QEMU's command line), `pin`
 //! (vCPU pinning), `watch` (the console read while the guest boots, and what
 //! watching a boot saw), `kvm`
-//! (the KVM probe) and `assemble` (the guest's output to a result).
+//! (the KVM probe), `version` (the QEMU release and what it can do under
+//! icount), `runas` (the user QEMU runs as and the files it opens)
+//! and `assemble` (the guest's output to a result).
 
 mod assemble;
 mod command;
@@ -17,10 +19,16 @@ mod fixtures;
 mod kvm;
 mod pin;
 mod run;
+mod runas;
+mod version;
 mod watch;
 
-pub use config::{guest_topology, Accel, Clock, QemuConfig, Topology, ICOUNT_CPUS};
+pub use config::{
+    guest_topology, Accel, Clock, GuestOutput, QemuConfig, Topology, DEFAULT_CONSOLE_KEEP_KIB,
+    DEFAULT_RESULTS_MAX_MIB, ICOUNT_CPUS,
+};
 pub use run::{BootRecord, QemuBackend};
+pub use version::{QemuVersion, ICOUNT_SMP_SINCE};
 
 /// Console lines kept in failure details.
 const TAIL_LINES: usize = 40;

@@ -18,7 +18,7 @@ use super::assemble::{assemble, executions, Assembly, Expected};
 use super::command::qemu_command;
 use super::config::{Accel, Clock, QemuConfig, Topology};
 use super::watch::{read_console, ConsoleEvent, Watch};
-use super::{kvm, pin, TAIL_LINES};
+use super::{kvm, pin, runas, TAIL_LINES};
 use crate::console;
 use crate::error::{AgentError, Result};
 use crate::initramfs;
@@ -90,7 +90,9 @@ impl QemuBackend {
                     "tcg (icount: instruction counting is TCG's)".to_string(),
                 ),
                 (Clock::Wall, Some(a)) => (a, format!("{} (configured)", a.name())),
-                (Clock::Wall, None) => kvm::probe_accel(&self.cfg.qemu, kernel),
+                (Clock::Wall, None) => {
+                    kvm::probe_accel(&self.cfg.qemu, kernel, self.cfg.run_as.as_ref())
+                }
             })
             .clone()
     }
@@ -112,6 +114,7 @@ impl QemuBackend {
         on_state: &dyn Fn(JobState, &str),
     ) -> Result<Outcome> {
         let started_at = now_ms();
+        let kernel = &runas::kernel(self.cfg.run_as.as_ref(), kernel, dir)?;
         let (_, accel_note) = self.accel(kernel);
         let attempts = match self.cfg.clock {
             Clock::Wall => 1 + self.cfg.interference_retries,
@@ -119,7 +122,8 @@ impl QemuBackend {
         };
         let mut redone: Vec<String> = Vec::new();
         for attempt in 1..=attempts {
-            let boot = self.boot(kernel, plan, self.cfg.warmup_runs, dir, cancel, on_state)?;
+            let boot =
+                self.boot_staged(kernel, plan, self.cfg.warmup_runs, dir, cancel, on_state)?;
             let interference = boot
                 .host
                 .as_ref()
@@ -198,6 +202,20 @@ impl QemuBackend {
         cancel: &Cancel,
         on_state: &dyn Fn(JobState, &str),
     ) -> Result<BootRecord> {
+        let kernel = runas::kernel(self.cfg.run_as.as_ref(), kernel, dir)?;
+        self.boot_staged(&kernel, plan, warmup, dir, cancel, on_state)
+    }
+
+    /// [`QemuBackend::boot`] of a kernel QEMU's user can open.
+    fn boot_staged(
+        &self,
+        kernel: &Path,
+        plan: &[Invocation],
+        warmup: u32,
+        dir: &Path,
+        cancel: &Cancel,
+        on_state: &dyn Fn(JobState, &str),
+    ) -> Result<BootRecord> {
         let (accel, _) = self.accel(kernel);
         let initrd = dir.join("initramfs.cpio");
         let bins = initramfs::Binaries {
@@ -209,16 +227,16 @@ impl QemuBackend {
         let init = initramfs::init_script(plan, warmup, results_device, bins.perf.is_some());
         initramfs::write(&initrd, &bins, &init)?;
         let results = dir.join("results.txt");
-        let _ = std::fs::remove_file(&results);
+        runas::prepare(self.cfg.run_as.as_ref(), &initrd, &results)?;
         let mut cmd = qemu_command(&self.cfg, accel, kernel, &initrd, &results)?;
         on_state(
             JobState::Booting,
             &format!("qemu {} {}", accel.name(), process::describe(&cmd)),
         );
-        let watch = self.watch(&mut cmd, cancel, on_state)?;
+        let watch = self.watch(&mut cmd, &results, cancel, on_state)?;
         std::fs::write(dir.join("console.log"), &watch.console)
             .map_err(|e| AgentError::io("writing console.log", e))?;
-        let channel = std::fs::read_to_string(&results).unwrap_or_default();
+        let channel = process::head_of_file(&results, self.cfg.output.results_max_bytes);
         let host = match (&watch.host_before, &watch.host_after) {
             (Some(b), Some(a)) => monitors::host_load(b, a),
             _ => None,
@@ -234,6 +252,7 @@ impl QemuBackend {
     fn watch(
         &self,
         cmd: &mut Command,
+        results: &Path,
         cancel: &Cancel,
         on_state: &dyn Fn(JobState, &str),
     ) -> Result<Watch> {
@@ -246,7 +265,8 @@ impl QemuBackend {
             .stdout
             .take()
             .ok_or_else(|| AgentError::Config("qemu has no stdout".into()))?;
-        let reader = std::thread::spawn(move || read_console(stdout, tx));
+        let keep = self.cfg.output.console_keep_bytes;
+        let reader = std::thread::spawn(move || read_console(stdout, tx, keep));
         let start = Instant::now();
         let pid = child.id();
         let mut w = Watch {
@@ -284,6 +304,11 @@ impl QemuBackend {
                 Ok(ConsoleEvent::Fatal(_)) | Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break,
             }
+            if let Some(why) = self.results_overflow(results) {
+                w.overflow = Some(why);
+                kill_group(&mut child);
+                break;
+            }
             if Instant::now() >= deadline {
                 let limit = match w.init_after {
                     None => self.cfg.boot_timeout,
@@ -299,13 +324,35 @@ impl QemuBackend {
         w.console = reader.join().unwrap_or_default();
         if let Some(mut err) = child.stderr.take() {
             let mut text = String::new();
-            let _ = std::io::Read::read_to_string(&mut err, &mut text);
+            let _ = std::io::Read::read_to_string(
+                &mut std::io::Read::take(&mut err, STDERR_KEPT),
+                &mut text,
+            );
             if !text.trim().is_empty() {
                 w.console.push_str("\n[qemu stderr]\n");
                 w.console.push_str(&text);
             }
         }
         Ok(w)
+    }
+}
+
+/// QEMU's own stderr kept at most (its messages are short; the rest is
+/// not read).
+const STDERR_KEPT: u64 = 64 << 10;
+
+impl QemuBackend {
+    /// Why the guest must be stopped for what it wrote: its results
+    /// channel past the size limit.
+    fn results_overflow(&self, results: &Path) -> Option<String> {
+        let max = self.cfg.output.results_max_bytes;
+        let len = std::fs::metadata(results).map(|m| m.len()).ok()?;
+        (len > max).then(|| {
+            format!(
+                "the guest wrote more than {max} bytes to its results channel \
+                 (KBOT_QEMU_RESULTS_MAX_MIB); QEMU was killed"
+            )
+        })
     }
 }
 

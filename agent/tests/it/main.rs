@@ -9,5 +9,7 @@
 
 mod daemon_against_server;
 mod disk_full;
+mod guest;
 mod guest_hang;
+mod qemu_user;
 mod refused_results;

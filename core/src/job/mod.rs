@@ -24,6 +24,8 @@
 //! Top-level keys are: `suite`, `testcase`, `category` (identity; `suite`
 //! and `category` are accepted and dropped), `kconfig`, `compiler`,
 //! `tbox_group`, `runs` (dimensions of the run, not program parameters),
+//! `kpi` (the metrics the job is about, a list, not a dimension: the first
+//! is the primary KPI; [`AtomicJob::kpi`]),
 //! one program key from [`crate::programs::PROGRAMS`], the setup program
 //! `cpufreq_governor`, and options of the chosen program (LKP lets a program
 //! option be set at the top level: `nr_threads: 20%`). [`plan_job_file`]

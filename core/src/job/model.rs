@@ -31,6 +31,12 @@ pub struct AtomicJob {
     /// `need_page_size`); not part of the result path, as in LKP.
     #[serde(default, skip_serializing_if = "Needs::is_empty")]
     pub needs: Needs,
+    /// The job's KPIs as its file names them (`kpi:`), the first the
+    /// primary: the metrics whose verdicts may act on the job, under one
+    /// false-alarm budget (`stats::family`). Empty: every benchmark KPI,
+    /// the primary by `metrics::primary_kpi`. Not part of the result path.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kpi: Vec<String>,
 }
 
 /// `kconfig` when the job file names none.
@@ -44,6 +50,10 @@ pub const DEFAULT_RUNS: u32 = 3;
 pub const MAX_RUNS: u32 = 200;
 /// The result-path segment used when an atomic job pins no `tbox_group`.
 pub const ANY_TBOX_GROUP: &str = "any";
+
+/// The key of a job file's KPI list ([`AtomicJob::kpi`]): a list that names
+/// metrics, not a matrix dimension.
+pub(crate) const KPI_KEY: &str = "kpi";
 
 /// Keys that become [`AtomicJob`] fields rather than parameters.
 pub(crate) const JOB_KEYS: &[&str] = &["testcase", "kconfig", "compiler", "tbox_group", "runs"];
@@ -149,6 +159,10 @@ impl AtomicJob {
             m.insert(s("tbox_group"), s(g));
         }
         m.insert(s("runs"), Value::Number(self.runs.into()));
+        if !self.kpi.is_empty() {
+            let names = self.kpi.iter().map(|k| s(k)).collect();
+            m.insert(s(KPI_KEY), Value::Sequence(names));
+        }
         for (k, v) in self.needs.entries() {
             m.insert(s(k), s(&v));
         }

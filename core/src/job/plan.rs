@@ -7,8 +7,12 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_yaml::{Mapping, Value};
 
-use crate::job::model::{AtomicJob, DEFAULT_COMPILER, DEFAULT_KCONFIG, DEFAULT_RUNS, JOB_KEYS};
-use crate::job::validate::{check_param, invalid, parse_runs, unknown_option, validate_job_key};
+use crate::job::model::{
+    AtomicJob, DEFAULT_COMPILER, DEFAULT_KCONFIG, DEFAULT_RUNS, JOB_KEYS, KPI_KEY,
+};
+use crate::job::validate::{
+    check_kpi, check_param, invalid, parse_kpi_list, parse_runs, unknown_option, validate_job_key,
+};
 use crate::lkp;
 use crate::needs::{Needs, NEED_KEYS};
 use crate::programs::table::{self, ProgramSpec};
@@ -236,9 +240,13 @@ impl Builder {
         let mut doc_skip: Option<Error> = None;
         let mut unknown_programs: Vec<&str> = Vec::new();
         let mut rest: Vec<(&str, &Value)> = Vec::new();
+        let mut kpi: Vec<String> = Vec::new();
         for (k, v) in doc {
             let key = key_str(k)?;
-            if let Some(spec) = table::lookup(key) {
+            if key == KPI_KEY {
+                // A list that names metrics, not a matrix dimension.
+                kpi = parse_kpi_list(v)?;
+            } else if let Some(spec) = table::lookup(key) {
                 if let Some((prev, _)) = program {
                     return Err(Error::JobInvalid(format!(
                         "a job runs one program, found {} and {}",
@@ -357,7 +365,13 @@ impl Builder {
             _ => return Err(too_many_jobs()),
         }
         for choice in product(&dims) {
-            let job = build_job(program, &dims, &choice)?;
+            let mut job = build_job(program, &dims, &choice)?;
+            // A KPI the job cannot write is a slip in the file, not a job
+            // kbot cannot run: the file is refused.
+            for name in &kpi {
+                check_kpi(program, &job.testcase, name)?;
+            }
+            job.kpi = kpi.clone();
             let name = format!("{}/{}", job.testcase, job.path_params());
             let problem = dims
                 .iter()
@@ -486,6 +500,7 @@ fn build_job(program: &ProgramSpec, dims: &[Dim], choice: &[usize]) -> Result<At
         tbox_group: None,
         runs: DEFAULT_RUNS,
         needs: Needs::default(),
+        kpi: Vec::new(),
     };
     for (d, &i) in dims.iter().zip(choice) {
         let value = d.values[i].clone();

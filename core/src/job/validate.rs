@@ -2,7 +2,8 @@
 //! segments, `runs`), option values against their kind, and the errors that
 //! name what is wrong.
 
-use crate::job::model::{JOB_KEYS, MAX_RUNS};
+use crate::job::model::{JOB_KEYS, KPI_KEY, MAX_RUNS};
+use crate::metrics;
 use crate::programs::table::{self, OptionSpec, ProgramSpec, ValueKind};
 use crate::units::{self, Count};
 use crate::{Error, Result};
@@ -102,4 +103,106 @@ pub(crate) fn kind_hint(kind: ValueKind) -> &'static str {
         ValueKind::Integer => "expected a non-negative integer",
         ValueKind::Flag => "expected 0 or 1",
     }
+}
+
+/// Reads a job file's `kpi:`: a list of metric names (one name alone is a
+/// list of one), each a non-empty string without blanks, none twice.
+/// Whether each is a KPI of the job's benchmark is [`check_kpi`]'s.
+pub(crate) fn parse_kpi_list(v: &serde_yaml::Value) -> Result<Vec<String>> {
+    use serde_yaml::Value;
+    let items: Vec<&Value> = match v {
+        Value::Sequence(items) if !items.is_empty() => items.iter().collect(),
+        Value::String(_) => vec![v],
+        _ => {
+            return Err(Error::JobInvalid(format!(
+                "{KPI_KEY} must be a list of metric names (the first is the primary KPI), \
+                 e.g. [lmbench3.PIPE.bandwidth.MB/sec, lmbench3.PIPE.latency.us]"
+            )))
+        }
+    };
+    let mut names: Vec<String> = Vec::with_capacity(items.len());
+    for item in items {
+        let Value::String(name) = item else {
+            return Err(Error::JobInvalid(format!(
+                "{KPI_KEY} names metrics: {item:?} is not a metric name"
+            )));
+        };
+        if !metrics::is_storable_name(name) || name.chars().any(char::is_whitespace) {
+            return Err(invalid(
+                KPI_KEY,
+                name,
+                &format!(
+                    "a metric name is 1 to {} bytes without blanks",
+                    metrics::MAX_METRIC_NAME_LEN
+                ),
+            ));
+        }
+        if names.contains(name) {
+            return Err(invalid(KPI_KEY, name, "named twice"));
+        }
+        names.push(name.clone());
+    }
+    Ok(names)
+}
+
+/// Checks that `name` is a KPI that `program` writes under `testcase`:
+/// `<testcase>.<key>`, a KPI ([`metrics::is_kpi`]: not `.time.*`, not a
+/// monitor, not a pass/fail stat), and a key the program's parsers write
+/// ([`ProgramSpec::metrics`]).
+pub(crate) fn check_kpi(program: &ProgramSpec, testcase: &str, name: &str) -> Result<()> {
+    let known = || {
+        program
+            .metrics
+            .iter()
+            .map(|k| format!("{testcase}.{k}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let Some(key) = name
+        .strip_prefix(testcase)
+        .and_then(|rest| rest.strip_prefix('.'))
+    else {
+        return Err(invalid(
+            KPI_KEY,
+            name,
+            &format!(
+                "not a metric of testcase {testcase}: its KPIs are {}",
+                known()
+            ),
+        ));
+    };
+    if !metrics::is_kpi(name) {
+        return Err(invalid(
+            KPI_KEY,
+            name,
+            "not a KPI: GNU time's <testcase>.time.*, monitors and pass/fail stats never \
+             act on a job",
+        ));
+    }
+    if !program
+        .metrics
+        .iter()
+        .any(|pattern| key_matches(pattern, key))
+    {
+        return Err(invalid(
+            KPI_KEY,
+            name,
+            &format!(
+                "{} writes no such metric; its KPIs are {}",
+                program.name,
+                known()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `pattern` with `*` for one dot-free, non-empty segment.
+fn key_matches(pattern: &str, key: &str) -> bool {
+    let (p, k): (Vec<&str>, Vec<&str>) = (pattern.split('.').collect(), key.split('.').collect());
+    // A `*` segment matches one segment; names like `MB/sec` have no dot.
+    p.len() == k.len()
+        && p.iter()
+            .zip(&k)
+            .all(|(p, k)| (*p == "*" && !k.is_empty()) || p == k)
 }

@@ -50,6 +50,10 @@ pub struct ProgramSpec {
     pub options: &'static [OptionSpec],
     /// Options the job must set (no sensible default exists).
     pub required: &'static [&'static str],
+    /// The KPIs its parsers write, without the testcase prefix: what a job
+    /// file's `kpi:` may name. `*` stands for one name segment without a
+    /// dot (a stressor, a task count).
+    pub metrics: &'static [&'static str],
 }
 
 impl ProgramSpec {
@@ -119,6 +123,7 @@ pub const PROGRAMS: &[ProgramSpec] = &[
         ],
         // Upstream fails without a mode and runs no test without a test.
         required: &["mode", "test"],
+        metrics: &["PIPE.bandwidth.MB/sec", "PIPE.latency.us", "AF_UNIX.sock.stream.bandwidth.MB/sec", "AF_UNIX.sock.stream.latency.us"],
     },
     ProgramSpec {
         name: "bw_pipe",
@@ -145,6 +150,7 @@ pub const PROGRAMS: &[ProgramSpec] = &[
             ),
         ],
         required: &[],
+        metrics: &["PIPE.bandwidth.MB/sec"],
     },
     ProgramSpec {
         name: "lat_pipe",
@@ -164,6 +170,7 @@ pub const PROGRAMS: &[ProgramSpec] = &[
             ),
         ],
         required: &[],
+        metrics: &["PIPE.latency.us"],
     },
     ProgramSpec {
         name: "will-it-scale",
@@ -202,6 +209,7 @@ pub const PROGRAMS: &[ProgramSpec] = &[
             ),
         ],
         required: &["test"],
+        metrics: &["per_process_ops", "per_thread_ops", "workload", "scalability", "*.*"],
     },
     ProgramSpec {
         name: "pipen",
@@ -228,6 +236,7 @@ pub const PROGRAMS: &[ProgramSpec] = &[
             ),
         ],
         required: &[],
+        metrics: &["MB/sec", "ops_per_sec", "per_process_ops", "per_thread_ops", "workload"],
     },
     ProgramSpec {
         name: "unixbench",
@@ -251,6 +260,7 @@ pub const PROGRAMS: &[ProgramSpec] = &[
         ],
         // Upstream runs every index test without one.
         required: &["test"],
+        metrics: &["score", "throughput", "workload"],
     },
     ProgramSpec {
         name: "hackbench",
@@ -296,6 +306,7 @@ pub const PROGRAMS: &[ProgramSpec] = &[
             ),
         ],
         required: &[],
+        metrics: &["throughput", "throughput_best", "throughput_avg", "throughput_worst", "time_sec"],
     },
     ProgramSpec {
         name: "perf-bench-sched-pipe",
@@ -310,6 +321,7 @@ pub const PROGRAMS: &[ProgramSpec] = &[
             opt("mode", Some("process"), PROCESS_THREADS, "threads adds -T"),
         ],
         required: &[],
+        metrics: &["ops_per_sec", "usecs_per_op", "total_time_sec"],
     },
     ProgramSpec {
         name: "perf-bench-sched-messaging",
@@ -326,6 +338,7 @@ pub const PROGRAMS: &[ProgramSpec] = &[
             ),
         ],
         required: &[],
+        metrics: &["total_time_sec", "throughput", "time_sec"],
     },
     ProgramSpec {
         name: "pipebench",
@@ -345,6 +358,7 @@ pub const PROGRAMS: &[ProgramSpec] = &[
             ),
         ],
         required: &[],
+        metrics: &["MB/sec", "bytes", "elapsed_sec"],
     },
     ProgramSpec {
         name: "stress-ng",
@@ -371,6 +385,7 @@ pub const PROGRAMS: &[ProgramSpec] = &[
             ),
         ],
         required: &["test"],
+        metrics: &["*.ops", "*.ops_per_sec", "*.*"],
     },
 ];
 

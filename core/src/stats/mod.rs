@@ -13,6 +13,7 @@ pub mod bisect;
 pub mod changepoint;
 pub mod describe;
 pub mod effect;
+pub mod family;
 pub mod nonparametric;
 pub mod parametric;
 pub mod rng;
@@ -28,7 +29,8 @@ use serde::{Deserialize, Serialize};
 use crate::metrics::{self, Direction, Impact};
 use crate::{Error, Result};
 pub use describe::Summary;
-pub use verdict::{KbotVerdict, Outcome};
+pub use family::KpiProcedure;
+pub use verdict::{KbotVerdict, Outcome, Step};
 pub use zeroday::{Sample, ZeroDayReason, ZeroDayRow, ZeroDayVerdict};
 
 /// Tunables of the comparison. `Default` gives the documented defaults.
@@ -84,6 +86,9 @@ pub struct StatsConfig {
     pub perf_profile_threshold: Option<f64>,
     /// Mixed into the data-derived bootstrap seed.
     pub seed: u64,
+    /// How `alpha` is shared among a job's KPIs ([`family`]): the primary
+    /// 0.7 of it and the others the rest, by default.
+    pub kpi_procedure: KpiProcedure,
 }
 
 impl Default for StatsConfig {
@@ -101,6 +106,7 @@ impl Default for StatsConfig {
             ci_level: 0.95,
             perf_profile_threshold: None,
             seed: 0,
+            kpi_procedure: KpiProcedure::default(),
         }
     }
 }
@@ -136,13 +142,23 @@ impl StatsConfig {
     /// gate that picks between them at each look, were measured to use up
     /// to a tenth more than it.
     pub fn look_alpha(&self, n: usize) -> f64 {
+        self.look_alpha_share(n, 1.0)
+    }
+
+    /// [`StatsConfig::look_alpha`] for a test that holds `share` of
+    /// `alpha` (a KPI of a job, [`family`]): the levels of the spending
+    /// function `share·alpha·t^ρ` over the same looks.
+    pub fn look_alpha_share(&self, n: usize, share: f64) -> f64 {
+        if share <= 0.0 {
+            return 0.0;
+        }
         let schedule = self.look_schedule();
         let Some(k) = schedule.iter().rposition(|&look| look <= n) else {
             return 0.0;
         };
         let cap = self.max_runs.max(1) as f64;
         let fractions: Vec<f64> = schedule.iter().map(|&r| r as f64 / cap).collect();
-        let design_alpha = DESIGN_SHARE * self.alpha;
+        let design_alpha = DESIGN_SHARE * self.alpha * share.min(1.0);
         let levels = sequential::nominal_levels_cached(&fractions, design_alpha, self.spending_rho);
         levels.get(k).copied().unwrap_or(0.0)
     }
@@ -192,6 +208,11 @@ impl StatsConfig {
         if !(self.spending_rho > 0.0 && self.spending_rho <= 10.0) {
             return bad("spending_rho must be in (0, 10]");
         }
+        if let KpiProcedure::PrimaryFirst { primary_share } = self.kpi_procedure {
+            if !(primary_share > 0.0 && primary_share <= 1.0) {
+                return bad("kpi_procedure's primary_share must be in (0, 1]");
+            }
+        }
         if self.batch_runs == 0 || self.max_runs < self.min_runs || self.min_runs < 2 {
             return bad("need batch_runs ≥ 1 and 2 ≤ min_runs ≤ max_runs");
         }
@@ -204,13 +225,23 @@ impl StatsConfig {
 pub struct MetricComparison {
     pub metric: String,
     pub direction: Direction,
-    /// A benchmark KPI (not `<test>.time.*`, not a monitor).
+    /// One of the job's KPIs: those its job file names (`kpi:`), else
+    /// every benchmark KPI ([`metrics::is_kpi`]: not `<test>.time.*`, not a
+    /// monitor).
     pub kpi: bool,
-    /// The job's primary KPI ([`metrics::primary_kpi`]): its verdict alone
-    /// may act on the job (start a bisection, send a report); the other
-    /// KPIs act only alongside it ([`Comparison::acting`]).
+    /// The job's primary KPI (the first of `kpi:`, else
+    /// [`metrics::primary_kpi`]): its verdict decides whether to run more,
+    /// and it holds the largest share of the job's α ([`family`]).
     #[serde(default)]
     pub primary: bool,
+    /// The job acts on this KPI's `different` (a report, a bisection): it
+    /// survived the job's multiple-testing procedure ([`family`]).
+    #[serde(default)]
+    pub acts: bool,
+    /// For a KPI, the level its p had to beat under that procedure at this
+    /// look (`kbot.alpha` is the level of a test alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family_alpha: Option<f64>,
     pub base: Summary,
     pub head: Summary,
     /// kbot's estimate of the change ([`KbotVerdict::change`]): in percent,
@@ -288,10 +319,24 @@ impl RunsWanted {
 /// takes the runs that have the metric; 0-day's takes every run, a run
 /// without the metric as a 0 (lkp-tests pads its matrices so). Metrics of
 /// one side only go to [`Comparison::one_sided`] when 0-day compares them.
-/// Errors on non-finite values and invalid configs.
+/// Errors on non-finite values and invalid configs. The job's KPIs are
+/// the default choice; [`compare_job_runs`] takes a job file's `kpi:`.
 pub fn compare_runs(
     base: &[BTreeMap<String, f64>],
     head: &[BTreeMap<String, f64>],
+    cfg: &StatsConfig,
+) -> Result<Comparison> {
+    compare_job_runs(base, head, &[], cfg)
+}
+
+/// [`compare_runs`] for a job whose file names its KPIs (`kpi:`, the first
+/// the primary; empty: every benchmark KPI, the primary by
+/// [`metrics::primary_kpi`]). The KPIs are tested as one family
+/// ([`family`]): [`MetricComparison::acts`] says which the job acts on.
+pub fn compare_job_runs(
+    base: &[BTreeMap<String, f64>],
+    head: &[BTreeMap<String, f64>],
+    kpis: &[String],
     cfg: &StatsConfig,
 ) -> Result<Comparison> {
     cfg.validate()?;
@@ -303,7 +348,8 @@ pub fn compare_runs(
     for (i, name) in nb.intersection(&nh).enumerate() {
         let b = padded(base, name)?;
         let h = padded(head, name)?;
-        metrics.push(compare_padded(name, &b, &h, &nb, cfg, i as u64));
+        let step = step_in_runs(name, base, head);
+        metrics.push(compare_padded(name, &b, &h, &nb, step, cfg, i as u64));
     }
     let mut one_sided = Vec::new();
     for name in nb.symmetric_difference(&nh) {
@@ -319,17 +365,17 @@ pub fn compare_runs(
         one_sided.push(OneSidedMetric {
             metric: name.clone(),
             present_in,
-            kpi: metrics::is_kpi(name),
+            kpi: if kpis.is_empty() {
+                metrics::is_kpi(name)
+            } else {
+                kpis.contains(name)
+            },
             change_is_absolute: metrics::shows_absolute_change(name),
             zero_day: zeroday::verdict_padded(name, &b, &h, &nb, cfg.perf_profile_threshold),
             kbot: profile_symbol_verdict(name, base, head, cfg),
         });
     }
-    let primary =
-        metrics::primary_kpi(metrics.iter().map(|m| m.metric.as_str())).map(str::to_owned);
-    for m in &mut metrics {
-        m.primary = primary.as_deref() == Some(m.metric.as_str());
-    }
+    mark_family(&mut metrics, kpis, cfg);
     let rank = |m: &str| (metrics::report_rank(m), m.to_owned());
     metrics.sort_by_key(|m| rank(&m.metric));
     one_sided.sort_by_key(|m| rank(&m.metric));
@@ -339,6 +385,62 @@ pub fn compare_runs(
         metrics,
         one_sided,
     })
+}
+
+/// Marks the job's KPIs (`kpis`, else every benchmark KPI), its primary,
+/// and which KPIs the job acts on: the family's graph ([`family::Graph`])
+/// run on this look's verdicts, each KPI's share of α turned into its
+/// look's level by [`StatsConfig::look_alpha_share`] on its own run count.
+fn mark_family(metrics: &mut [MetricComparison], kpis: &[String], cfg: &StatsConfig) {
+    let primary = if kpis.is_empty() {
+        metrics::primary_kpi(metrics.iter().map(|m| m.metric.as_str())).map(str::to_owned)
+    } else {
+        kpis.iter()
+            .find(|k| metrics.iter().any(|m| &m.metric == *k))
+            .cloned()
+    };
+    for m in metrics.iter_mut() {
+        m.primary = primary.as_deref() == Some(m.metric.as_str());
+        if !kpis.is_empty() {
+            m.kpi = kpis.contains(&m.metric);
+        }
+    }
+    // The primary first: the graph's hypothesis 0.
+    let mut family: Vec<usize> = (0..metrics.len()).filter(|&i| metrics[i].kpi).collect();
+    family.sort_by_key(|&i| !metrics[i].primary);
+    let graph = family::Graph::for_config(cfg, family.len());
+    let level =
+        |m: &MetricComparison, share: f64| cfg.look_alpha_share(m.base.n.min(m.head.n), share);
+    let decisions = graph.run(|j, share| {
+        let m = &metrics[family[j]];
+        m.kbot.outcome == Outcome::Different
+            && (m.kbot.deterministic || m.kbot.p_value < level(m, share))
+    });
+    for (&i, d) in family.iter().zip(decisions) {
+        let m = &mut metrics[i];
+        m.acts = d.rejected;
+        m.family_alpha = Some(level(m, d.share));
+    }
+}
+
+/// The step a metric's values were read at, from the metric table and,
+/// for a figure computed from a clock, the smallest reading of that clock
+/// in any run of either side ([`metrics::Quantum::Clock`]).
+fn step_in_runs(
+    name: &str,
+    base: &[BTreeMap<String, f64>],
+    head: &[BTreeMap<String, f64>],
+) -> Step {
+    let Some(metrics::Quantum::Clock { clock, step }) = metrics::quantum(name) else {
+        return Step::of(name);
+    };
+    let clock = format!("{}.{clock}", metrics::prefix(name));
+    base.iter()
+        .chain(head)
+        .filter_map(|r| r.get(&clock).copied())
+        .filter(|t| t.is_finite() && *t > 0.0)
+        .min_by(f64::total_cmp)
+        .map_or(Step::Unresolved, |t| Step::Relative(step / t))
 }
 
 /// `StatCompare#monitored_by_b?`: a head-only `perf-profile.*` or
@@ -416,6 +518,7 @@ fn compare_padded(
     base: &[Sample],
     head: &[Sample],
     base_stats: &BTreeSet<String>,
+    step: Step,
     cfg: &StatsConfig,
     salt: u64,
 ) -> MetricComparison {
@@ -427,12 +530,13 @@ fn compare_padded(
             })
             .collect()
     };
-    let mut m = compare_metric(name, &present(base), &present(head), cfg, salt);
+    let mut m = compare_metric_with(name, &present(base), &present(head), step, cfg, salt);
     m.zero_day = zeroday::verdict_padded(name, base, head, base_stats, cfg.perf_profile_threshold);
     m
 }
 
-/// Compare the samples of one metric (both non-empty and finite).
+/// Compare the samples of one metric (both non-empty and finite), the step
+/// of its values from the metric table ([`Step::of`]).
 pub fn compare_metric(
     name: &str,
     base: &[f64],
@@ -440,15 +544,29 @@ pub fn compare_metric(
     cfg: &StatsConfig,
     salt: u64,
 ) -> MetricComparison {
+    compare_metric_with(name, base, head, Step::of(name), cfg, salt)
+}
+
+/// [`compare_metric`] with the step the values were read at.
+pub fn compare_metric_with(
+    name: &str,
+    base: &[f64],
+    head: &[f64],
+    step: Step,
+    cfg: &StatsConfig,
+    salt: u64,
+) -> MetricComparison {
     let (bs, hs) = (Summary::of(base), Summary::of(head));
     let change_is_absolute = metrics::shows_absolute_change(name);
     let direction = metrics::direction(name);
-    let kbot = verdict::verdict(name, base, head, cfg, salt);
+    let kbot = verdict::verdict_with(name, base, head, step, cfg, salt);
     MetricComparison {
         metric: name.to_string(),
         direction,
         kpi: metrics::is_kpi(name),
         primary: false,
+        acts: false,
+        family_alpha: None,
         impact: Impact::of(direction, kbot.change),
         zero_day: zeroday::verdict(name, base, head, cfg.perf_profile_threshold),
         change: kbot.change,
@@ -465,21 +583,13 @@ impl Comparison {
         self.metrics.iter().find(|m| m.primary)
     }
 
-    /// The metrics whose `different` may act on the job: the primary KPI,
-    /// and the other KPIs only when the primary is `different` too. This is
-    /// the fixed-sequence procedure (Maurer, Hothorn & Lehmacher 1995): each
-    /// test at the full α, in a fixed order, a later one only after the
-    /// earlier rejected, keeps the job's false-alarm rate at α however many
-    /// KPIs it has and however they are correlated. The other KPIs' own
-    /// verdicts are still shown, as 0-day's "In addition to that" section.
-    /// A comparison without KPIs acts on nothing.
+    /// The KPIs the job acts on: `different`, and still so under the job's
+    /// multiple-testing procedure ([`family`]: one α for all its KPIs,
+    /// whatever their number and correlation). Every metric's own verdict
+    /// (its test alone) is still shown. A comparison without KPIs acts on
+    /// nothing.
     pub fn acting(&self) -> impl Iterator<Item = &MetricComparison> {
-        let open = self
-            .primary()
-            .is_some_and(|p| p.kbot.outcome == Outcome::Different);
-        self.metrics
-            .iter()
-            .filter(move |m| m.primary || (open && m.kpi))
+        self.metrics.iter().filter(|m| m.acts)
     }
 
     /// The metrics whose verdict decides whether to run more: the primary
@@ -498,11 +608,41 @@ impl Comparison {
         deciding.peek().is_some() && deciding.all(|m| m.kbot.deterministic)
     }
 
+    /// KPIs `different` on their own test that the job does not act on
+    /// yet: their share of the job's α asks for more evidence than this
+    /// look has ([`family`]). Only KPIs the family procedure ran on
+    /// (`family_alpha` set by [`compare_job_runs`]) are held back.
+    fn held_back(&self) -> impl Iterator<Item = &MetricComparison> {
+        self.metrics.iter().filter(|m| {
+            m.kpi && m.family_alpha.is_some() && m.kbot.outcome == Outcome::Different && !m.acts
+        })
+    }
+
+    /// KPIs other than the primary that look changed but are undecided:
+    /// `unknown`, with an estimate beyond the change `same` rules out.
+    /// Without more runs for them, a KPI that moved on its own would be
+    /// left `unknown` whenever the primary settles early (`same` at the
+    /// first look). An unchanged KPI seldom looks so, so unchanged jobs pay
+    /// little for it; stopping for any reason is allowed by the
+    /// group-sequential levels, which bound a crossing at any look.
+    fn looks_changed(&self) -> impl Iterator<Item = &MetricComparison> {
+        self.metrics.iter().filter(|m| {
+            m.kpi
+                && !m.primary
+                && m.family_alpha.is_some()
+                && m.kbot.outcome == Outcome::Unknown
+                && !m.change_is_absolute
+                && m.change.abs() / 100.0 > m.kbot.same_margin
+        })
+    }
+
     /// How many more runs per side to request: none when every deciding
     /// metric is decided by exact values ([`KbotVerdict::deterministic`]:
     /// an instruction-counted guest repeats itself to the last digit, so 2
     /// runs a side decide); else up to `min_runs` first, then `batch_runs`
-    /// more while a deciding metric is `unknown`, never beyond `max_runs`
+    /// more while a deciding metric is `unknown`, a KPI is held back
+    /// (`different` alone, not yet within its share of the job's α) or
+    /// another KPI looks changed but is undecided, never beyond `max_runs`
     /// (pass a per-job cap through `cfg`). The smaller side is brought up
     /// first, as Pinpoint adds attempts to the side with fewer.
     pub fn runs_wanted(&self, cfg: &StatsConfig) -> RunsWanted {
@@ -511,7 +651,10 @@ impl Comparison {
             0
         } else if b < cfg.min_runs || h < cfg.min_runs {
             cfg.min_runs
-        } else if self.deciding().any(|m| m.kbot.outcome == Outcome::Unknown) {
+        } else if self.deciding().any(|m| m.kbot.outcome == Outcome::Unknown)
+            || self.held_back().next().is_some()
+            || self.looks_changed().next().is_some()
+        {
             b.min(h) + cfg.batch_runs
         } else {
             0
@@ -672,15 +815,15 @@ mod tests {
     }
 
     #[test]
-    fn a_secondary_kpi_acts_only_beside_a_different_primary() {
+    fn a_secondary_kpi_acts_on_its_own() {
         let bw = "lmbench3.PIPE.bandwidth.MB/sec";
         let lat = "lmbench3.PIPE.latency.us";
         let flat = [1000.0, 1004.0, 996.0, 1002.0, 998.0, 1001.0, 999.0, 1003.0];
         let slower: Vec<f64> = flat.iter().map(|x| x * 0.012).collect();
         let faster: Vec<f64> = flat.iter().map(|x| x * 0.010).collect();
         let base = runs(&[(bw, &flat), (lat, &faster)]);
-        // Only the latency (a secondary KPI) moved: its own verdict says
-        // so, but the job does not act on it.
+        // Only the latency (a secondary KPI) moved, 20%: its share of α
+        // (0.3 of it) is enough, and the job acts on it.
         let head = runs(&[(bw, &flat), (lat, &slower)]);
         let c = compare_runs(&base, &head, &StatsConfig::default()).expect("compare");
         assert_eq!(c.primary().map(|m| m.metric.as_str()), Some(bw));
@@ -688,12 +831,110 @@ mod tests {
         assert_eq!(latency.kbot.outcome, Outcome::Different);
         assert_eq!(latency.impact, Impact::Regression);
         let acting: Vec<&str> = c.acting().map(|m| m.metric.as_str()).collect();
-        assert_eq!(acting, [bw]);
-        // The bandwidth fell too: now both act.
+        assert_eq!(acting, [lat]);
+        // Its level is the group-sequential level of 0.3·α at 8 runs.
+        let cfg = StatsConfig::default();
+        let level = latency.family_alpha.expect("a KPI has a family level");
+        let share = 1.0 - family::PRIMARY_SHARE;
+        assert!((level - cfg.look_alpha_share(8, share)).abs() < 1e-15);
+        assert!(level < latency.kbot.alpha);
+        // The bandwidth fell too: both act.
         let dropped: Vec<f64> = flat.iter().map(|x| x * 0.8).collect();
         let head = runs(&[(bw, &dropped), (lat, &slower)]);
         let c = compare_runs(&base, &head, &StatsConfig::default()).expect("compare");
         assert_eq!(c.acting().count(), 2);
+    }
+
+    /// A KPI `different` on its own test may still fail its share of the
+    /// job's budget: it is shown, and the job does not act on it.
+    #[test]
+    fn a_kpi_different_alone_may_not_act() {
+        let bw = "lmbench3.PIPE.bandwidth.MB/sec";
+        let lat = "lmbench3.PIPE.latency.us";
+        let cfg = StatsConfig::default();
+        let base_lat = [10.0, 10.1, 9.9, 10.05, 9.95, 10.02];
+        // Find a shift whose p falls between the secondary's share and
+        // the full α at 6 runs: `different` alone, not acted on.
+        let secondary = 1.0 - family::PRIMARY_SHARE;
+        let (full, share) = (cfg.look_alpha(6), cfg.look_alpha_share(6, secondary));
+        let base_bw = [1000.0, 1004.0, 996.0, 1002.0, 998.0, 1001.0];
+        let found = (1..400).map(|k| 1.0 + k as f64 * 0.0005).find_map(|f| {
+            let head_lat: Vec<f64> = base_lat.iter().map(|x| x * f).collect();
+            let c = compare_runs(
+                &runs(&[(bw, &base_bw), (lat, &base_lat)]),
+                &runs(&[(bw, &base_bw), (lat, &head_lat)]),
+                &cfg,
+            )
+            .expect("compare");
+            let m = c.metrics.iter().find(|m| m.metric == lat)?.clone();
+            (m.kbot.p_value < full && m.kbot.p_value >= share).then_some((c, m))
+        });
+        let (c, m) = found.expect("some shift lands between the two levels");
+        assert_eq!(m.kbot.outcome, Outcome::Different);
+        assert!(!m.acts);
+        assert_eq!(c.acting().count(), 0);
+    }
+
+    #[test]
+    fn a_job_file_names_its_kpis() {
+        let bw = "lmbench3.PIPE.bandwidth.MB/sec";
+        let lat = "lmbench3.PIPE.latency.us";
+        let flat = [1000.0, 1004.0, 996.0, 1002.0, 998.0, 1001.0, 999.0, 1003.0];
+        let faster: Vec<f64> = flat.iter().map(|x| x * 0.010).collect();
+        let slower: Vec<f64> = flat.iter().map(|x| x * 0.012).collect();
+        let base = runs(&[(bw, &flat), (lat, &faster)]);
+        let head = runs(&[(bw, &flat), (lat, &slower)]);
+        let cfg = StatsConfig::default();
+        // `kpi: [latency]`: the latency is the primary, the bandwidth no KPI.
+        let c = compare_job_runs(&base, &head, &[lat.to_string()], &cfg).expect("compare");
+        assert_eq!(c.primary().map(|m| m.metric.as_str()), Some(lat));
+        let bw_row = c.metrics.iter().find(|m| m.metric == bw).expect("bw");
+        assert!(!bw_row.kpi && !bw_row.acts && bw_row.family_alpha.is_none());
+        let acting: Vec<&str> = c.acting().map(|m| m.metric.as_str()).collect();
+        assert_eq!(acting, [lat]);
+        // The primary decides the runs: decided, so no more.
+        assert!(c.runs_wanted(&cfg).none());
+        // `kpi: [bandwidth]`: the latency's change is shown, not acted on.
+        let c = compare_job_runs(&base, &head, &[bw.to_string()], &cfg).expect("compare");
+        assert_eq!(c.acting().count(), 0);
+        // A named KPI the runs lack: the next named one is the primary.
+        let c = compare_job_runs(
+            &base,
+            &head,
+            &["lmbench3.gone".to_string(), lat.to_string()],
+            &cfg,
+        )
+        .expect("compare");
+        assert_eq!(c.primary().map(|m| m.metric.as_str()), Some(lat));
+    }
+
+    /// hackbench's throughput from a time printed in ms: identical runs a
+    /// side, one clock step apart, are no exact clock; the time in the
+    /// same runs gives the step.
+    #[test]
+    fn a_rounded_clock_needs_more_runs() {
+        let cfg = StatsConfig::default();
+        let run = |t: f64| -> BTreeMap<String, f64> {
+            BTreeMap::from([
+                ("hackbench.throughput".to_string(), 4000.0 / t),
+                ("hackbench.time_sec".to_string(), t),
+            ])
+        };
+        let c = compare_runs(&[run(0.100), run(0.100)], &[run(0.099), run(0.099)], &cfg)
+            .expect("compare");
+        let t = c
+            .metrics
+            .iter()
+            .find(|m| m.metric == "hackbench.throughput")
+            .expect("throughput");
+        assert!(!t.kbot.deterministic, "{:?}", t.kbot);
+        assert!(!c.exact());
+        assert_eq!(c.runs_wanted(&cfg), RunsWanted { base: 2, head: 2 });
+        // 20 s iterations: a millisecond is far below the floor.
+        let c =
+            compare_runs(&[run(20.0), run(20.0)], &[run(19.0), run(19.0)], &cfg).expect("compare");
+        assert!(c.exact() && c.runs_wanted(&cfg).none());
+        assert_eq!(c.acting().count(), 2, "throughput up, time down");
     }
 
     #[test]
@@ -708,11 +949,13 @@ mod tests {
         .expect("c");
         assert!(c.exact() && c.runs_wanted(&cfg).none());
         assert_eq!(c.metrics[0].kbot.outcome, Outcome::Different);
-        // Integer-rounded values that happen to repeat are not exact: the
-        // pair goes on to the first look.
+        // Integer-rounded values that happen to repeat, of a metric whose
+        // printing is not known, are not exact: the pair goes on to the
+        // first look.
+        let score = "unixbench.score";
         let c = compare_runs(
-            &runs(&[(kpi, &[50.0, 50.0])]),
-            &runs(&[(kpi, &[51.0, 51.0])]),
+            &runs(&[(score, &[50.0, 50.0])]),
+            &runs(&[(score, &[51.0, 51.0])]),
             &cfg,
         )
         .expect("c");

@@ -125,11 +125,54 @@ const Z_FALSE_NEGATIVE: f64 = 2.326_347_9;
 /// runs, so this costs them nothing; a job of 5 runs waits for its 6th.
 const WELCH_MIN_RUNS: usize = super::effect::BIMODAL_MIN_N;
 
+/// The step the values of a comparison were read at, for the
+/// identical-values rule: each side repeating one value is an exact clock
+/// only when that step is fine next to the metric's floor.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Step {
+    /// Unknown: the coarsest power of ten the values are multiples of
+    /// ([`resolution`]).
+    Inferred,
+    /// In the metric's units (a tool's known printing).
+    Absolute(f64),
+    /// A share of the value itself: a figure computed from a clock read at
+    /// a known step, `step / reading`.
+    Relative(f64),
+    /// Computed from a coarse clock whose reading is not at hand: identical
+    /// values never show an exact clock.
+    Unresolved,
+}
+
+impl Step {
+    /// The step of `metric` from the metric table ([`metrics::quantum`]),
+    /// without the runs' clock readings.
+    pub fn of(metric: &str) -> Step {
+        match metrics::quantum(metric) {
+            Some(metrics::Quantum::Printed(step)) => Step::Absolute(step),
+            Some(metrics::Quantum::Clock { .. }) => Step::Unresolved,
+            None => Step::Inferred,
+        }
+    }
+}
+
 /// Judge one metric. `salt` varies the bootstrap stream between metrics.
+/// The step of its values is the metric table's ([`Step::of`]).
 pub fn verdict(
     metric: &str,
     base: &[f64],
     head: &[f64],
+    cfg: &StatsConfig,
+    salt: u64,
+) -> KbotVerdict {
+    verdict_with(metric, base, head, Step::of(metric), cfg, salt)
+}
+
+/// [`verdict`] with the step the values were read at.
+pub fn verdict_with(
+    metric: &str,
+    base: &[f64],
+    head: &[f64],
+    step: Step,
     cfg: &StatsConfig,
     salt: u64,
 ) -> KbotVerdict {
@@ -151,7 +194,7 @@ pub fn verdict(
     };
     let (mb, mh) = (median_sorted(&sb), median_sorted(&sh));
     let median_ratio = if mb != 0.0 { mh / mb } else { f64::NAN };
-    let deterministic = deterministic(metric, &sb, &sh);
+    let deterministic = deterministic(metric, &sb, &sh, step);
     let estimate = if deterministic {
         Estimate::values(mb, mh)
     } else {
@@ -292,18 +335,30 @@ impl Estimate {
 const DETERMINISTIC_MIN_RUNS: usize = 2;
 
 /// Both sides have at least [`DETERMINISTIC_MIN_RUNS`] runs, each side all
-/// one value (the samples are sorted), and the values are resolved finely
+/// one value (the samples are sorted), and the values are read finely
 /// enough that identical readings mean an exact clock, not rounding: the
-/// resolution is at most a tenth of the smallest change the metric's floor
-/// lets count. Integer-rounded values of a noisy benchmark repeat too, and
-/// their runs can agree by chance at a few runs a side.
-fn deterministic(metric: &str, sb: &[f64], sh: &[f64]) -> bool {
+/// step is at most a tenth of the smallest change the metric's floor lets
+/// count. Rounded values of a noisy benchmark repeat too, and their runs
+/// can agree by chance at a few runs a side, each side on its own step.
+/// The step is the tool's where it is known ([`Step`]): an exact clock
+/// that happens to print round numbers (1000 against 990 from a tool that
+/// prints two decimals) is still exact, and a throughput computed from a
+/// time printed in milliseconds moves in steps of one millisecond of that
+/// time, however many decimals the division leaves.
+fn deterministic(metric: &str, sb: &[f64], sh: &[f64], step: Step) -> bool {
     let flat = |s: &[f64]| s.len() >= DETERMINISTIC_MIN_RUNS && s.first() == s.last();
     if !(flat(sb) && flat(sh)) {
         return false;
     }
     let smallest = sb[0].abs().min(sh[0].abs());
-    let step = resolution(sb.iter().chain(sh).copied());
+    let largest = sb[0].abs().max(sh[0].abs());
+    let step = match step {
+        Step::Inferred => resolution(sb.iter().chain(sh).copied()),
+        Step::Absolute(q) => q,
+        // A relative step is largest on the largest value.
+        Step::Relative(r) => r * largest,
+        Step::Unresolved => return false,
+    };
     step <= (ratio_floor(metric) - 1.0) * smallest / 10.0
 }
 
@@ -507,16 +562,68 @@ mod tests {
         assert!(!verdict(kpi, &[1708.35], &[1474.56], &cfg, 0).deterministic);
         assert!(!verdict(kpi, &[1708.0, 1709.0], &[1474.56; 2], &cfg, 0).deterministic);
         // Integer-rounded values repeat by chance: a step of 1 in values
-        // near 50 is no exact clock, so the tests decide (here: not yet,
-        // and a 4% step is beyond the 3% margin `same` could rule out).
-        let v = verdict(kpi, &[50.0; 4], &[52.0; 4], &cfg, 0);
+        // near 50 of a metric whose printing is not known is no exact
+        // clock, so the tests decide (here: not yet, and a 4% step is
+        // beyond the 3% margin `same` could rule out).
+        let score = "unixbench.score";
+        assert_eq!(Step::of(score), Step::Inferred);
+        let v = verdict(score, &[50.0; 4], &[52.0; 4], &cfg, 0);
         assert!(!v.deterministic);
         assert_eq!(v.outcome, Outcome::Unknown);
         // Counts near a million are resolved finely enough.
-        assert!(verdict(kpi, &[1_000_003.0; 2], &[900_001.0; 2], &cfg, 0).deterministic);
+        assert!(verdict(score, &[1_000_003.0; 2], &[900_001.0; 2], &cfg, 0).deterministic);
         // Below the metric's floor a deterministic change is still `same`.
         let v = verdict(kpi, &[1000.0; 3], &[1000.1; 3], &cfg, 0);
         assert_eq!(v.outcome, Outcome::Same);
+    }
+
+    #[test]
+    fn an_exact_clock_that_prints_round_numbers_is_exact() {
+        // lmbench prints MB/sec with two decimals: 1000.00 and 990.00 are
+        // read at 0.01, not at the 10 their trailing zeros suggest.
+        let cfg = StatsConfig::default();
+        let kpi = "lmbench3.PIPE.bandwidth.MB/sec";
+        assert_eq!(Step::of(kpi), Step::Absolute(0.01));
+        let v = verdict(kpi, &[1000.0; 2], &[990.0; 2], &cfg, 0);
+        assert!(v.deterministic, "{v:?}");
+        assert_eq!(v.outcome, Outcome::Different);
+        // Judged by the values' own resolution (the rule before), the
+        // same readings were no exact clock.
+        let v = verdict_with(kpi, &[1000.0; 2], &[990.0; 2], Step::Inferred, &cfg, 0);
+        assert!(!v.deterministic);
+    }
+
+    #[test]
+    fn a_figure_from_a_rounded_clock_is_not_exact() {
+        // hackbench's throughput is kb / Time:, Time: printed in ms. Two
+        // runs a side of 0.100 s against 0.099 s give throughputs with a
+        // long decimal tail, one clock step (1%) apart.
+        let cfg = StatsConfig::default();
+        let kpi = "hackbench.throughput";
+        let (b, h) = (4000.0 / 0.100, 4000.0 / 0.099);
+        let inferred = verdict_with(kpi, &[b; 2], &[h; 2], Step::Inferred, &cfg, 0);
+        assert!(inferred.deterministic, "the values alone look exact");
+        assert_eq!(inferred.outcome, Outcome::Different);
+        // With the clock's step (1 ms of 0.099 s) they are not exact, and
+        // two runs a side decide nothing.
+        let v = verdict_with(
+            kpi,
+            &[b; 2],
+            &[h; 2],
+            Step::Relative(0.001 / 0.099),
+            &cfg,
+            0,
+        );
+        assert!(!v.deterministic);
+        assert_eq!(v.outcome, Outcome::Unknown);
+        // Without the clock's reading the figure is never exact.
+        assert_eq!(Step::of(kpi), Step::Unresolved);
+        assert!(!verdict(kpi, &[b; 2], &[h; 2], &cfg, 0).deterministic);
+        // Iterations of 20 s: one millisecond is 0.005%, exact enough.
+        let (b, h) = (4000.0 / 20.0, 4000.0 / 19.0);
+        let v = verdict_with(kpi, &[b; 2], &[h; 2], Step::Relative(0.001 / 19.0), &cfg, 0);
+        assert!(v.deterministic);
+        assert_eq!(v.outcome, Outcome::Different);
     }
 
     #[test]

@@ -192,6 +192,7 @@ fn path_params_truncate_sanitise_and_default() {
         tbox_group: None,
         runs: 1,
         needs: Default::default(),
+        kpi: Vec::new(),
     };
     assert_eq!(job.path_params(), format!("a_b_c-{}", "x".repeat(31)));
     assert!(job.result_path("abc/../d").ends_with("/any/k/c/abc____d"));
@@ -240,6 +241,70 @@ fn unknown_programs_and_options_are_named() {
     assert!(err.to_string().contains("one program"), "{err}");
     let err = parse_job_file("testcase: x\n").expect_err("must be rejected");
     assert!(err.to_string().contains("no program"), "{err}");
+}
+
+#[test]
+fn a_job_file_names_its_kpis() {
+    // A list, not a matrix: one job, the first name the primary.
+    let job = only(&format!(
+        "{SEED}kpi: [lmbench3.PIPE.latency.us, lmbench3.PIPE.bandwidth.MB/sec]\n"
+    ));
+    assert_eq!(
+        job.kpi,
+        ["lmbench3.PIPE.latency.us", "lmbench3.PIPE.bandwidth.MB/sec"]
+    );
+    // Not part of what names the result.
+    assert_eq!(job.path_params(), only(SEED).path_params());
+    // One name alone is a list of one; YAML's block list reads the same.
+    let one = only("kpi: hackbench.throughput_avg\nhackbench:\n");
+    assert_eq!(one.kpi, ["hackbench.throughput_avg"]);
+    let block = only("kpi:\n  - hackbench.time_sec\n  - hackbench.throughput\nhackbench:\n");
+    assert_eq!(block.kpi, ["hackbench.time_sec", "hackbench.throughput"]);
+    // A stressor's metric matches the program's `*` segment; the file
+    // written back reads the same.
+    let stress = only("kpi: [stress-ng.pipe.ops_per_sec]\nstress-ng: {test: pipe}\n");
+    assert_eq!(only(&stress.to_yaml().expect("serialises")), stress);
+    // Without it, the default choice.
+    assert!(only(SEED).kpi.is_empty());
+}
+
+#[test]
+fn unknown_or_malformed_kpis_are_refused_with_the_reason() {
+    let refused = |kpi: &str, program: &str| -> String {
+        let text = format!("kpi: {kpi}\n{program}\n");
+        let err = parse_job_file(&text).expect_err(&format!("{kpi} must be refused"));
+        err.to_string()
+    };
+    let hackbench = "hackbench:";
+    // A typo names the metrics the program writes.
+    let err = refused("[hackbench.througput]", hackbench);
+    assert!(err.contains("hackbench writes no such metric"), "{err}");
+    assert!(err.contains("hackbench.throughput_avg"), "{err}");
+    // Another benchmark's metric.
+    let err = refused("[lmbench3.PIPE.latency.us]", hackbench);
+    assert!(err.contains("not a metric of testcase hackbench"), "{err}");
+    // Not KPIs: GNU time's figures, monitors, pass/fail stats.
+    let err = refused("[hackbench.time.elapsed_time]", hackbench);
+    assert!(err.contains("not a KPI"), "{err}");
+    let err = refused("[stress-ng.pipe.pass]", "stress-ng: {test: pipe}");
+    assert!(err.contains("not a KPI"), "{err}");
+    // Malformed: not a list of names, empty, blanks, twice.
+    for (kpi, why) in [
+        ("[]", "must be a list of metric names"),
+        ("{a: b}", "must be a list of metric names"),
+        ("7", "must be a list of metric names"),
+        ("[[hackbench.throughput]]", "is not a metric name"),
+        ("[3]", "is not a metric name"),
+        ("['']", "1 to 256 bytes without blanks"),
+        ("['hackbench. throughput']", "without blanks"),
+        (
+            "[hackbench.throughput, hackbench.throughput]",
+            "named twice",
+        ),
+    ] {
+        let err = refused(kpi, hackbench);
+        assert!(err.contains(why), "{kpi}: {err}");
+    }
 }
 
 #[test]

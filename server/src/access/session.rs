@@ -154,13 +154,15 @@ pub async fn load(
 }
 
 /// Paths anyone may reach with reading closed: signing in, health, the API
-/// description, and the agents' own endpoints (agent tokens guard those).
+/// description, and the agents' own endpoints (agent tokens guard those,
+/// and `/git/`, where agents fetch series: its handler checks a [`Reader`]).
 fn open_path(path: &str) -> bool {
     path == "/signin"
         || path == "/healthz"
         || path == "/api/openapi.json"
         || path.starts_with("/api/v1/agents/")
         || path.starts_with("/api/v1/jobs/")
+        || path.starts_with("/git/")
 }
 
 /// With reading closed and no session: `None` lets the request through (an
@@ -187,6 +189,49 @@ fn to_sign_in(uri: &axum::http::Uri) -> Response {
         .append_pair("next", back)
         .finish();
     Redirect::to(&format!("/signin?{query}")).into_response()
+}
+
+/// A handler argument: who is reading. A session or a user token is a
+/// [`Reader::User`], an agent token a [`Reader::Agent`]; no credential, or
+/// one that is not valid, is [`Reader::Anonymous`] (the handler decides
+/// what that may see).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reader {
+    Anonymous,
+    User,
+    Agent,
+}
+
+impl FromRequestParts<AppState> for Reader {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> std::result::Result<Self, Self::Rejection> {
+        let signed_in = parts
+            .extensions
+            .get::<CurrentSession>()
+            .is_some_and(|s| s.0.is_some());
+        if signed_in {
+            return Ok(Reader::User);
+        }
+        let agent_token = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.contains(crate::auth::AGENT_TOKEN_PREFIX));
+        let reader = if agent_token {
+            crate::auth::AgentAuth::from_request_parts(parts, state)
+                .await
+                .map(|_| Reader::Agent)
+        } else {
+            UserAuth::from_request_parts(parts, state)
+                .await
+                .map(|_| Reader::User)
+        };
+        Ok(reader.unwrap_or(Reader::Anonymous))
+    }
 }
 
 /// A handler argument: the signed-in user. Without a session a page (GET)
@@ -247,6 +292,7 @@ mod tests {
     fn the_wall_leaves_sign_in_and_agents_open() {
         assert!(open_path("/signin"));
         assert!(open_path("/api/v1/agents/lease"));
+        assert!(open_path("/git/linux.git/info/refs"));
         assert!(!open_path("/"));
         assert!(!open_path("/api/v1/submissions"));
     }

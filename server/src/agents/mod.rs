@@ -12,16 +12,20 @@ use axum::Json;
 use kbot_api::agent::{EnrollRequest, EnrollResponse};
 
 use crate::access::pages::ClientAddr;
-use crate::auth::{self, backend_str, limit, AgentRecord, AgentRow, AGENT_COLUMNS};
+use crate::auth::{
+    self, backend_str, limit, AgentRecord, AgentRow, EnrolmentBinding, AGENT_COLUMNS,
+};
 use crate::db::Tx;
 use crate::error::{ApiJson, Error, Result};
 use crate::state::AppState;
 use crate::time::now_ms;
 
 /// `POST /api/v1/agents/enroll`: trades a one-time enrolment token for an
-/// agent token. Enrolling an existing name again (a reinstalled machine)
-/// keeps the agent's id and history, updates its fingerprint and revokes its
-/// old tokens.
+/// agent token. A token bound to a name (or tbox group) enrols that name
+/// (group) only. Enrolling an existing name again (a reinstalled machine)
+/// needs a token bound to that name: it keeps the agent's id and history,
+/// updates its fingerprint and revokes its old tokens. An unbound token
+/// cannot take over an enrolled name (409, and the token stays unused).
 #[utoipa::path(
     post,
     operation_id = "enroll_agent",
@@ -44,23 +48,59 @@ pub async fn enroll(
         return Err(Error::TooManyAttempts(wait.as_secs().max(1)));
     }
     let mut tx = state.db.begin().await?;
-    if let Err(err) = auth::consume_enrollment_token(&mut tx, &req.enrollment_token).await {
-        if matches!(err, Error::Unauthorized) {
-            state.enrol_limiter.record_failure(&keys, Instant::now());
-            tracing::info!(client = ?client, name = %req.name, "enrolment refused");
+    let allowed = match auth::consume_enrollment_token(&mut tx, &req.enrollment_token).await {
+        Ok(binding) => check_binding(&mut tx, &binding, &req)
+            .await
+            .map(|()| binding),
+        Err(err) => Err(err),
+    };
+    let binding = match allowed {
+        Ok(binding) => binding,
+        Err(err) => {
+            if matches!(err, Error::Unauthorized) {
+                state.enrol_limiter.record_failure(&keys, Instant::now());
+            }
+            tracing::info!(client = ?client, name = %req.name, %err, "enrolment refused");
+            return Err(err);
         }
-        return Err(err);
-    }
-    let agent_id = upsert_agent(&mut tx, &req).await?;
+    };
+    let agent_id = upsert_agent(&mut tx, &req, binding.disposable).await?;
     let agent_token = auth::issue_agent_token(&mut tx, agent_id, &req.name).await?;
     tx.commit().await?;
     // Its old tokens are revoked; this replica stops accepting them now.
     state.agent_tokens.forget_agent(agent_id);
-    tracing::info!(agent_id, name = %req.name, tbox_group = %req.tbox_group, "agent enrolled");
+    tracing::info!(agent_id, name = %req.name, tbox_group = %req.tbox_group,
+        disposable = binding.disposable, "agent enrolled");
     Ok(Json(EnrollResponse {
         agent_id,
         agent_token,
     }))
+}
+
+/// Whether the token's binding lets `req` enrol: a bound name or group must
+/// be the request's (else 401, as a wrong token), and an unbound name must
+/// be new (else 409: enrolling it would revoke the real agent's token).
+async fn check_binding(tx: &mut Tx, binding: &EnrolmentBinding, req: &EnrollRequest) -> Result<()> {
+    let mismatch =
+        |bound: &Option<String>, asked: &str| bound.as_deref().is_some_and(|b| b != asked);
+    if mismatch(&binding.agent_name, &req.name) || mismatch(&binding.tbox_group, &req.tbox_group) {
+        return Err(Error::Unauthorized);
+    }
+    if binding.agent_name.is_some() {
+        return Ok(());
+    }
+    let existing: Option<i64> = sqlx::query_scalar("SELECT id FROM agents WHERE name = $1")
+        .bind(&req.name)
+        .fetch_optional(&mut **tx)
+        .await?;
+    match existing {
+        Some(_) => Err(Error::Conflict(format!(
+            "agent {:?} is already enrolled; enrolling it again needs a token bound to its name \
+             (kbot-server enroll-token --name {})",
+            req.name, req.name
+        ))),
+        None => Ok(()),
+    }
 }
 
 fn validate(req: &EnrollRequest) -> Result<()> {
@@ -94,7 +134,7 @@ fn to_i64(value: u64, what: &str) -> Result<i64> {
     i64::try_from(value).map_err(|_| Error::BadRequest(format!("{what} {value} is out of range")))
 }
 
-async fn upsert_agent(tx: &mut Tx, req: &EnrollRequest) -> Result<i64> {
+async fn upsert_agent(tx: &mut Tx, req: &EnrollRequest, disposable: bool) -> Result<i64> {
     let hw = &req.hardware;
     let host_json = match &req.host {
         Some(host) => Some(serde_json::to_string(host).map_err(anyhow::Error::from)?),
@@ -104,15 +144,16 @@ async fn upsert_agent(tx: &mut Tx, req: &EnrollRequest) -> Result<i64> {
     let row: (i64,) = sqlx::query_as(
         "INSERT INTO agents (name, tbox_group, backend, arch, cpu_model, sockets, cores, threads, \
              numa_nodes, memory_bytes, page_size, microcode, kernel, host_hardware, state, \
-             enrolled_at, last_seen_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 'idle', $15, $16) \
+             enrolled_at, last_seen_at, disposable) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 'idle', $15, $16, \
+             $17) \
          ON CONFLICT (name) DO UPDATE SET tbox_group = excluded.tbox_group, \
              backend = excluded.backend, arch = excluded.arch, cpu_model = excluded.cpu_model, \
              sockets = excluded.sockets, cores = excluded.cores, threads = excluded.threads, \
              numa_nodes = excluded.numa_nodes, memory_bytes = excluded.memory_bytes, \
              page_size = excluded.page_size, microcode = excluded.microcode, \
              kernel = excluded.kernel, host_hardware = excluded.host_hardware, state = 'idle', enrolled_at = excluded.enrolled_at, \
-             last_seen_at = excluded.last_seen_at \
+             last_seen_at = excluded.last_seen_at, disposable = excluded.disposable \
          RETURNING id",
     )
     .bind(&req.name)
@@ -131,6 +172,7 @@ async fn upsert_agent(tx: &mut Tx, req: &EnrollRequest) -> Result<i64> {
     .bind(host_json)
     .bind(now)
     .bind(now)
+    .bind(i64::from(disposable))
     .fetch_one(&mut **tx)
     .await?;
     Ok(row.0)

@@ -31,12 +31,15 @@ pub struct AgentRecord {
     pub host: Option<Hardware>,
     pub state: AgentState,
     pub last_seen_at: i64,
+    /// The operator marked the machine disposable (at enrolment): a kexec
+    /// agent runs list work only then (see `scheduler`).
+    pub disposable: bool,
 }
 
 /// Columns [`AgentRow`] reads, for `SELECT {AGENT_COLUMNS} FROM agents`.
 pub const AGENT_COLUMNS: &str = "id, name, tbox_group, backend, arch, cpu_model, sockets, cores, \
      threads, numa_nodes, memory_bytes, page_size, microcode, kernel, host_hardware, state, \
-     last_seen_at";
+     last_seen_at, disposable";
 
 /// An `agents` row as stored ([`AGENT_COLUMNS`]); [`AgentRecord`] is what
 /// the rest of the server sees. The hardware's counts are `i64` columns
@@ -61,6 +64,7 @@ pub struct AgentRow {
     #[sqlx(try_from = "String")]
     state: AgentState,
     last_seen_at: i64,
+    disposable: i64,
 }
 
 impl TryFrom<AgentRow> for AgentRecord {
@@ -92,6 +96,7 @@ impl TryFrom<AgentRow> for AgentRecord {
             host: row.host_hardware.map(|JsonText(host)| host),
             state: row.state,
             last_seen_at: row.last_seen_at,
+            disposable: row.disposable != 0,
         })
     }
 }

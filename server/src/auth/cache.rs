@@ -95,6 +95,7 @@ mod tests {
             host: None,
             state: crate::auth::AgentState::Idle,
             last_seen_at: 0,
+            disposable: false,
         }
     }
 

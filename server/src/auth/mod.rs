@@ -47,11 +47,14 @@ impl TokenKind {
     fn prefix(self) -> &'static str {
         match self {
             TokenKind::Enrollment => "kbot_enr_",
-            TokenKind::Agent => "kbot_agt_",
+            TokenKind::Agent => AGENT_TOKEN_PREFIX,
             TokenKind::User => "kbot_usr_",
         }
     }
 }
+
+/// How every agent token begins.
+pub const AGENT_TOKEN_PREFIX: &str = "kbot_agt_";
 
 /// A fresh secret of the given kind.
 pub fn generate_token(kind: TokenKind) -> String {
@@ -71,16 +74,52 @@ pub fn hash_token(token: &str) -> String {
     hex::encode(Sha256::digest(token.as_bytes()))
 }
 
-/// Creates a one-time enrolment token (`kbot-server enroll-token`).
+/// What an enrolment token allows beyond enrolling once: the agent name
+/// and tbox group it is bound to (`None`: any), and whether the machine it
+/// enrols may run list work on a kexec backend (the operator's word that
+/// it is disposable).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EnrolmentBinding {
+    pub agent_name: Option<String>,
+    pub tbox_group: Option<String>,
+    pub disposable: bool,
+}
+
+/// The `tokens` columns of an [`EnrolmentBinding`].
+#[derive(sqlx::FromRow)]
+struct BindingRow {
+    agent_name: Option<String>,
+    tbox_group: Option<String>,
+    disposable: i64,
+}
+
+/// Creates a one-time enrolment token that enrols any name
+/// (`kbot-server enroll-token`).
 pub async fn create_enrollment_token(db: &Db, label: &str) -> Result<String> {
+    create_bound_enrollment_token(db, label, &EnrolmentBinding::default()).await
+}
+
+/// Creates a one-time enrolment token bound as `binding` says
+/// (`kbot-server enroll-token --name X [--group G] [--disposable]`).
+pub async fn create_bound_enrollment_token(
+    db: &Db,
+    label: &str,
+    binding: &EnrolmentBinding,
+) -> Result<String> {
     let token = generate_token(TokenKind::Enrollment);
-    sqlx::query("INSERT INTO tokens (kind, token_hash, label, created_at) VALUES ($1, $2, $3, $4)")
-        .bind(TokenKind::Enrollment.as_str())
-        .bind(hash_token(&token))
-        .bind(label)
-        .bind(now_ms())
-        .execute(db.write())
-        .await?;
+    sqlx::query(
+        "INSERT INTO tokens (kind, token_hash, label, created_at, agent_name, tbox_group, \
+             disposable) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(TokenKind::Enrollment.as_str())
+    .bind(hash_token(&token))
+    .bind(label)
+    .bind(now_ms())
+    .bind(binding.agent_name.as_deref())
+    .bind(binding.tbox_group.as_deref())
+    .bind(i64::from(binding.disposable))
+    .execute(db.write())
+    .await?;
     Ok(token)
 }
 
@@ -122,21 +161,24 @@ pub(crate) async fn upsert_user(tx: &mut Tx, name: &str, email: Option<&str>) ->
     Ok(row.0)
 }
 
-/// Consumes a one-time enrolment token inside the enrolment transaction.
-pub async fn consume_enrollment_token(tx: &mut Tx, token: &str) -> Result<()> {
-    let used = sqlx::query(
+/// Consumes a one-time enrolment token inside the enrolment transaction;
+/// its binding. (A transaction that does not commit leaves it unused.)
+pub async fn consume_enrollment_token(tx: &mut Tx, token: &str) -> Result<EnrolmentBinding> {
+    let row = sqlx::query_as::<_, BindingRow>(
         "UPDATE tokens SET used_at = $1 \
-         WHERE token_hash = $2 AND kind = 'enrollment' AND used_at IS NULL AND revoked_at IS NULL",
+         WHERE token_hash = $2 AND kind = 'enrollment' AND used_at IS NULL AND revoked_at IS NULL \
+         RETURNING agent_name, tbox_group, disposable",
     )
     .bind(now_ms())
     .bind(hash_token(token))
-    .execute(&mut **tx)
-    .await?;
-    if used.rows_affected() == 1 {
-        Ok(())
-    } else {
-        Err(Error::Unauthorized)
-    }
+    .fetch_optional(&mut **tx)
+    .await?
+    .ok_or(Error::Unauthorized)?;
+    Ok(EnrolmentBinding {
+        agent_name: row.agent_name,
+        tbox_group: row.tbox_group,
+        disposable: row.disposable != 0,
+    })
 }
 
 /// Issues a new agent token and revokes the agent's older ones.

@@ -4,6 +4,7 @@
 use askama::Template;
 use axum::extract::{Path, State};
 
+use crate::access::Reader;
 use crate::state::AppState;
 use crate::time::format_time;
 use crate::web::plots::{
@@ -42,7 +43,10 @@ struct Row {
     tbox_group: String,
     first_bad: String,
     first_bad_author: String,
+    /// The report's Message-ID, for a reader who may see it.
     report: String,
+    /// A report exists that this reader may not see yet (not sent).
+    report_waiting: bool,
     origin: i64,
     probe: String,
     verify: String,
@@ -75,6 +79,7 @@ impl From<&BisectionView> for Row {
                 .map(|c| format!("{} <{}>", c.author_name, c.author_email))
                 .unwrap_or_default(),
             report: b.report.clone().unwrap_or_default(),
+            report_waiting: b.report_id.is_some() && b.report.is_none(),
             origin: b.origin_submission,
             probe: b
                 .probe_submission
@@ -129,16 +134,20 @@ fn short(sha: &str) -> String {
 }
 
 /// `GET /bisections`.
-pub async fn list(State(state): State<AppState>) -> PageResult {
-    let list = super::views::list(&state, 200).await?;
+pub async fn list(State(state): State<AppState>, reader: Reader) -> PageResult {
+    let list = super::views::list(&state, 200, reader).await?;
     render(&ListPage {
         bisections: list.iter().map(Row::from).collect(),
     })
 }
 
 /// `GET /bisections/{id}`.
-pub async fn show(State(state): State<AppState>, Path(id): Path<i64>) -> PageResult {
-    let d = super::views::detail(&state, id).await?;
+pub async fn show(
+    State(state): State<AppState>,
+    reader: Reader,
+    Path(id): Path<i64>,
+) -> PageResult {
+    let d = super::views::detail(&state, id, reader).await?;
     render(&ShowPage {
         b: Row::from(&d.bisection),
         reason: d.bisection.reason.clone().unwrap_or_default(),

@@ -6,6 +6,7 @@ use axum::Json;
 use serde::Deserialize;
 use utoipa::IntoParams;
 
+use crate::access::Reader;
 use crate::auth::UserAuth;
 use crate::error::Result;
 use crate::state::AppState;
@@ -32,10 +33,11 @@ pub struct ListQuery {
 )]
 pub async fn list(
     State(state): State<AppState>,
+    reader: Reader,
     Query(q): Query<ListQuery>,
 ) -> Result<Json<Vec<BisectionView>>> {
     Ok(Json(
-        super::views::list(&state, q.limit.unwrap_or(50)).await?,
+        super::views::list(&state, q.limit.unwrap_or(50), reader).await?,
     ))
 }
 
@@ -53,9 +55,10 @@ pub async fn list(
 )]
 pub async fn show(
     State(state): State<AppState>,
+    reader: Reader,
     Path(id): Path<i64>,
 ) -> Result<Json<BisectionDetail>> {
-    Ok(Json(super::views::detail(&state, id).await?))
+    Ok(Json(super::views::detail(&state, id, reader).await?))
 }
 
 /// `POST /api/v1/bisections/{id}/cancel`.
@@ -77,5 +80,5 @@ pub async fn cancel(
     Path(id): Path<i64>,
 ) -> Result<Json<BisectionView>> {
     let b = super::cancel(&state, id, &user.user_name).await?;
-    Ok(Json(super::views::view(&state, &b).await?))
+    Ok(Json(super::views::view(&state, &b, Reader::User).await?))
 }

@@ -16,9 +16,9 @@ use crate::state::AppState;
 use crate::submissions;
 
 /// The KPI regression that should start a bisection, if any: the first KPI
-/// that may act on the job ([`kbot_core::stats::Comparison::acting`]: the
-/// primary, the others only beside it) that kbot calls `different` in the
-/// bad direction.
+/// the job acts on ([`kbot_core::stats::Comparison::acting`]: `different`
+/// under the job's one false-alarm budget for all its KPIs) whose change
+/// is a regression.
 pub fn regressed_kpi(pc: &PairComparison) -> Option<&MetricComparison> {
     pc.comparison
         .acting()

@@ -539,10 +539,11 @@ pub async fn effort(db: &Db, b: &BisectionRow) -> Result<(i64, i64)> {
 }
 
 /// The report of a bisection's finding, if any: the one it wrote, or the
-/// report of the same culprit it joined as a section.
-pub async fn report_of(db: &Db, bisection_id: i64) -> Result<Option<(i64, String)>> {
+/// report of the same culprit it joined as a section. Its id, Message-ID
+/// and outbox state.
+pub async fn report_of(db: &Db, bisection_id: i64) -> Result<Option<(i64, String, String)>> {
     Ok(sqlx::query_as(
-        "SELECT id, message_id FROM report_outbox WHERE bisection_id = $1 \
+        "SELECT id, message_id, state FROM report_outbox WHERE bisection_id = $1 \
          OR id IN (SELECT report_id FROM regressions WHERE bisection_id = $2) \
          ORDER BY id LIMIT 1",
     )

@@ -2,33 +2,37 @@
 
 use super::samples::{metric_values, Samples};
 use super::store::{self, BisectionRow, CommitRuns};
+use crate::access::Reader;
 use crate::error::Result;
+use crate::mail::outbox;
 use crate::repos::commit_by_id;
 use crate::state::AppState;
 use crate::time::now_ms;
 use kbot_api::bisections::{BisectionDetail, BisectionView, StepView};
 
-pub async fn list(state: &AppState, limit: u32) -> Result<Vec<BisectionView>> {
+pub async fn list(state: &AppState, limit: u32, reader: Reader) -> Result<Vec<BisectionView>> {
     let rows = store::list(&state.db, i64::from(limit.clamp(1, 500))).await?;
     let mut out = Vec::with_capacity(rows.len());
     for b in &rows {
-        out.push(view(state, b).await?);
+        out.push(view(state, b, reader).await?);
     }
     Ok(out)
 }
 
-pub async fn detail(state: &AppState, id: i64) -> Result<BisectionDetail> {
+pub async fn detail(state: &AppState, id: i64, reader: Reader) -> Result<BisectionDetail> {
     let b = store::get(&state.db, id).await?;
     let samples = Samples::load(state, &b).await?;
     Ok(BisectionDetail {
-        bisection: view(state, &b).await?,
+        bisection: view(state, &b, reader).await?,
         steps: steps(state, &b, &samples).await?,
         good_samples: samples.good,
         bad_samples: samples.bad,
     })
 }
 
-pub async fn view(state: &AppState, b: &BisectionRow) -> Result<BisectionView> {
+/// `b` as `reader` may see it: its report's Message-ID only once the
+/// report is public, unless the reader is signed in.
+pub async fn view(state: &AppState, b: &BisectionRow, reader: Reader) -> Result<BisectionView> {
     let read = state.db.read();
     let first_bad = match b.first_bad_commit_id {
         Some(id) => Some(commit_by_id(read, id).await?.view),
@@ -51,8 +55,10 @@ pub async fn view(state: &AppState, b: &BisectionRow) -> Result<BisectionView> {
         probe_submission: b.probe_submission_id,
         verify_submission: b.verify_submission_id,
         first_bad,
-        report_id: report.as_ref().map(|(id, _)| *id),
-        report: report.map(|(_, m)| m),
+        report_id: report.as_ref().map(|(id, _, _)| *id),
+        report: report
+            .filter(|(_, _, st)| outbox::readable(reader, st))
+            .map(|(_, m, _)| m),
         duplicate_of: b.duplicate_of,
         reason: b.reason.clone(),
         remaining: b.remaining.split_whitespace().map(str::to_owned).collect(),

@@ -92,10 +92,12 @@ pub async fn compare_pair(state: &AppState, atomic_job_id: i64) -> Result<Option
         return Ok(None);
     }
     let cfg = stats_config(info.runs_cap);
-    let comparison =
-        tokio::task::spawn_blocking(move || stats::compare_runs(&runs.base, &runs.head, &cfg))
-            .await
-            .map_err(|e| anyhow::anyhow!("comparison task failed: {e}"))??;
+    let kpis = info.job.kpi.clone();
+    let comparison = tokio::task::spawn_blocking(move || {
+        stats::compare_job_runs(&runs.base, &runs.head, &kpis, &cfg)
+    })
+    .await
+    .map_err(|e| anyhow::anyhow!("comparison task failed: {e}"))??;
     Ok(Some(PairComparison {
         atomic_job_id,
         job: info.job,

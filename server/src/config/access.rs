@@ -18,6 +18,11 @@ pub struct AccessArgs {
         default_value_t = false
     )]
     pub read_requires_sign_in: bool,
+    /// Anyone may fetch the mirrors over `/git/` (git's dumb HTTP). Off: an
+    /// agent token, a user token (both as `Authorization: Bearer`) or a
+    /// session is needed, whether or not reading needs sign-in.
+    #[arg(long = "git-public", env = "KBOT_GIT_PUBLIC", default_value_t = false)]
+    pub git_public: bool,
     /// Mark the session cookie `Secure` (browsers then send it over HTTPS
     /// only). Default: on when `KBOT_PUBLIC_URL` starts with `https://`.
     #[arg(long = "secure-cookies", env = "KBOT_SECURE_COOKIES")]
@@ -62,6 +67,7 @@ pub struct AccessArgs {
 #[derive(Debug, Clone)]
 pub struct AccessConfig {
     pub read_requires_sign_in: bool,
+    pub git_public: bool,
     pub secure_cookies: bool,
     pub session_ttl: Duration,
     pub sign_in_attempts: u32,
@@ -71,11 +77,12 @@ pub struct AccessConfig {
 }
 
 impl AccessConfig {
-    /// Reading open, plain-HTTP cookies, a week's sessions, 10 failures per
+    /// Reading open, `/git/` closed to the anonymous, plain-HTTP cookies, a week's sessions, 10 failures per
     /// 15 minutes, examples from `./jobs`.
     pub fn open() -> AccessConfig {
         AccessConfig {
             read_requires_sign_in: false,
+            git_public: false,
             secure_cookies: false,
             session_ttl: Duration::from_secs(168 * 3600),
             sign_in_attempts: 10,
@@ -91,6 +98,7 @@ impl AccessConfig {
         let behind_tls = public_url.is_some_and(|u| u.trim().starts_with("https://"));
         AccessConfig {
             read_requires_sign_in: a.read_requires_sign_in,
+            git_public: a.git_public,
             secure_cookies: a.secure_cookies.unwrap_or(behind_tls),
             session_ttl: Duration::from_secs(u64::from(a.session_hours.max(1)) * 3600),
             sign_in_attempts: a.sign_in_attempts.max(1),
@@ -144,8 +152,10 @@ mod tests {
     }
 
     #[test]
-    fn reading_is_open_by_default() {
+    fn reading_is_open_by_default_and_git_is_not() {
         assert!(!parse(&[], None).read_requires_sign_in);
+        assert!(!parse(&[], None).git_public);
+        assert!(parse(&["--git-public"], None).git_public);
         assert!(parse(&["--read-requires-sign-in"], None).read_requires_sign_in);
     }
 }

@@ -109,6 +109,83 @@ pub struct MailArgs {
         default_value_t = 3600
     )]
     pub retry_max_secs: u64,
+    /// Most mails handed to the relay in any hour (reports and answers);
+    /// over it a mail stays pending and goes later, never dropped.
+    #[arg(
+        long = "mail-max-per-hour",
+        env = "KBOT_MAIL_MAX_PER_HOUR",
+        default_value_t = DEFAULT_MAX_PER_HOUR
+    )]
+    pub max_per_hour: u32,
+    /// Most answers handed to the relay per list thread in any hour.
+    #[arg(
+        long = "mail-max-per-thread-hour",
+        env = "KBOT_MAIL_MAX_PER_THREAD_HOUR",
+        default_value_t = DEFAULT_MAX_PER_THREAD_HOUR
+    )]
+    pub max_per_thread_hour: u32,
+    /// Most recipients of an answer in a list thread (To and Cc).
+    #[arg(
+        long = "mail-max-recipients",
+        env = "KBOT_MAIL_MAX_RECIPIENTS",
+        default_value_t = DEFAULT_MAX_RECIPIENTS
+    )]
+    pub max_recipients: u32,
+    /// `#kbot retest`s a stranger (no role, or no DKIM pass) may have acted
+    /// on per regression in a day, counting everyone's retests.
+    #[arg(
+        long = "mail-stranger-retests-per-day",
+        env = "KBOT_MAIL_STRANGER_RETESTS_PER_DAY",
+        default_value_t = DEFAULT_STRANGER_RETESTS_PER_DAY
+    )]
+    pub stranger_retests_per_day: u32,
+    /// DKIM keys pinned instead of looked up in DNS:
+    /// `SELECTOR._domainkey.DOMAIN=TXT-RECORD;...` (a local archive whose
+    /// signer has no public key in DNS; tests).
+    #[arg(long = "mail-dkim-keys", env = "KBOT_MAIL_DKIM_KEYS", default_value = "", value_parser = parse_dkim_keys)]
+    pub dkim_keys: DkimKeys,
+}
+
+/// syzbot's global limit: 60 mails an hour.
+pub const DEFAULT_MAX_PER_HOUR: u32 = 60;
+pub const DEFAULT_MAX_PER_THREAD_HOUR: u32 = 10;
+pub const DEFAULT_MAX_RECIPIENTS: u32 = 20;
+pub const DEFAULT_STRANGER_RETESTS_PER_DAY: u32 = 2;
+
+/// DKIM key records by their DNS name (`SELECTOR._domainkey.DOMAIN`,
+/// lowercase), consulted before DNS.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DkimKeys(pub BTreeMap<String, String>);
+
+/// `NAME=RECORD;NAME=RECORD` → map. A record has `;` of its own (`v=DKIM1;
+/// k=rsa; p=...`), so a `;` starts a new entry only before a
+/// `SELECTOR._domainkey.DOMAIN=`.
+pub fn parse_dkim_keys(spec: &str) -> Result<DkimKeys, String> {
+    let mut out = BTreeMap::new();
+    let mut current: Option<(String, String)> = None;
+    for piece in spec.split(';') {
+        let starts_entry = piece
+            .split_once('=')
+            .is_some_and(|(name, _)| name.trim().contains("._domainkey."));
+        if starts_entry {
+            if let Some((n, r)) = current.take() {
+                out.insert(n, r);
+            }
+            let (name, record) = piece.split_once('=').unwrap_or_default();
+            current = Some((name.trim().to_ascii_lowercase(), record.trim().to_owned()));
+        } else if let Some((_, r)) = current.as_mut() {
+            r.push(';');
+            r.push_str(piece);
+        } else if !piece.trim().is_empty() {
+            return Err(format!(
+                "DKIM key {piece:?} is not SELECTOR._domainkey.DOMAIN=RECORD"
+            ));
+        }
+    }
+    if let Some((n, r)) = current {
+        out.insert(n, r.trim().trim_end_matches(';').to_owned());
+    }
+    Ok(DkimKeys(out))
 }
 
 /// The SMTP relay and how to talk to it.
@@ -143,6 +220,16 @@ pub struct MailConfig {
     pub claim_ttl: Duration,
     /// This server's public URL (`url:` lines point into its git).
     pub public_url: String,
+    /// Most mails handed to the relay per hour; the rest wait.
+    pub max_per_hour: u32,
+    /// Most answers per list thread per hour; the rest wait.
+    pub max_per_thread_hour: u32,
+    /// Most recipients of an answer.
+    pub max_recipients: u32,
+    /// A stranger's `#kbot retest`s per regression and day.
+    pub stranger_retests_per_day: u32,
+    /// DKIM keys pinned instead of looked up in DNS.
+    pub dkim_keys: DkimKeys,
 }
 
 impl MailConfig {
@@ -172,6 +259,11 @@ impl MailConfig {
             poll_interval: Duration::from_secs(5),
             claim_ttl: Duration::from_secs(300),
             public_url: "http://127.0.0.1:8080".into(),
+            max_per_hour: DEFAULT_MAX_PER_HOUR,
+            max_per_thread_hour: DEFAULT_MAX_PER_THREAD_HOUR,
+            max_recipients: DEFAULT_MAX_RECIPIENTS,
+            stranger_retests_per_day: DEFAULT_STRANGER_RETESTS_PER_DAY,
+            dkim_keys: DkimKeys::default(),
         }
     }
 
@@ -269,6 +361,11 @@ impl MailConfig {
             retry_max: Duration::from_secs(a.retry_max_secs.max(a.retry_base_secs).max(1)),
             gather: Duration::from_secs(a.gather_secs),
             public_url: public_url.trim_end_matches('/').to_owned(),
+            max_per_hour: a.max_per_hour.max(1),
+            max_per_thread_hour: a.max_per_thread_hour.max(1),
+            max_recipients: a.max_recipients.max(1),
+            stranger_retests_per_day: a.stranger_retests_per_day,
+            dkim_keys: a.dkim_keys,
             ..defaults
         }
     }
@@ -287,6 +384,19 @@ mod tests {
         assert_eq!(m["next"], vec!["c@z"]);
         assert!(parse_repo_lists("linux").is_err());
         assert!(parse_repo_lists("linux=nobody").is_err());
+    }
+
+    #[test]
+    fn dkim_keys_parse_with_their_own_semicolons() {
+        let k = parse_dkim_keys(
+            "s1._domainkey.Example.org=v=DKIM1; k=rsa; p=AAAA;s2._domainkey.x.net=v=DKIM1; p=BB",
+        )
+        .expect("valid")
+        .0;
+        assert_eq!(k["s1._domainkey.example.org"], "v=DKIM1; k=rsa; p=AAAA");
+        assert_eq!(k["s2._domainkey.x.net"], "v=DKIM1; p=BB");
+        assert!(parse_dkim_keys("").expect("empty").0.is_empty());
+        assert!(parse_dkim_keys("nonsense").is_err());
     }
 
     #[test]

@@ -9,11 +9,15 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 pub mod access;
+pub mod lists;
 pub mod mail;
 pub mod proxy;
+pub mod retention;
 
 pub use access::{AccessArgs, AccessConfig};
+pub use lists::{AmLimits, ListLimits, ListLimitsArgs};
 pub use mail::{MailArgs, MailConfig, SmtpSettings};
+pub use retention::{RetentionArgs, RetentionConfig};
 
 /// Where the store lives when neither `KBOT_DATABASE_URL` nor `DATABASE_URL` is set.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://./var/kbot.db";
@@ -72,6 +76,13 @@ pub struct ServeArgs {
     /// Time in-flight requests get to finish after SIGINT/SIGTERM.
     #[arg(long, env = "KBOT_SHUTDOWN_TIMEOUT_SECS", default_value_t = 10)]
     pub shutdown_timeout_secs: u32,
+    /// Most events one job records (the server's and its agent's); the
+    /// agent's next progress event gets 429 `too_many_events`.
+    #[arg(long, env = "KBOT_MAX_EVENTS_PER_JOB", default_value_t = 1000)]
+    pub max_events_per_job: u32,
+    /// How long series refs and raw replies are kept (`KBOT_KEEP_*`).
+    #[command(flatten)]
+    pub retention: RetentionArgs,
     /// Regression e-mails (`KBOT_MAIL_*`, `KBOT_SMTP_*`).
     #[command(flatten)]
     pub mail: MailArgs,
@@ -82,6 +93,9 @@ pub struct ServeArgs {
     /// Dashboard sign-in (`KBOT_READ_REQUIRES_SIGN_IN`, `KBOT_SECURE_COOKIES`, ...).
     #[command(flatten)]
     pub access: AccessArgs,
+    /// What list mail may cost (`KBOT_LIST_*`, `KBOT_AM_*`).
+    #[command(flatten)]
+    pub lists: ListLimitsArgs,
 }
 
 /// The settings the server runs with.
@@ -99,11 +113,15 @@ pub struct Config {
     pub reaper_interval_secs: u32,
     pub agent_token_cache_secs: u32,
     pub shutdown_timeout_secs: u32,
+    pub max_events_per_job: u32,
+    pub retention: RetentionConfig,
     pub mail: MailConfig,
     /// Where job files' includes come from (see [`ServeArgs::lkp_root`]).
     pub lkp_root: Option<PathBuf>,
     /// Who may read and change things from the web.
     pub access: AccessConfig,
+    /// What list mail may cost.
+    pub lists: ListLimits,
 }
 
 impl Config {
@@ -121,9 +139,12 @@ impl Config {
             reaper_interval_secs: 5,
             agent_token_cache_secs: 5,
             shutdown_timeout_secs: 10,
+            max_events_per_job: 1000,
+            retention: RetentionConfig::defaults(),
             mail: MailConfig::disabled(),
             lkp_root: None,
             access: AccessConfig::open(),
+            lists: ListLimits::default(),
         }
     }
 }
@@ -143,9 +164,12 @@ impl From<ServeArgs> for Config {
             reaper_interval_secs: args.reaper_interval_secs.max(1),
             agent_token_cache_secs: args.agent_token_cache_secs,
             shutdown_timeout_secs: args.shutdown_timeout_secs,
+            max_events_per_job: args.max_events_per_job.max(1),
+            retention: RetentionConfig::from_args(&args.retention),
             mail: MailConfig::from_args(args.mail, args.bind),
             lkp_root: args.lkp_root,
             access,
+            lists: args.lists.into(),
         }
     }
 }

@@ -17,6 +17,7 @@ use kbot_core::stats::describe::median_sorted;
 use serde::Deserialize;
 
 use super::trends_data::{self as data, TrendCommit};
+use crate::access::Reader;
 use crate::state::AppState;
 use crate::web::paging::{filter, link};
 use crate::web::plots::axis::label;
@@ -72,7 +73,11 @@ struct CommitRow {
     links: Vec<(String, String)>,
 }
 
-pub async fn page(State(state): State<AppState>, Query(q): Query<TrendQuery>) -> PageResult {
+pub async fn page(
+    State(state): State<AppState>,
+    reader: Reader,
+    Query(q): Query<TrendQuery>,
+) -> PageResult {
     let db = &state.db;
     let watched = data::watched(db).await?;
     let pick =
@@ -93,7 +98,7 @@ pub async fn page(State(state): State<AppState>, Query(q): Query<TrendQuery>) ->
     let metrics = data::metrics(db, line, &job, shown).await?;
     let metric = pick(filter(&q.metric), metrics.first().map(String::as_str));
     let values = data::values(db, line, (&job, &metric), shown).await?;
-    let links = data::links(db, &repo, &branch, &group, &metric).await?;
+    let links = data::links(db, (&repo, &branch, &group, &metric), reader).await?;
     let series = Series::new(shown, values, &links);
     let base = [
         ("repo", repo.clone()),

@@ -8,9 +8,11 @@ use std::collections::{HashMap, HashSet};
 use kbot_core::stats::describe::sorted;
 use sqlx::any::AnyRow;
 
+use crate::access::Reader;
 use crate::db::{self, Db};
 use crate::error::Result;
 use crate::jobs::summaries;
+use crate::mail::outbox;
 
 /// A watched branch.
 #[derive(sqlx::FromRow)]
@@ -195,13 +197,13 @@ pub async fn values(
     Ok(out)
 }
 
-/// What a commit's ◆ links to: (commit id, href, description).
+/// What a commit's ◆ links to: (commit id, href, description). A report
+/// is linked only for a `reader` who may see its Message-ID
+/// ([`outbox::readable`]).
 pub async fn links(
     db: &Db,
-    repo: &str,
-    branch: &str,
-    group: &str,
-    metric: &str,
+    (repo, branch, group, metric): (&str, &str, &str, &str),
+    reader: Reader,
 ) -> Result<Vec<(i64, String, String)>> {
     let mut out = Vec::new();
     let bisections: Vec<(i64, String, i64)> = sqlx::query_as(
@@ -222,8 +224,8 @@ pub async fn links(
             format!("bisection {id} ({state})"),
         ));
     }
-    let reports: Vec<(String, String, i64)> = sqlx::query_as(
-        "SELECT o.message_id, o.subject, s.head_commit_id FROM report_outbox o \
+    let reports: Vec<(String, String, String, i64)> = sqlx::query_as(
+        "SELECT o.message_id, o.subject, o.state, s.head_commit_id FROM report_outbox o \
          JOIN submissions s ON s.id = o.submission_id JOIN watches w ON w.id = s.watch_id \
          JOIN repos r ON r.id = w.repo_id \
          WHERE o.kind = 'regression' AND r.name = $1 AND w.branch = $2 ORDER BY o.id",
@@ -232,7 +234,10 @@ pub async fn links(
     .bind(branch)
     .fetch_all(db.read())
     .await?;
-    for (message_id, subject, head_commit_id) in reports {
+    let readable = reports
+        .into_iter()
+        .filter(|(_, _, state, _)| outbox::readable(reader, state));
+    for (message_id, subject, _, head_commit_id) in readable {
         out.push((
             head_commit_id,
             format!("/reports/{message_id}"),

@@ -14,6 +14,7 @@ use crate::error::{ApiJson, Error, Result};
 use crate::jobs::{self, Event, StoredJobState, ACTIVE_STATES_SQL};
 use crate::state::AppState;
 use crate::time::now_ms;
+use crate::web::without_credentials;
 
 /// `POST /api/v1/jobs/{id}/heartbeat`: extends the lease.
 #[utoipa::path(
@@ -97,7 +98,7 @@ pub async fn heartbeat(
     request_body = EventRequest,
     responses(
         (status = 204, description = "Recorded"),
-        crate::error::UpdateErrors,
+        crate::error::EventErrors,
     ),
     security(("agent_token" = [])),
 )]
@@ -127,38 +128,58 @@ pub async fn event(
     }
     let db = state.db.clone();
     let agent_id = agent.record.id;
+    let limit = state.config.max_events_per_job;
     state
         .db
-        .on_writer(async move { record_agent_event(&db, job_id, agent_id, &req).await })
+        .on_writer(async move { record_agent_event(&db, job_id, agent_id, &req, limit).await })
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 /// A progress or failure event, in its own transaction. Progress is
 /// replaceable (the next event or the result supersedes it); a failure is a
-/// verdict on the kernel and is flushed like a result.
-async fn record_agent_event(db: &Db, job_id: i64, agent_id: i64, req: &EventRequest) -> Result<()> {
+/// verdict on the kernel and is flushed like a result. Progress stops being
+/// recorded at `limit` events of the job (a broken or hostile agent would
+/// otherwise grow `job_events` without bound); a failure always is.
+async fn record_agent_event(
+    db: &Db,
+    job_id: i64,
+    agent_id: i64,
+    req: &EventRequest,
+    limit: u32,
+) -> Result<()> {
+    // An agent quotes the URL it fetched the tree from, and git's words
+    // about it: a private tree's credentials must not reach the pages.
+    let detail = without_credentials(&req.detail);
     if req.state == JobState::Failed {
         let failure = req
             .failure
             .ok_or_else(|| Error::BadRequest("a failed event needs a failure kind".into()))?;
         let mut tx = db.begin().await?;
-        fail(&mut tx, job_id, agent_id, failure, &req.detail).await?;
+        fail(&mut tx, job_id, agent_id, failure, &detail).await?;
         tx.commit().await?;
     } else {
         let mut tx = db.begin_relaxed().await?;
-        progress(&mut tx, job_id, agent_id, req).await?;
+        progress(&mut tx, (job_id, agent_id), req.state, &detail, limit).await?;
         tx.commit().await?;
     }
     Ok(())
 }
 
-async fn progress(tx: &mut Tx, job_id: i64, agent_id: i64, req: &EventRequest) -> Result<()> {
+/// A progress event of the lease's owner; past `limit` events of the job the
+/// caller's transaction, state change included, is not committed.
+async fn progress(
+    tx: &mut Tx,
+    (job_id, agent_id): (i64, i64),
+    state: JobState,
+    detail: &str,
+    limit: u32,
+) -> Result<()> {
     let updated = sqlx::query(&format!(
         "UPDATE jobs SET state = $1, updated_at = $2 \
          WHERE id = $3 AND lease_owner = $4 AND state IN {ACTIVE_STATES_SQL}"
     ))
-    .bind(req.state.as_str())
+    .bind(state.as_str())
     .bind(now_ms())
     .bind(job_id)
     .bind(agent_id)
@@ -169,12 +190,19 @@ async fn progress(tx: &mut Tx, job_id: i64, agent_id: i64, req: &EventRequest) -
         job.check_owner(&mut *tx, job_id, agent_id).await?;
         return Err(Error::LeaseLost(job_id));
     }
+    let recorded: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM job_events WHERE job_id = $1")
+        .bind(job_id)
+        .fetch_one(&mut **tx)
+        .await?;
+    if recorded >= i64::from(limit) {
+        return Err(Error::TooManyEvents { job_id, limit });
+    }
     let event = Event {
         job_id,
         agent_id: Some(agent_id),
-        state: req.state,
+        state,
         failure: None,
-        detail: &req.detail,
+        detail,
     };
     jobs::record_event(tx, event).await
 }

@@ -5,6 +5,8 @@
 
 use std::fmt::Write;
 
+use kbot_core::build_log;
+
 use super::store::{self, ListRow, SeriesRow};
 use crate::db::{Db, Tx};
 use crate::error::{Error, Result};
@@ -12,6 +14,7 @@ use crate::jobs::SubmissionState;
 use crate::mail::thread::{self, Answer, ThreadPlace};
 use crate::repos::RepoRow;
 use crate::state::AppState;
+use crate::web::without_credentials;
 
 /// Most compiler lines quoted from a failed build, as 0-day trims them.
 const MAX_BUILD_LINES: usize = 30;
@@ -109,10 +112,10 @@ pub async fn cannot_apply(
         config.report.robot_name,
         repo.name,
         l.branch,
-        repo.url,
+        without_credentials(&repo.url),
         l.branch,
         thread::patch_link(l.web_url.as_deref(), &l.name, &place.parent),
-        indent(why, 40),
+        indent(&am_lines(why), 40),
     );
     body.push_str(&thread::signature(config));
     let answer = Answer {
@@ -176,53 +179,75 @@ pub async fn build_failed(
     Ok(())
 }
 
+/// Longest line quoted from a build log or git am's output.
+const MAX_QUOTED_CHARS: usize = 200;
+
+/// What is said when a log has no line of a known form.
+const NOTHING_QUOTABLE: &str =
+    "(no line of a known diagnostic form; the whole log is on the dashboard)";
+
+/// The lines of git am's output (and kbot's own reasons) worth quoting, of
+/// fixed forms only: a posting chooses the rest of the text (its subject,
+/// its commit message), and kbot quotes no free text a stranger wrote.
+pub fn am_lines(why: &str) -> String {
+    let known = |l: &str| {
+        l.starts_with("error: patch failed: ")
+            || (l.starts_with("error: ") && l.ends_with(": patch does not apply"))
+            || l.starts_with("error: sha1 information is lacking")
+            || l.starts_with("error: Failed to merge in the changes")
+            || l.starts_with("CONFLICT (")
+            || l.starts_with("@@ ")
+            || l.starts_with("prerequisite-patch-id ")
+            || l == "git am made no commit"
+    };
+    let mut out: Vec<String> = Vec::new();
+    for line in why.lines().map(str::trim_end) {
+        if let Some(rest) = line.strip_prefix("Patch failed at ") {
+            // `Patch failed at 0002 SUBJECT`: the number only.
+            let number: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            out.push(format!("Patch failed at {number}"));
+        } else if known(line) {
+            out.push(clip(line));
+        }
+    }
+    if out.is_empty() {
+        NOTHING_QUOTABLE.into()
+    } else {
+        out.join("\n")
+    }
+}
+
+fn clip(line: &str) -> String {
+    match line.char_indices().nth(MAX_QUOTED_CHARS) {
+        Some((at, _)) => format!("{}...", &line[..at]),
+        None => line.to_owned(),
+    }
+}
+
 /// The lines of a build log a developer needs, as kbuild reports show them:
 /// the compiler's diagnostics (`file:line:col: error:`, with the source line
 /// and caret under each), the `In function` lines above them and make's
-/// `*** ... Error` lines, paths relative to the source tree; the log's last
-/// lines when none match. Kconfig's `.config:N:warning: override` chatter
-/// and make's directory lines are not diagnostics.
+/// `*** ... Error` lines, paths relative to the source tree, each clipped.
+/// Nothing else: the rest of a log is whatever the patch's build printed.
+/// Kconfig's `.config:N:warning: override` chatter and make's directory
+/// lines are not diagnostics.
 pub fn compiler_lines(log: &str) -> String {
     let src = source_dir(log);
-    let lines: Vec<String> = log
-        .lines()
+    let picked = build_log::pick(log, build_log::Keep::Diagnostics);
+    if picked.is_empty() {
+        return NOTHING_QUOTABLE.into();
+    }
+    picked
+        .iter()
         .map(|l| match &src {
             Some(dir) => l.replace(dir.as_str(), ""),
-            None => l.to_owned(),
+            None => (*l).to_owned(),
         })
-        .collect();
-    let mut keep = vec![false; lines.len()];
-    for (i, line) in lines.iter().enumerate() {
-        if is_diagnostic(line) {
-            keep[i] = true;
-            for k in i + 1..(i + 3).min(lines.len()) {
-                keep[k] |= is_source_excerpt(&lines[k]);
-            }
-        } else if line.contains(": In function")
-            || line.starts_with("In file included from")
-            || (line.contains("***") && line.contains("Error"))
-        {
-            keep[i] = true;
-        }
-    }
-    let picked: Vec<&String> = lines
-        .iter()
-        .zip(&keep)
-        .filter(|(_, k)| **k)
-        .map(|(l, _)| l)
-        .collect();
-    let chosen = if picked.is_empty() {
-        lines.iter().rev().take(MAX_BUILD_LINES).rev().collect()
-    } else {
-        picked
-    };
-    chosen
-        .iter()
         .map(|l| {
             if l.contains(": error:") {
-                format!(">> {l}")
+                format!(">> {}", clip(&l))
             } else {
-                format!("   {l}")
+                format!("   {}", clip(&l))
             }
         })
         .collect::<Vec<_>>()
@@ -236,20 +261,6 @@ fn source_dir(log: &str) -> Option<String> {
     Some(format!("{}/", dir.trim_end_matches('/')))
 }
 
-/// gcc's and clang's `file:line:col: error|warning|note:` lines.
-fn is_diagnostic(line: &str) -> bool {
-    [": error:", ": warning:", ": note:", ": fatal error:"]
-        .iter()
-        .any(|d| line.contains(d))
-}
-
-/// The ` 2844 |  code` and `      |  ^~~` lines gcc prints under a diagnostic.
-fn is_source_excerpt(line: &str) -> bool {
-    let t = line.trim_start();
-    let number = t.trim_start_matches(|c: char| c.is_ascii_digit());
-    number.trim_start().starts_with('|')
-}
-
 /// `text` indented by four spaces, at most `max` lines.
 fn indent(text: &str, max: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();
@@ -258,6 +269,35 @@ fn indent(text: &str, max: usize) -> String {
         out.push(format!("    [... {} more lines]", lines.len() - max));
     }
     out.join("\n")
+}
+
+/// The series will not be tested, and why (too large, or its sender's
+/// daily quota spent), in reply to its cover letter (or patch 1). `key`
+/// names the answer; no text of the mail is quoted.
+pub async fn not_tested(
+    state: &AppState,
+    tx: &mut Tx,
+    (l, s): (&ListRow, &SeriesRow),
+    key: &str,
+    why: &str,
+) -> Result<()> {
+    let place = series_place(state, l, s).await?;
+    let config = &state.config.mail;
+    let mut body = greeting(&place);
+    let _ = writeln!(
+        body,
+        "{} did not test your patch series: {why}",
+        config.report.robot_name
+    );
+    body.push_str(&thread::signature(config));
+    let answer = Answer {
+        place: &place,
+        identity_key: format!("not-tested/{key}/{}/{}", l.id, s.id),
+        body,
+        submission_id: None,
+    };
+    thread::enqueue_answer(tx, config, &answer).await?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -308,6 +348,31 @@ mod tests {
         assert!(out.contains(">> fs/pipe.c:12:5: error: 'x' undeclared"));
         assert!(out.contains("make[2]"));
         assert!(!out.contains("CC other.o"));
+    }
+
+    #[test]
+    fn a_log_of_free_text_is_not_quoted() {
+        let out = compiler_lines("#kbot invalid\nBUY NOW http://x\n");
+        assert!(!out.contains("#kbot") && !out.contains("BUY"), "{out}");
+        assert_eq!(out, NOTHING_QUOTABLE);
+    }
+
+    #[test]
+    fn git_am_output_is_quoted_by_form() {
+        let why = "Applying: BUY NOW http://x\n\
+            error: patch failed: kernel/sys.c:1\n\
+            error: kernel/sys.c: patch does not apply\n\
+            Patch failed at 0002 BUY NOW http://x\n\
+            hint: Use 'git am --show-current-patch=diff' to see the failed patch\n";
+        let out = am_lines(why);
+        assert_eq!(
+            out,
+            "error: patch failed: kernel/sys.c:1\n\
+             error: kernel/sys.c: patch does not apply\nPatch failed at 0002"
+        );
+        assert_eq!(am_lines("#kbot invalid\nBUY NOW"), NOTHING_QUOTABLE);
+        let long = format!("error: patch failed: {}:1", "a".repeat(500));
+        assert!(am_lines(&long).len() < 260);
     }
 
     #[test]

@@ -17,9 +17,9 @@
 //! new version posted in the thread of the old one differs in version and
 //! so never joins it.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use super::message::ListMessage;
+use super::message::{capped, ListMessage};
 use super::subject::{self, PatchSubject};
 
 /// The most parts a series may have; a subject claiming more (`1/99999`)
@@ -294,16 +294,18 @@ fn step<'p, 'a>(
 }
 
 /// The ids a message refers to, nearest first: In-Reply-To, then the
-/// References from the newest; without itself and without repeats.
+/// References from the newest; without itself and without repeats. The
+/// References are capped as when read ([`super::message::MAX_REFERENCES`]): rows stored
+/// before the cap may hold more.
 fn parents(meta: &MessageMeta) -> Vec<&str> {
-    let mut out: Vec<&str> = Vec::new();
-    let nearest = meta.in_reply_to.iter().chain(meta.references.iter().rev());
-    for id in nearest {
-        if id != &meta.message_id && !out.contains(&id.as_str()) {
-            out.push(id.as_str());
-        }
-    }
-    out
+    let references = capped(meta.references.iter().map(String::as_str).collect());
+    let mut seen = HashSet::new();
+    meta.in_reply_to
+        .iter()
+        .map(String::as_str)
+        .chain(references.into_iter().rev())
+        .filter(|&id| id != meta.message_id && seen.insert(id))
+        .collect()
 }
 
 /// The members of one group as series with one part per index: a second

@@ -1,13 +1,17 @@
 //! `#kbot` command lines in replies to kbot's regression reports, acted on
 //! and answered in the thread.
 //!
-//! The policy (also in `docs/lists.md`): a command is taken only from an
-//! address the report was sent to (the author, the committer, the Cc'd
-//! people; a list address cannot send mail itself). kbot cannot tell a
-//! forged From line from a real one: the policy keeps strangers from
-//! spending machine time or closing reports by accident, it is no
-//! authentication. Every change of a regression's state keeps the sender as
-//! who asked, in the regression's history.
+//! The policy (also in `docs/lists.md`): who may do what is
+//! [`super::trust`]'s (a DKIM-verified sender with a role; strangers at most
+//! `retest`, a few a day). A mail is read for at most [`MAX_COMMANDS`]
+//! commands, each recorded before it is acted on and keyed by the mail's
+//! Message-ID whatever list carried it, so a mail acts once. kbot reads no
+//! command in its own mail, and none from a list address. A refusal is
+//! mailed only to a believed sender with a role: a stranger's is recorded on
+//! the list page and not mailed (its From may be forged, and kbot must not
+//! reflect mail to it or to the addresses it names). Answers go to the
+//! sender, the list and those of the mail's recipients the report was sent
+//! to. Every change of a regression's state names the sender in its history.
 
 use std::fmt::Write;
 
@@ -15,11 +19,22 @@ use super::answers;
 use super::message::{self, Command, ListMessage};
 use super::recheck::{self, Found, Reported};
 use super::store::{self, ListRow, NewCommand};
+use super::trust::{self, Sender};
 use crate::error::Result;
 use crate::mail::thread::{self, Answer, ThreadPlace};
-use crate::regressions::TriageState;
+use crate::regressions::{self, TriageState};
 use crate::repos;
 use crate::state::AppState;
+
+/// Most commands read in one mail (syzbot takes 3 per bug); the rest are
+/// answered once as too many.
+pub const MAX_COMMANDS: usize = 3;
+
+/// Shortest `#kbot fix:` title: a shorter one matches commits by chance.
+pub const MIN_FIX_TITLE: usize = 10;
+
+/// Most `#kbot fix:` titles kbot looks for per regression.
+pub const MAX_FIX_TITLES: i64 = 3;
 
 /// What taking one command did.
 struct Taken {
@@ -53,46 +68,158 @@ impl Taken {
     }
 }
 
+/// One command mail as read: the list, the mail, the report it answers and
+/// its checked sender.
+struct Mail<'a> {
+    l: &'a ListRow,
+    m: &'a ListMessage,
+    r: &'a Reported,
+    sender: Sender,
+    /// Where answers go; `None`: nothing is mailed about this mail.
+    place: Option<ThreadPlace>,
+}
+
 /// Acts on the command lines of a reply to a kbot report; a reply to
 /// anything else, or without commands, is a discussion and left alone.
 pub async fn take(state: &AppState, l: &ListRow, m: &ListMessage) -> Result<()> {
-    let commands = message::commands(&m.body);
+    let robot = &state.config.mail.report.robot_address;
+    if m.from.address.trim().eq_ignore_ascii_case(robot) {
+        // kbot's own answers come back through the archive; a `#kbot` line
+        // quoted in one is no command.
+        return Ok(());
+    }
+    let commands = distinct(message::commands(&m.body));
     if commands.is_empty() {
         return Ok(());
     }
-    let Some(reported) = replied_report(state, m).await? else {
+    let Some(r) = replied_report(state, m).await? else {
         return Ok(());
     };
-    let place = answers::message_place(state, l, &m.message_id).await?;
-    for command in &commands {
-        let taken = if reported.was_sent_to(&m.from.address) {
-            act(state, &reported, m, command).await?
-        } else {
-            let (name, argument) = describe(command);
-            Taken::refused(
-                name,
-                argument,
-                format!(
-                    "{} was not a recipient of this report: kbot takes commands from the \
-                     people a report was sent to",
-                    m.from.address
-                ),
-            )
-        };
-        record_and_answer(state, l, m, &reported, &place, taken).await?;
+    // The mail as archived: its DKIM signatures cover these bytes.
+    let raw = store::message(&state.db, l.id, &m.message_id).await?.raw;
+    let sender = trust::sender(state, l, &r, m, &raw).await?;
+    let place = if sender.answerable() {
+        Some(answer_place(state, l, m, &r).await?)
+    } else {
+        None
+    };
+    let mail = Mail {
+        l,
+        m,
+        r: &r,
+        sender,
+        place,
+    };
+    for command in commands.iter().take(MAX_COMMANDS) {
+        take_one(state, &mail, command).await?;
+    }
+    if commands.len() > MAX_COMMANDS {
+        too_many(state, &mail, commands.len() - MAX_COMMANDS).await?;
     }
     Ok(())
+}
+
+/// The commands of a mail, each kind once (the first of each): the record
+/// of a command is keyed by the mail and the kind.
+fn distinct(commands: Vec<Command>) -> Vec<Command> {
+    let mut out: Vec<Command> = Vec::new();
+    for c in commands {
+        if !out.iter().any(|o| describe(o).0 == describe(&c).0) {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The answer's place: In-Reply-To the command mail, To its sender, Cc the
+/// list and only those of the mail's recipients the report went to.
+async fn answer_place(
+    state: &AppState,
+    l: &ListRow,
+    m: &ListMessage,
+    r: &Reported,
+) -> Result<ThreadPlace> {
+    let mut place = answers::message_place(state, l, &m.message_id).await?;
+    let list = l.address.as_deref().unwrap_or_default().trim();
+    place
+        .cc
+        .retain(|c| c.address.eq_ignore_ascii_case(list) || r.was_sent_to(&c.address));
+    Ok(place)
+}
+
+async fn take_one(state: &AppState, mail: &Mail<'_>, command: &Command) -> Result<()> {
+    let (name, argument) = describe(command);
+    let Some(id) = claim(state, mail, name, &argument).await? else {
+        return Ok(());
+    };
+    let retests = trust::retests_today(state, mail.r.regression_id).await?;
+    let cap = state.config.mail.stranger_retests_per_day;
+    let taken = match mail.sender.may(command, retests, cap) {
+        Ok(()) => act(state, mail.r, mail.m, command).await?,
+        Err(why) => Taken::refused(name, argument, why),
+    };
+    settle(state, mail, id, taken).await
+}
+
+/// Records the command before it is acted on: the row is its only claim,
+/// so a mail read twice (two lists, a re-read) acts once. `None` when it
+/// was recorded before. Until [`settle`] the row says kbot stopped first.
+async fn claim(
+    state: &AppState,
+    mail: &Mail<'_>,
+    name: &'static str,
+    argument: &str,
+) -> Result<Option<i64>> {
+    let mut tx = state.db.begin().await?;
+    let id = store::insert_command(
+        &mut tx,
+        &NewCommand {
+            list_id: Some(mail.l.id),
+            message_id: &mail.m.message_id,
+            sender: &mail.m.from.address,
+            command: name,
+            argument,
+            report_id: Some(mail.r.report_id),
+            regression_id: Some(mail.r.regression_id),
+            state: "refused",
+            outcome: "kbot stopped before it acted on this command",
+            submission_id: None,
+            trusted: mail.sender.answerable(),
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(id)
+}
+
+/// More than [`MAX_COMMANDS`] kinds of command in one mail: recorded (and
+/// answered) once.
+async fn too_many(state: &AppState, mail: &Mail<'_>, unread: usize) -> Result<()> {
+    let Some(id) = claim(state, mail, "too_many", "").await? else {
+        return Ok(());
+    };
+    let why = format!(
+        "too many commands: kbot takes at most {MAX_COMMANDS} a mail; {unread} more were not read"
+    );
+    settle(
+        state,
+        mail,
+        id,
+        Taken::refused("too_many", String::new(), why),
+    )
+    .await
 }
 
 /// The regression report the mail answers: its In-Reply-To, else the
 /// nearest of its References.
 async fn replied_report(state: &AppState, m: &ListMessage) -> Result<Option<Reported>> {
-    for id in m.in_reply_to.iter().chain(m.references.iter().rev()) {
-        if let Some(r) = recheck::by_message_id(&state.db, id).await? {
-            return Ok(Some(r));
-        }
-    }
-    Ok(None)
+    let ids: Vec<String> = m
+        .in_reply_to
+        .iter()
+        .chain(m.references.iter().rev())
+        .cloned()
+        .collect();
+    recheck::by_message_ids(&state.db, &ids).await
 }
 
 fn describe(command: &Command) -> (&'static str, String) {
@@ -118,10 +245,10 @@ async fn act(state: &AppState, r: &Reported, m: &ListMessage, command: &Command)
     let who = &m.from.address;
     let note = |what: &str| format!("{what} by {who} (mail <{}>)", m.message_id);
     // Triage covers every regression the report is about (one culprit on
-    // several tbox groups or jobs is one report).
+    // several tbox groups or jobs is one report). The sender is named in the
+    // note, never made a user: a mail address is no kbot account.
     let triage = |to: TriageState, what: String| async move {
         let mut tx = state.db.begin().await?;
-        let user = crate::auth::upsert_user(&mut tx, who, Some(who)).await?;
         let ids: Vec<i64> =
             sqlx::query_scalar("SELECT id FROM regressions WHERE report_id = $1 ORDER BY id")
                 .bind(r.report_id)
@@ -129,8 +256,7 @@ async fn act(state: &AppState, r: &Reported, m: &ListMessage, command: &Command)
                 .await?;
         let mut moved = Vec::new();
         for id in ids {
-            let from =
-                crate::regressions::change_in(&mut tx, id, Some(user), to, &note(&what)).await?;
+            let from = crate::regressions::change_in(&mut tx, id, None, to, &note(&what)).await?;
             moved.push(format!(
                 "regression {id} moved from {from} to {}",
                 to.as_str()
@@ -139,6 +265,16 @@ async fn act(state: &AppState, r: &Reported, m: &ListMessage, command: &Command)
         tx.commit().await?;
         Ok::<String, crate::error::Error>(moved.join("; "))
     };
+    if matches!(command, Command::Test { .. } | Command::Retest) && r.is_closed() {
+        return Ok(Taken::refused(
+            name,
+            argument,
+            format!(
+                "regression {} is {}: kbot tests no fixed, invalid or duplicate regression",
+                r.regression_id, r.state
+            ),
+        ));
+    }
     Ok(match command {
         Command::Invalid => Taken::done(
             name,
@@ -146,18 +282,18 @@ async fn act(state: &AppState, r: &Reported, m: &ListMessage, command: &Command)
             triage(TriageState::Invalid, "#kbot invalid".into()).await?,
         ),
         Command::Dup(of) if !of.trim().is_empty() => {
-            let outcome = triage(TriageState::Duplicate, format!("#kbot dup: {of}")).await?;
-            Taken::done(name, argument, format!("{outcome} (a duplicate of {of})"))
+            dup(
+                state,
+                r,
+                (name, argument),
+                of.trim(),
+                &note(&format!("#kbot dup: {of}")),
+            )
+            .await?
         }
-        Command::Fix(subject) if !subject.trim().is_empty() => Taken::done(
-            name,
-            argument,
-            format!(
-                "when a commit titled \"{}\" reaches a watched tree, kbot reruns the job on it \
-                 against the first bad commit and closes the regression if the KPI is back",
-                subject.trim()
-            ),
-        ),
+        Command::Fix(title) if !title.trim().is_empty() => {
+            fix(state, r, (name, argument), title.trim()).await?
+        }
         Command::Retest => {
             let (base, first_bad) = (r.base(state).await?, r.first_bad(state).await?);
             let id = queue_check(state, r, &base, &first_bad).await?;
@@ -190,11 +326,89 @@ async fn act(state: &AppState, r: &Reported, m: &ListMessage, command: &Command)
             name,
             argument,
             format!(
-                "unknown command {line:?}; kbot knows #kbot test, test REPO BRANCH|COMMIT, \
-                 retest, invalid, dup: REPORT, fix: SUBJECT"
+                "unknown command {line:?}; kbot knows #kbot test, test REPO BRANCH|TAG|COMMIT, \
+                 retest, invalid, dup: REGRESSION, fix: COMMIT TITLE"
             ),
         ),
     })
+}
+
+/// `#kbot dup: REGRESSION`: the report's regressions become duplicates of
+/// the one named ([`regressions::find_target`]), unless it is unknown, is
+/// one of them, or is itself a duplicate of one of them, link by link (a
+/// cycle). Checked and moved in one transaction.
+async fn dup(
+    state: &AppState,
+    r: &Reported,
+    (name, argument): (&'static str, String),
+    of: &str,
+    note: &str,
+) -> Result<Taken> {
+    let mut tx = state.db.begin().await?;
+    regressions::lock_duplicates(&mut tx, state.db.backend()).await?;
+    let Some(target) = regressions::find_target(&mut tx, of).await? else {
+        return Ok(Taken::refused(
+            name,
+            argument,
+            format!(
+                "#kbot dup: {of:?} names no regression kbot knows: give a regression's number \
+                 (as on its dashboard page) or the Message-ID of its report"
+            ),
+        ));
+    };
+    let ids: Vec<i64> =
+        sqlx::query_scalar("SELECT id FROM regressions WHERE report_id = $1 ORDER BY id")
+            .bind(r.report_id)
+            .fetch_all(&mut *tx)
+            .await?;
+    if let Some(why) = regressions::duplicate_refusal(&mut tx, &ids, target).await? {
+        return Ok(Taken::refused(name, argument, why));
+    }
+    let mut moved = Vec::new();
+    for id in ids {
+        let from = regressions::mark_duplicate(&mut tx, id, target, None, note).await?;
+        moved.push(format!(
+            "regression {id} moved from {from} to duplicate of regression {target}"
+        ));
+    }
+    tx.commit().await?;
+    Ok(Taken::done(name, argument, moved.join("; ")))
+}
+
+/// `#kbot fix: TITLE`: recorded for [`super::fixes`], which looks for a
+/// commit with exactly that subject line; a title too short to name one
+/// commit, or past the per-regression cap, is refused.
+async fn fix(
+    state: &AppState,
+    r: &Reported,
+    (name, argument): (&'static str, String),
+    title: &str,
+) -> Result<Taken> {
+    if title.chars().count() < MIN_FIX_TITLE {
+        return Ok(Taken::refused(
+            name,
+            argument,
+            format!(
+                "#kbot fix: needs the fixing commit's whole title (its subject line, at least \
+                 {MIN_FIX_TITLE} characters)"
+            ),
+        ));
+    }
+    if store::fix_titles(&state.db, r.regression_id).await? >= MAX_FIX_TITLES {
+        return Ok(Taken::refused(
+            name,
+            argument,
+            format!("kbot looks for at most {MAX_FIX_TITLES} fix titles per regression"),
+        ));
+    }
+    Ok(Taken::done(
+        name,
+        argument,
+        format!(
+            "when a commit titled \"{title}\" reaches a watched tree, kbot reruns the job on it \
+             against the first bad commit and closes the regression if the KPI is back"
+        ),
+    ))
 }
 
 fn testing(name: &'static str, argument: String, submission_id: i64, what: String) -> Taken {
@@ -250,7 +464,11 @@ async fn test(
                 ),
                 ));
             }
-            match repos::resolve_commit(state, &repo, rev).await {
+            let resolved = match mail_rev(rev) {
+                Ok(specs) => resolve_first(state, &repo, &specs).await,
+                Err(why) => return Ok(Taken::refused(name, argument, why)),
+            };
+            match resolved {
                 Ok(c) => c,
                 Err(e) => {
                     return Ok(Taken::refused(
@@ -280,8 +498,9 @@ async fn test(
                         name,
                         argument,
                         format!(
-                            "the patch does not apply on the first bad commit {}:\n{why}",
-                            first_bad.sha
+                            "the patch does not apply on the first bad commit {}:\n{}",
+                            first_bad.sha,
+                            answers::am_lines(&why)
                         ),
                     ))
                 }
@@ -340,61 +559,95 @@ fn reply_mbox(m: &ListMessage) -> Result<Vec<u8>> {
     super::series::mboxrd(&[text])
 }
 
-async fn record_and_answer(
-    state: &AppState,
-    l: &ListRow,
-    m: &ListMessage,
-    r: &Reported,
-    place: &ThreadPlace,
-    taken: Taken,
-) -> Result<()> {
+/// Records what the command did, in the row [`claim`] made, as a list event
+/// and, when the sender may be answered, as an answer in the thread.
+async fn settle(state: &AppState, mail: &Mail<'_>, id: i64, taken: Taken) -> Result<()> {
     let mut tx = state.db.begin().await?;
-    let Some(id) = store::insert_command(
+    store::command_taken(
         &mut tx,
-        &NewCommand {
-            list_id: Some(l.id),
-            message_id: &m.message_id,
-            sender: &m.from.address,
-            command: taken.name,
-            argument: &taken.argument,
-            report_id: Some(r.report_id),
-            regression_id: Some(r.regression_id),
-            state: taken.state,
-            outcome: &taken.outcome,
-            submission_id: taken.submission_id,
-        },
-    )
-    .await?
-    else {
-        return Ok(());
-    };
-    let body = format!(
-        "> #kbot {} {}\n\n{}\n{}",
-        taken.name,
-        taken.argument,
-        taken.outcome,
-        thread::signature(&state.config.mail)
-    );
-    let answer = Answer {
-        place,
-        identity_key: format!("command/{id}/{}", taken.state),
-        body,
-        submission_id: taken.submission_id,
-    };
-    thread::enqueue_answer(&mut tx, &state.config.mail, &answer).await?;
-    store::event(
-        &mut tx,
-        l.id,
-        "command",
-        &format!(
-            "#kbot {} from {}: {}",
-            taken.name, m.from.address, taken.state
-        ),
+        id,
+        (taken.state, &taken.outcome),
+        taken.submission_id,
     )
     .await?;
+    let answered = if let Some(place) = &mail.place {
+        let body = format!(
+            "> #kbot {} {}\n\n{}\n{}",
+            taken.name,
+            taken.argument,
+            taken.outcome,
+            thread::signature(&state.config.mail)
+        );
+        let answer = Answer {
+            place,
+            identity_key: format!("command/{id}/{}", taken.state),
+            body,
+            submission_id: taken.submission_id,
+        };
+        thread::enqueue_answer(&mut tx, &state.config.mail, &answer)
+            .await?
+            .is_some()
+    } else {
+        false
+    };
+    let from = &mail.m.from.address;
+    let detail = match (taken.state, answered) {
+        ("refused", false) => format!(
+            "#kbot {} from {from} refused, not answered: {}",
+            taken.name, taken.outcome
+        ),
+        (state, _) => format!("#kbot {} from {from}: {state}", taken.name),
+    };
+    store::event(&mut tx, mail.l.id, "command", &detail).await?;
     tx.commit().await?;
-    tracing::info!(list = l.id, command = taken.name, sender = %m.from.address, state = taken.state, "command taken");
+    tracing::info!(list = mail.l.id, command = taken.name, sender = %from, state = taken.state, answered, "command taken");
     Ok(())
+}
+
+/// A revision a mail may name: a full commit id, or a plain branch or tag
+/// name (git check-ref-format's rules, nothing `rev-parse` would evaluate:
+/// no `^{/regex}`, `@{...}`, `~N`), as the refs to try in order.
+fn mail_rev(rev: &str) -> std::result::Result<Vec<String>, String> {
+    if repos::git::is_full_sha(rev) {
+        return Ok(vec![rev.to_ascii_lowercase()]);
+    }
+    let bad_char = |c: char| c.is_ascii_control() || c.is_whitespace() || "~^:?*[\\@{}".contains(c);
+    let component_ok = |c: &str| {
+        !c.is_empty() && !c.starts_with('.') && !c.ends_with(".lock") && !c.ends_with('.')
+    };
+    let plain = !rev.is_empty()
+        && rev.len() <= 200
+        && !rev.starts_with('-')
+        && !rev.contains("..")
+        && !rev.chars().any(bad_char)
+        && rev.split('/').all(component_ok);
+    if plain {
+        Ok(vec![
+            format!("refs/heads/{rev}"),
+            format!("refs/tags/{rev}"),
+        ])
+    } else {
+        Err(format!(
+            "{rev:?} is neither a full commit id nor a plain branch or tag name: kbot takes \
+             no revision expressions (^, ~, @{{...}}, :/) from mail"
+        ))
+    }
+}
+
+/// The first of `specs` the repo has.
+async fn resolve_first(
+    state: &AppState,
+    repo: &repos::RepoRow,
+    specs: &[String],
+) -> Result<repos::StoredCommit> {
+    let mut last = None;
+    for spec in specs {
+        match repos::resolve_commit(state, repo, spec).await {
+            Ok(c) => return Ok(c),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| anyhow::anyhow!("no revision given").into()))
 }
 
 /// Answers every command (and found fix) whose pair ended.
@@ -408,11 +661,13 @@ pub async fn settle_all(state: &AppState) -> Result<()> {
             continue;
         };
         let place = match c.list_id {
-            Some(list_id) => {
+            // An untrusted sender's retest is answered under the report,
+            // never To the mail's From.
+            Some(list_id) if c.trusted != 0 => {
                 let l = store::get(&state.db, list_id).await?;
                 answers::message_place(state, &l, &c.message_id).await?
             }
-            None => r.place(),
+            _ => r.place(),
         };
         conclude(state, &c, &r, &place, found.as_ref()).await?;
     }

@@ -1,6 +1,7 @@
 //! Fix tracking: a commit on a watched branch whose message names an open
 //! regression's report (its `Closes:` or `Link:` line carries the report's
-//! Message-ID), or whose subject a `#kbot fix:` command gave, is rerun
+//! Message-ID), or whose subject line is exactly a `#kbot fix:` title (the
+//! first such commit, once per command), is rerun
 //! against the first bad commit; the regression is marked `fixed` only when
 //! the KPI comes back, and the report's thread hears either way
 //! ([`super::commands::settle_all`] answers).
@@ -14,7 +15,7 @@ use crate::repos;
 use crate::state::AppState;
 use crate::time::now_ms;
 
-/// How often the watched branches are searched (a `git log --grep` each).
+/// How often the watched branches are searched (a `git log` each).
 const LOOK_EVERY_MS: i64 = 10_000;
 
 /// A fix is looked for in commits up to this long before its report.
@@ -32,33 +33,42 @@ pub async fn look(state: &AppState) -> Result<()> {
     if open.is_empty() {
         return Ok(());
     }
-    let subjects = store::fix_subjects(&state.db).await?;
+    let titles = store::fix_titles_open(&state.db).await?;
     let watches = crate::watches::list(state).await?;
     for r in &open {
-        let mut needles = vec![r.report_message_id.clone()];
-        needles.extend(
-            subjects
-                .iter()
-                .filter(|(id, _)| *id == r.regression_id)
-                .map(|(_, s)| s.clone()),
-        );
         for w in watches.iter().filter(|w| w.state == "active") {
             let repo = repos::get_repo(&state.db, &w.repo).await?;
             if repo.id != r.repo_id {
                 continue;
             }
-            for needle in &needles {
-                let since = (r.report_created_at - BEFORE_REPORT_MS) / 1000;
-                let mirror = repos::mirror_for(state, &repo.name);
-                let found = match mirror.grep_log(&w.branch, since, needle).await {
-                    Ok(found) => found,
-                    Err(e) => {
-                        tracing::warn!(watch = w.id, error = %e, "searching for fixes failed");
-                        continue;
+            let since = (r.report_created_at - BEFORE_REPORT_MS) / 1000;
+            let mirror = repos::mirror_for(state, &repo.name);
+            // A `Closes:`/`Link:` naming the report: every such commit.
+            match mirror
+                .grep_log(&w.branch, since, &r.report_message_id)
+                .await
+            {
+                Ok(found) => {
+                    for sha in found {
+                        let key = format!("{sha}/regression-{}", r.regression_id);
+                        recheck_fix(state, r, &repo, &sha, &key).await?;
                     }
-                };
-                for sha in found {
-                    recheck_fix(state, r, &repo, &sha).await?;
+                }
+                Err(e) => tracing::warn!(watch = w.id, error = %e, "searching for fixes failed"),
+            }
+            // A `#kbot fix:` title: the first commit with exactly that
+            // subject, one rerun per command.
+            for t in titles.iter().filter(|t| t.regression_id == r.regression_id) {
+                match mirror.titled(&w.branch, since, &t.title).await {
+                    Ok(found) => {
+                        if let Some(sha) = found.last() {
+                            let key = format!("fix-{}/regression-{}", t.id, r.regression_id);
+                            recheck_fix(state, r, &repo, sha, &key).await?;
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(watch = w.id, error = %e, "searching for fix titles failed")
+                    }
                 }
             }
         }
@@ -66,12 +76,15 @@ pub async fn look(state: &AppState) -> Result<()> {
     Ok(())
 }
 
-/// Queues the fix against the first bad commit, once per fix and regression.
+/// Queues the fix against the first bad commit once per `key`: the record
+/// is made first, and the pair queued only when it was new, in one
+/// transaction.
 async fn recheck_fix(
     state: &AppState,
     r: &Reported,
     repo: &repos::RepoRow,
     sha: &str,
+    key: &str,
 ) -> Result<()> {
     if store::command_exists(&state.db, r.regression_id, "closes", sha).await? {
         return Ok(());
@@ -82,24 +95,37 @@ async fn recheck_fix(
         return Ok(());
     }
     let mut tx = state.db.begin().await?;
-    let submission = recheck::queue(state, &mut tx, r, &first_bad, &fix).await?;
-    let message_id = format!("{sha}/regression-{}", r.regression_id);
-    store::insert_command(
+    let Some(id) = store::insert_command(
         &mut tx,
         &NewCommand {
             list_id: None,
-            message_id: &message_id,
+            message_id: key,
             sender: &fix.view.author_email,
             command: "closes",
             argument: sha,
             report_id: Some(r.report_id),
             regression_id: Some(r.regression_id),
             state: "testing",
-            outcome: &format!(
+            outcome: &format!("rerunning the job on {sha} against the first bad commit"),
+            submission_id: None,
+            trusted: false,
+        },
+    )
+    .await?
+    else {
+        return Ok(());
+    };
+    let submission = recheck::queue(state, &mut tx, r, &first_bad, &fix).await?;
+    store::command_taken(
+        &mut tx,
+        id,
+        (
+            "testing",
+            &format!(
                 "rerunning the job on {sha} against the first bad commit (submission {submission})"
             ),
-            submission_id: Some(submission),
-        },
+        ),
+        Some(submission),
     )
     .await?;
     tx.commit().await?;

@@ -158,7 +158,8 @@ pub async fn read(state: &AppState, l: &ListRow) -> Result<Read> {
             break;
         }
         total += batch.len();
-        replies.extend(keep(state, l, &batch, &next).await?);
+        let parsed = parse_all(batch).await?;
+        replies.extend(keep(state, l, parsed, &next).await?);
         cursor = Some(next);
     }
     if total == 0 {
@@ -172,18 +173,38 @@ pub async fn read(state: &AppState, l: &ListRow) -> Result<Read> {
     Ok(Read { replies })
 }
 
+/// A raw message and what parsing it gave.
+type Parsed = (archive::RawMessage, Result<ListMessage>);
+
+/// Parses a batch on the blocking pool: MIME parsing of up to 8 MiB a
+/// message is CPU work that must not hold the async runtime.
+async fn parse_all(batch: Vec<archive::RawMessage>) -> Result<Vec<Parsed>> {
+    let parse = move || {
+        batch
+            .into_iter()
+            .map(|raw| {
+                let m = message::parse(&raw.bytes);
+                (raw, m)
+            })
+            .collect()
+    };
+    Ok(tokio::task::spawn_blocking(parse)
+        .await
+        .map_err(|e| anyhow::anyhow!("parsing list mail failed: {e}"))?)
+}
+
 /// Stores one batch and moves the cursor past it; the batch's replies.
 async fn keep(
     state: &AppState,
     l: &ListRow,
-    batch: &[archive::RawMessage],
+    batch: Vec<Parsed>,
     next: &Cursor,
 ) -> Result<Vec<ListMessage>> {
     let mut replies = Vec::new();
     let mut tx = state.db.begin().await?;
     let mut stored = 0i64;
-    for raw in batch {
-        let m = match message::parse(&raw.bytes) {
+    for (raw, parsed) in batch {
+        let m = match parsed {
             Ok(m) => m,
             Err(e) => {
                 let why = format!("{}: {}", raw.origin, crate::error::error_chain(&e));
@@ -191,7 +212,7 @@ async fn keep(
                 continue;
             }
         };
-        if store::insert_message(&mut tx, &new_message(l.id, &m, raw)).await? {
+        if store::insert_message(&mut tx, &new_message(l.id, &m, &raw)).await? {
             stored += 1;
             if m.in_reply_to.is_some() || !m.references.is_empty() {
                 replies.push(m);

@@ -1,10 +1,12 @@
 //! Which patch of a series breaks the build. 0-day answers a build error in
 //! the thread of the patch that introduced it; kbot does too. When a
-//! series' tip does not build and the series has several patches, they are
-//! built one by one from the first (a `verify` pair each, base against the
-//! patch: never reported by itself) until one fails. The first that fails
-//! is answered with its own compiler lines; when every earlier patch builds,
-//! the last one broke it. A one-patch series is answered at once.
+//! series' tip does not build and the series has several patches, the
+//! breaking patch is bisected: between the last patch known to build (the
+//! base at first) and the first known not to (the tip), the middle patch is
+//! built (a `verify` pair, base against the patch: never reported by
+//! itself), until the two are neighbours. A series of n patches costs at
+//! most ⌈log2 n⌉ builds. The breaking patch is answered with its own
+//! compiler lines. A one-patch series is answered at once.
 
 use kbot_api::lists::SeriesPart;
 
@@ -17,16 +19,22 @@ use crate::jobs::SubmissionState;
 use crate::repos::{self, StoredCommit};
 use crate::state::AppState;
 
-/// The patch being built and its pair.
+/// The patch being built and its pair, and what is known: every patch up
+/// to `good_index` builds (0: the base), patch `bad_index` does not, as the
+/// build log of `bad_submission_id` shows.
 #[derive(Debug, Clone, Copy, sqlx::FromRow)]
 pub struct Probe {
     pub part_index: i64,
     pub submission_id: i64,
+    pub good_index: i64,
+    pub bad_index: i64,
+    pub bad_submission_id: Option<i64>,
 }
 
 pub async fn probe_of(state: &AppState, series_id: i64) -> Result<Option<Probe>> {
     Ok(sqlx::query_as(
-        "SELECT part_index, submission_id FROM series_build_probes WHERE series_id = $1",
+        "SELECT part_index, submission_id, good_index, bad_index, bad_submission_id \
+         FROM series_build_probes WHERE series_id = $1",
     )
     .bind(series_id)
     .fetch_optional(state.db.read())
@@ -40,35 +48,63 @@ async fn patches(state: &AppState, s: &SeriesRow) -> Result<Vec<SeriesPart>> {
     Ok(parts)
 }
 
+/// Where the bisection stands: patches up to `good` build, patch `bad`
+/// does not (`bad_submission`'s log shows it).
+#[derive(Debug, Clone, Copy)]
+struct Bounds {
+    good: i64,
+    bad: i64,
+    bad_submission: Option<i64>,
+}
+
 /// A patch to build, with its commit and the series' base resolved outside
 /// any transaction (resolving may store the commits).
 pub struct Target {
-    index: u32,
+    index: i64,
+    bounds: Bounds,
     base: StoredCommit,
     head: StoredCommit,
 }
 
-async fn target(state: &AppState, l: &ListRow, s: &SeriesRow, part: &SeriesPart) -> Result<Target> {
+/// The middle patch between the bounds.
+async fn target(
+    state: &AppState,
+    l: &ListRow,
+    s: &SeriesRow,
+    parts: &[SeriesPart],
+    bounds: Bounds,
+) -> Result<Target> {
+    let index = bounds.good + (bounds.bad - bounds.good) / 2;
+    let part = parts
+        .iter()
+        .find(|p| i64::from(p.index) == index)
+        .ok_or_else(|| anyhow::anyhow!("series {} has no applied patch {index}", s.id))?;
     let repo = repos::repo_by_id(&state.db, l.repo_id).await?;
     let base_sha = s.base_sha.as_deref().unwrap_or_default();
     let base = repos::resolve_commit(state, &repo, base_sha).await?;
     let head_sha = part.commit.as_deref().unwrap_or_default();
     let head = repos::resolve_commit(state, &repo, head_sha).await?;
     Ok(Target {
-        index: part.index,
+        index,
+        bounds,
         base,
         head,
     })
 }
 
-/// The tip did not build: the first patch to build, or `None` for a
-/// one-patch series (nothing to look for).
+/// The tip did not build: the first patch to build (the middle one), or
+/// `None` for a one-patch series (nothing to look for).
 pub async fn first(state: &AppState, l: &ListRow, s: &SeriesRow) -> Result<Option<Target>> {
     let parts = patches(state, s).await?;
-    if parts.len() < 2 {
+    let Some(last) = parts.last().filter(|_| parts.len() >= 2) else {
         return Ok(None);
-    }
-    Ok(Some(target(state, l, s, &parts[0]).await?))
+    };
+    let bounds = Bounds {
+        good: 0,
+        bad: i64::from(last.index),
+        bad_submission: s.submission_id,
+    };
+    Ok(Some(target(state, l, s, &parts, bounds).await?))
 }
 
 /// Queues base against the target patch and records it as the series' probe.
@@ -81,58 +117,72 @@ pub async fn probe(
 ) -> Result<()> {
     let pair = (&t.base, &t.head);
     let id = super::series::queue(state, tx, l, pair, Purpose::BuildProbe).await?;
-    let index = i64::from(t.index);
+    let (index, b) = (t.index, t.bounds);
     sqlx::query(
-        "INSERT INTO series_build_probes (series_id, part_index, submission_id) \
-         VALUES ($1, $2, $3) \
-         ON CONFLICT (series_id) DO UPDATE SET part_index = $4, submission_id = $5",
+        "INSERT INTO series_build_probes (series_id, part_index, submission_id, good_index, \
+             bad_index, bad_submission_id) VALUES ($1, $2, $3, $4, $5, $6) \
+         ON CONFLICT (series_id) DO UPDATE SET part_index = $7, submission_id = $8, \
+             good_index = $9, bad_index = $10, bad_submission_id = $11",
     )
     .bind(s.id)
     .bind(index)
     .bind(id)
+    .bind(b.good)
+    .bind(b.bad)
+    .bind(b.bad_submission)
     .bind(index)
     .bind(id)
+    .bind(b.good)
+    .bind(b.bad)
+    .bind(b.bad_submission)
     .execute(&mut **tx)
     .await?;
     let detail = format!(
-        "series {}: the tip does not build; building patch {index} (submission {id})",
-        s.id
+        "series {}: the tip does not build; patches up to {} build, {} does not; \
+         building patch {index} (submission {id})",
+        s.id, b.good, b.bad
     );
     store::event(tx, l.id, "build_probe", &detail).await?;
     state.wake_lessees();
     Ok(())
 }
 
-/// Moves a probe on once its pair has settled: the next patch, or the
-/// answer in the thread of the patch that breaks the build.
+/// Moves a probe on once its pair has settled: the next patch to build,
+/// or the answer in the thread of the patch that breaks the build.
 pub async fn step(state: &AppState, l: &ListRow, s: &SeriesRow, p: Probe) -> Result<()> {
     let outcome = answers::pair_outcome(&state.db, p.submission_id).await?;
     if outcome.state == SubmissionState::Active {
         return Ok(());
     }
     let parts = patches(state, s).await?;
-    let at = parts
-        .iter()
-        .position(|part| i64::from(part.index) == p.part_index);
-    let (culprit, log) = match (outcome.build_log, at) {
-        (Some(log), Some(i)) => (&parts[i], log),
-        (None, Some(i)) if i + 2 < parts.len() => {
-            let next = target(state, l, s, &parts[i + 1]).await?;
-            let mut tx = state.db.begin().await?;
-            probe(state, &mut tx, l, s, &next).await?;
-            tx.commit().await?;
-            return Ok(());
-        }
-        // Every patch before the last builds: the last breaks it (the tip's log).
-        _ => {
-            let tip = s.submission_id.unwrap_or_default();
-            let log = answers::pair_outcome(&state.db, tip).await?.build_log;
-            let last = parts
-                .last()
-                .ok_or_else(|| anyhow::anyhow!("series {} has no patches", s.id))?;
-            (last, log.unwrap_or_default())
-        }
+    let bounds = match outcome.build_log {
+        Some(_) => Bounds {
+            good: p.good_index,
+            bad: p.part_index,
+            bad_submission: Some(p.submission_id),
+        },
+        None => Bounds {
+            good: p.part_index,
+            bad: p.bad_index,
+            bad_submission: p.bad_submission_id,
+        },
     };
+    if bounds.bad - bounds.good > 1 {
+        let next = target(state, l, s, &parts, bounds).await?;
+        let mut tx = state.db.begin().await?;
+        probe(state, &mut tx, l, s, &next).await?;
+        tx.commit().await?;
+        return Ok(());
+    }
+    let culprit = parts
+        .iter()
+        .find(|part| i64::from(part.index) == bounds.bad)
+        .ok_or_else(|| anyhow::anyhow!("series {} has no patch {}", s.id, bounds.bad))?;
+    let log = match bounds.bad_submission {
+        Some(id) => answers::pair_outcome(&state.db, id).await?.build_log,
+        None => None,
+    }
+    .unwrap_or_default();
     let place = answers::message_place(state, l, &culprit.message_id).await?;
     let detail = format!(
         "patch {} of {} does not build ({}):\n{log}",

@@ -7,6 +7,8 @@
 //! `git mailinfo` would: inline after the commit message, or in the first
 //! attachment that is a patch.
 
+use std::collections::HashSet;
+
 use mail_parser::{
     Address, HeaderName, HeaderValue, Message, MessageParser, MimeHeaders, PartType,
 };
@@ -19,6 +21,11 @@ pub const MAX_MESSAGE_BYTES: usize = 8 << 20;
 
 /// A message id longer than this is not one (a header line is at most 998).
 const MAX_ID_LEN: usize = 998;
+
+/// Most thread ids kept of a message's `References` (the first and the last
+/// 63): real threads are far shallower, and each id costs every pass that
+/// assembles series.
+pub const MAX_REFERENCES: usize = 64;
 
 /// One name and address of a From, To or Cc header.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -149,16 +156,25 @@ pub fn clean_id(text: &str) -> Option<String> {
 }
 
 /// `References` oldest first, then `In-Reply-To` if missing, deduplicated,
-/// without the message itself.
+/// without the message itself. A header of thousands of ids is cut to
+/// [`MAX_REFERENCES`] before deduplication: the thread's root and its
+/// nearest ids are what threading uses.
 fn references(message: &Message<'_>, own: &str, in_reply_to: Option<&str>) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    let listed = ids_of(message.references());
-    for id in listed.into_iter().chain(in_reply_to.map(str::to_owned)) {
-        if id != own && !out.contains(&id) {
-            out.push(id);
-        }
+    let mut listed = ids_of(message.references());
+    listed.extend(in_reply_to.map(str::to_owned));
+    let mut seen = HashSet::new();
+    capped(listed)
+        .into_iter()
+        .filter(|id| id != own && seen.insert(id.clone()))
+        .collect()
+}
+
+/// The first and the last `MAX_REFERENCES - 1` of `ids`.
+pub fn capped<T>(mut ids: Vec<T>) -> Vec<T> {
+    if ids.len() > MAX_REFERENCES {
+        ids.drain(1..ids.len() - (MAX_REFERENCES - 1));
     }
-    out
+    ids
 }
 
 fn unfold(text: &str) -> String {
@@ -273,8 +289,8 @@ pub enum Command {
     Retest,
     /// `#kbot invalid`: the report this answers is wrong.
     Invalid,
-    /// `#kbot dup: REPORT`: the report duplicates another (a URL or a
-    /// message id, as written).
+    /// `#kbot dup: REGRESSION`: the report's regressions duplicate another
+    /// (its number, or its report's Message-ID or archive link, as written).
     Dup(String),
     /// `#kbot fix: SUBJECT`: the commit that fixes the report.
     Fix(String),
@@ -421,6 +437,32 @@ prerequisite-patch-id: bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb\r
         let raw = "Message-ID: <c@x>\nIn-Reply-To: <b@x>\nReferences: <a@x> <c@x> <a@x>\n\n.\n";
         let m = parse(raw.as_bytes()).expect("parses");
         assert_eq!(m.references, ["a@x", "b@x"]);
+    }
+
+    /// A References header of 2 MiB (about 150,000 ids) parses in bounded
+    /// time and keeps the thread's root and its 63 nearest ids.
+    #[test]
+    fn a_huge_references_header_is_capped() {
+        let mut raw = String::from("Message-ID: <own@x>\nIn-Reply-To: <parent@x>\nReferences:");
+        let mut n = 0;
+        while raw.len() < 2 << 20 {
+            raw.push_str(&format!(" <r{n}@x>\n"));
+            n += 1;
+        }
+        raw.push_str("\nbody\n");
+        let started = std::time::Instant::now();
+        let m = parse(raw.as_bytes()).expect("parses");
+        let took = started.elapsed();
+        assert!(took < std::time::Duration::from_secs(2), "{took:?}");
+        assert!(
+            m.references.len() <= MAX_REFERENCES,
+            "{}",
+            m.references.len()
+        );
+        assert_eq!(m.references[0], "r0@x");
+        let nearest = format!("r{}@x", n - 1);
+        assert_eq!(m.references[MAX_REFERENCES - 2], nearest);
+        assert_eq!(m.references.last().map(String::as_str), Some("parent@x"));
     }
 
     #[test]

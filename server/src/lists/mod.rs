@@ -18,23 +18,28 @@
 //! are rerun and closed when the KPI is back ([`fixes`]).
 //!
 //! Who may do what, and that a From line can be forged, is in
-//! `docs/lists.md`.
+//! `docs/lists.md`. Refs of finished series and raw replies are pruned
+//! after a while ([`retention`]).
 
 pub mod answers;
 pub mod archive;
 pub mod assemble;
 pub mod commands;
+pub mod dkim;
 pub mod fixes;
 pub mod ingest;
 pub mod locate;
+pub mod maintainers;
 pub mod message;
 pub mod pages;
 pub mod prerequisites;
 pub mod recheck;
+pub mod retention;
 pub mod routes;
 pub mod series;
 mod store;
 pub mod subject;
+pub mod trust;
 
 use std::time::Duration;
 
@@ -44,6 +49,7 @@ use crate::repos;
 use crate::state::AppState;
 use crate::submissions;
 use crate::time::now_ms;
+use crate::web::without_credentials;
 use crate::worker::{self, Pace, Woken, Worker};
 use kbot_api::lists::{ListCreate, ListDetail, ListView, SeriesDetail, SeriesView};
 pub use store::{ListRow, SeriesState};
@@ -105,11 +111,29 @@ pub async fn create(state: &AppState, user: &UserAuth, req: ListCreate) -> Resul
             wait_secs: i64::from(wait),
             user_id: user.user_id,
             cursor: cursor.as_deref(),
+            accept_unsigned: req.accept_unsigned,
+            maintainers: &maintainers(&req.maintainers)?,
         },
     )
     .await?;
-    tracing::info!(list = id, name, archive = %req.archive, user = %user.user_name, "list added");
+    let archive = without_credentials(&req.archive);
+    tracing::info!(list = id, name, %archive, user = %user.user_name, "list added");
     Ok(store::get(&state.db, id).await?.view())
+}
+
+/// The list's maintainers as stored (one address a line); a value that is
+/// no address is refused.
+fn maintainers(given: &[String]) -> Result<String> {
+    let mut out = Vec::new();
+    for a in given.iter().map(|a| a.trim()).filter(|a| !a.is_empty()) {
+        if !crate::mail::compose::usable(a) {
+            return Err(Error::BadRequest(format!(
+                "maintainers: {a:?} is not a mail address"
+            )));
+        }
+        out.push(a.to_ascii_lowercase());
+    }
+    Ok(out.join("\n"))
 }
 
 /// A list name goes into refs and paths: letters, digits, `.`, `_`, `-`.

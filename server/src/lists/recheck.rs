@@ -44,16 +44,33 @@ const REPORTED_SELECT: &str = "SELECT g.id AS regression_id, g.metric, g.atomic_
      JOIN regressions g ON g.report_id = o.id \
      JOIN submissions s ON s.id = o.submission_id";
 
-/// The regression behind the kbot mail with this Message-ID, if it is a
-/// regression report.
-pub async fn by_message_id(db: &Db, message_id: &str) -> Result<Option<Reported>> {
-    Ok(sqlx::query_as::<_, Reported>(&format!(
-        "{REPORTED_SELECT} WHERE o.message_id = $1 AND o.kind = 'regression' \
-         AND o.atomic_job_id IS NOT NULL ORDER BY g.id LIMIT 1"
-    ))
-    .bind(message_id)
-    .fetch_optional(db.read())
-    .await?)
+/// Ids asked for in one query (under SQLite's and PostgreSQL's bind limits).
+const IDS_PER_QUERY: usize = 1000;
+
+/// The regression behind the nearest of `ids` (most preferred first) that
+/// is a kbot regression report: one `IN (...)` query per thousand ids,
+/// however many a mail's References carries.
+pub async fn by_message_ids(db: &Db, ids: &[String]) -> Result<Option<Reported>> {
+    for chunk in ids.chunks(IDS_PER_QUERY) {
+        let marks: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
+        let sql = format!(
+            "{REPORTED_SELECT} WHERE o.kind = 'regression' AND o.atomic_job_id IS NOT NULL \
+             AND o.message_id IN ({}) ORDER BY g.id",
+            marks.join(", ")
+        );
+        let mut q = sqlx::query_as::<_, Reported>(&sql);
+        for id in chunk {
+            q = q.bind(id);
+        }
+        let found = q.fetch_all(db.read()).await?;
+        let nearest = chunk
+            .iter()
+            .find_map(|id| found.iter().find(|r| &r.report_message_id == id));
+        if let Some(r) = nearest {
+            return Ok(Some(r.clone()));
+        }
+    }
+    Ok(None)
 }
 
 /// Regressions still open whose report went out: what a fix can close.
@@ -94,12 +111,27 @@ impl Reported {
         )
     }
 
-    /// Whether `address` was a recipient of the report (the written policy
-    /// of who may command kbot about it).
+    /// Whether `address` was a recipient of the report (an answer in its
+    /// thread goes to no one else).
     pub fn was_sent_to(&self, address: &str) -> bool {
         self.report_recipients
             .lines()
             .any(|r| r.trim().eq_ignore_ascii_case(address.trim()))
+    }
+
+    /// The report's To: the author of the reported change.
+    pub fn author(&self) -> &str {
+        self.report_recipients
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .unwrap_or_default()
+    }
+
+    /// Whether a test of this regression is still worth machine time: not
+    /// once it is fixed, invalid or a duplicate.
+    pub fn is_closed(&self) -> bool {
+        matches!(self.state.as_str(), "fixed" | "invalid" | "duplicate")
     }
 
     pub async fn repo(&self, db: &Db) -> Result<RepoRow> {

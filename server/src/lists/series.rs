@@ -35,7 +35,14 @@ pub async fn progress(state: &AppState, l: &ListRow) -> Result<()> {
             continue;
         }
         supersede_older(state, l, &s, &draft).await?;
-        if draft.complete() {
+        let max_parts = state.config.lists.max_parts;
+        if draft.total > max_parts {
+            let why = format!(
+                "it has {} patches, and kbot tests series of at most {max_parts}",
+                draft.total
+            );
+            refuse(state, (l, &s), SeriesState::TooLarge, &why, Notice::Series).await?;
+        } else if draft.complete() {
             apply_and_submit(state, l, &s, &draft, &rows).await?;
         } else if now - s.last_part_at > l.wait_secs * 1000 {
             let missing: Vec<String> = draft.missing().iter().map(u32::to_string).collect();
@@ -288,6 +295,9 @@ async fn apply_and_submit(
     draft: &SeriesDraft,
     rows: &[store::MessageMetaRow],
 ) -> Result<()> {
+    if let Some(why) = oversized_patch(state, l, draft).await? {
+        return refuse(state, (l, s), SeriesState::TooLarge, &why, Notice::Series).await;
+    }
     let repo = repos::repo_by_id(&state.db, l.repo_id).await?;
     let base = choose_base(state, l, &repo, draft, rows).await?;
     let ids: Vec<&String> = draft.cover.iter().chain(draft.patches.values()).collect();
@@ -307,7 +317,6 @@ async fn apply_and_submit(
         Err(why) => return cannot_apply(state, l, s, &repo, &base, &why).await,
     };
     let ref_name = format!("refs/kbot/series/{}/{}", l.name, s.id);
-    mirror.set_ref(&ref_name, &tip).await?;
     let commits = mirror.rev_list(&base.sha, &tip, true).await?;
     let mut parts = Vec::new();
     for (index, sha) in (1i64..).zip(&commits) {
@@ -317,6 +326,22 @@ async fn apply_and_submit(
             mirror.patch_id(sha).await.ok().flatten(),
         ));
     }
+    let applied = store::Applied {
+        base_sha: &base.sha,
+        base_how: &base.how,
+        ref_name: &ref_name,
+        tip_sha: &tip,
+        commits: &parts,
+    };
+    if let Some(tested) = tested_before(state, l, s, &applied).await? {
+        mirror.set_ref(&ref_name, &tip).await?;
+        return duplicate(state, l, s, &applied, &tested).await;
+    }
+    // A refused series leaves no ref behind.
+    if let Some((why, notice)) = over_quota(state, l, s).await? {
+        return refuse(state, (l, s), SeriesState::OverQuota, &why, notice).await;
+    }
+    mirror.set_ref(&ref_name, &tip).await?;
     let base_commit = repos::resolve_commit(state, &repo, &base.sha).await?;
     let tip_commit = repos::resolve_commit(state, &repo, &tip).await?;
     let mut tx = state.db.begin().await?;
@@ -331,18 +356,7 @@ async fn apply_and_submit(
     {
         return Ok(());
     }
-    store::applied(
-        &mut tx,
-        s.id,
-        &store::Applied {
-            base_sha: &base.sha,
-            base_how: &base.how,
-            ref_name: &ref_name,
-            tip_sha: &tip,
-            commits: &parts,
-        },
-    )
-    .await?;
+    store::applied(&mut tx, s.id, &applied).await?;
     let pair = (&base_commit, &tip_commit);
     let submission = queue(state, &mut tx, l, pair, Purpose::Series).await?;
     store::set_submission(&mut tx, s.id, submission).await?;
@@ -354,6 +368,146 @@ async fn apply_and_submit(
     tx.commit().await?;
     state.wake_lessees();
     tracing::info!(list = l.id, series = s.id, %tip, submission, "series applied and queued");
+    Ok(())
+}
+
+/// Why the series is not applied when one of its patch mails is larger than
+/// the server applies (`KBOT_LIST_MAX_PATCH_BYTES`).
+async fn oversized_patch(
+    state: &AppState,
+    l: &ListRow,
+    draft: &SeriesDraft,
+) -> Result<Option<String>> {
+    let max = state.config.lists.max_patch_bytes;
+    for (index, message_id) in &draft.patches {
+        let size = store::message_size(&state.db, l.id, message_id).await?;
+        if u64::try_from(size).unwrap_or(u64::MAX) > max {
+            return Ok(Some(format!(
+                "patch {index} is a mail of {size} bytes, and kbot applies patch mails of at \
+                 most {max} bytes"
+            )));
+        }
+    }
+    Ok(None)
+}
+
+/// The series of the list already queued with the same patches (patch-ids,
+/// in order) on the same base: posting a patch again under a new
+/// Message-ID does not test it again.
+async fn tested_before(
+    state: &AppState,
+    l: &ListRow,
+    s: &SeriesRow,
+    applied: &store::Applied<'_>,
+) -> Result<Option<SeriesRow>> {
+    let ids: Option<Vec<String>> = applied.commits.iter().map(|c| c.2.clone()).collect();
+    match ids {
+        Some(ids) => store::tested_same(&state.db, l.id, applied.base_sha, &ids, s.id).await,
+        None => Ok(None),
+    }
+}
+
+/// Ends the series `duplicate` of `tested`, applied but not tested again.
+async fn duplicate(
+    state: &AppState,
+    l: &ListRow,
+    s: &SeriesRow,
+    applied: &store::Applied<'_>,
+    tested: &SeriesRow,
+) -> Result<()> {
+    let detail = format!(
+        "the same patches on the same base ({}) as series {} ({}); not tested again",
+        applied.base_sha,
+        tested.id,
+        tested.state.as_str()
+    );
+    let mut tx = state.db.begin().await?;
+    if store::duplicate(&mut tx, s.id, tested.id, &detail).await? {
+        store::applied(&mut tx, s.id, applied).await?;
+        let what = format!("series {}: {detail}", s.id);
+        store::event(&mut tx, l.id, SeriesState::Duplicate.as_str(), &what).await?;
+        tx.commit().await?;
+    }
+    Ok(())
+}
+
+const DAY_MS: i64 = 24 * 3600 * 1000;
+
+/// Why the series is not tested when its sender's, or its list's, pairs of
+/// the last 24 hours reached the daily quota, and who hears of it.
+async fn over_quota(
+    state: &AppState,
+    l: &ListRow,
+    s: &SeriesRow,
+) -> Result<Option<(String, Notice)>> {
+    let limits = &state.config.lists;
+    let since = now_ms() - DAY_MS;
+    let sender = &s.author_address;
+    let by_sender = store::pairs_since(&state.db, l.id, Some(sender), since).await?;
+    if by_sender >= i64::from(limits.sender_daily_pairs) {
+        let why = format!(
+            "{sender} had {by_sender} series tested on {} in the last 24 hours, the most kbot \
+             tests for one sender in a day; kindly post it again after that",
+            l.name
+        );
+        return Ok(Some((why, Notice::SenderToday)));
+    }
+    let on_list = store::pairs_since(&state.db, l.id, None, since).await?;
+    if on_list >= i64::from(limits.list_daily_pairs) {
+        let why = format!(
+            "{} had {on_list} series tested in the last 24 hours, the most kbot tests on it in \
+             a day",
+            l.name
+        );
+        return Ok(Some((why, Notice::Nobody)));
+    }
+    Ok(None)
+}
+
+/// Who hears that a series is not tested.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Notice {
+    /// No one (the list's own quota: the sender did nothing wrong).
+    Nobody,
+    /// The series' sender, in its thread.
+    Series,
+    /// The series' sender, once a day per list (a flood gets one answer).
+    SenderToday,
+}
+
+/// Ends a `waiting` series untested in `to`, with an event on the list and
+/// the answer `notice` asks for.
+async fn refuse(
+    state: &AppState,
+    (l, s): (&ListRow, &SeriesRow),
+    to: SeriesState,
+    why: &str,
+    notice: Notice,
+) -> Result<()> {
+    let mut tx = state.db.begin().await?;
+    if !store::set_state(&mut tx, s.id, SeriesState::Waiting, to, Some(why)).await? {
+        return Ok(());
+    }
+    let answer = match notice {
+        Notice::Nobody => false,
+        Notice::Series => true,
+        Notice::SenderToday => {
+            let day = now_ms() / DAY_MS;
+            store::quota_noticed(&mut tx, l.id, &s.author_address, day).await?
+        }
+    };
+    if answer {
+        answers::not_tested(state, &mut tx, (l, s), to.as_str(), why).await?;
+    }
+    let what = format!("series {}: {why}", s.id);
+    store::event(&mut tx, l.id, to.as_str(), &what).await?;
+    tx.commit().await?;
+    tracing::info!(
+        list = l.id,
+        series = s.id,
+        state = to.as_str(),
+        "series not tested"
+    );
     Ok(())
 }
 
@@ -412,7 +566,8 @@ pub(super) async fn queue(
             skipped: &skipped,
             base,
             head,
-            priority: 0,
+            // Below users' and watches' pairs: anyone can post to a list.
+            priority: i64::from(state.config.lists.priority),
             max_runs,
             kind,
             bisect,
@@ -493,9 +648,10 @@ pub(super) fn mboxrd(messages: &[String]) -> Result<Vec<u8>> {
 /// `--- a/X` / `+++ b/Y` lines (a plain `diff -u` has only those).
 pub(super) fn touched_paths(text: &str) -> Vec<String> {
     let mut paths: Vec<String> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     let mut add = |p: &str| {
         let p = p.split('\t').next().unwrap_or(p).trim();
-        if !p.is_empty() && !paths.iter().any(|q| q == p) {
+        if !p.is_empty() && seen.insert(p.to_owned()) {
             paths.push(p.to_owned());
         }
     };

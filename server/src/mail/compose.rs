@@ -16,6 +16,7 @@ use crate::db::Tx;
 use crate::error::Result;
 use crate::repos::StoredCommit;
 use crate::time::now_ms;
+use crate::web::without_credentials;
 
 /// The KPI a report is about: among the KPIs that may act on the job
 /// ([`kbot_core::stats::Comparison::acting`]), the first kbot calls
@@ -148,6 +149,7 @@ async fn enqueue(tx: &mut Tx, config: &MailConfig, blame: &Blame<'_>) -> Result<
         send_after: facts.addressing.date_ms.saturating_add(gather),
         culprit: blame.culprit.clone(),
         facts: Some(serde_json::to_string(&facts).map_err(anyhow::Error::from)?),
+        thread: None,
     };
     let id = outbox::insert(tx, &row).await?;
     if id.is_some() {
@@ -227,7 +229,9 @@ async fn load_context(tx: &mut Tx, submission_id: i64, atomic_job_id: i64) -> Re
     };
     Ok(Context {
         repo_name,
-        repo_url,
+        // The report goes to lists and people: never a private tree's
+        // credentials (the facts rendered again later carry the same).
+        repo_url: without_credentials(&repo_url),
         branch,
         submission_created_at,
         machine,
@@ -308,7 +312,7 @@ fn report_data(pc: &PairComparison, kpi: &MetricComparison, ctx: &Context) -> Re
 }
 
 /// "In addition to that": the job's other KPIs the same pair changed, of
-/// those that may act (beside a `different` primary KPI).
+/// those the job acts on ([`kbot_core::stats::Comparison::acting`]).
 fn other_impacts(
     pc: &PairComparison,
     kpi: &MetricComparison,
@@ -378,7 +382,7 @@ fn addressing(
 }
 
 /// An address SMTP can carry: one `@` inside, no spaces, brackets or line breaks.
-pub(super) fn usable(address: &str) -> bool {
+pub(crate) fn usable(address: &str) -> bool {
     address.matches('@').count() == 1
         && !address.starts_with('@')
         && !address.ends_with('@')

@@ -8,6 +8,7 @@ use axum::response::{IntoResponse, Response};
 
 use crate::error::Error;
 use crate::state::AppState;
+use crate::web::without_credentials;
 
 /// What a report's materials are made of.
 #[derive(sqlx::FromRow)]
@@ -66,7 +67,7 @@ pub async fn materials(
          == Raw results (per run: metrics, kernel release, tuning; raw output and console as artifacts)\n\
          {public}/api/v1/submissions/{submission_id}/results\n{public}/submissions/{submission_id}\n",
         repo = row.name,
-        url = row.url,
+        url = without_credentials(&row.url),
         base = row.base_sha,
         head = row.head_sha,
         job_file = row.job_file.trim_end(),

@@ -13,6 +13,7 @@
 
 use kbot_api::reports::{Attempt, StoredReport};
 
+use crate::access::Reader;
 use crate::db::{text_enum, Db, Tx};
 use crate::error::Result;
 
@@ -27,6 +28,71 @@ text_enum! {
         Failed = "failed",
         Uncertain = "uncertain",
     }
+}
+
+/// Whether anyone may read a report in `state` (its Message-ID, its text
+/// without recipients): it has left, or may have (`uncertain`), or it is
+/// never mailed (`mail_off`: the dashboard is its only copy). A report
+/// still waiting to leave is the signed-in users' alone, so nobody answers
+/// it before its recipients have it.
+pub fn public(state: &str) -> bool {
+    matches!(
+        OutboxState::parse(state),
+        Some(
+            OutboxState::Sent | OutboxState::Handed | OutboxState::Uncertain | OutboxState::MailOff
+        )
+    )
+}
+
+/// Whether `reader` sees every report whole: its recipients, the relay's
+/// words, and reports that are not [`public`] yet. Only people do (a
+/// session or a user token); an agent reads what anyone may.
+pub fn sees_all(reader: Reader) -> bool {
+    reader == Reader::User
+}
+
+/// Whether `reader` may see the Message-ID and text of a report in
+/// `state`. Every page and API answer that names a report asks this: a
+/// Message-ID shown early lets a stranger answer the report with a
+/// command before its recipients have it.
+pub fn readable(reader: Reader, state: &str) -> bool {
+    sees_all(reader) || public(state)
+}
+
+/// A report's stored text as `reader` may read it: whole for a signed-in
+/// reader, without its To and Cc for anyone once it is [`public`], and
+/// nothing before.
+pub fn message_for(reader: Reader, state: &str, message: &str) -> Option<String> {
+    if sees_all(reader) {
+        Some(message.to_owned())
+    } else if public(state) {
+        Some(without_recipients(message))
+    } else {
+        None
+    }
+}
+
+/// A mail's text without its To and Cc headers (with their continuation
+/// lines); the body is left as it is.
+pub fn without_recipients(message: &str) -> String {
+    let (head, body) = match message.find("\n\n") {
+        Some(at) => message.split_at(at),
+        None => (message, ""),
+    };
+    let mut out = String::with_capacity(message.len());
+    let mut skipping = false;
+    for line in head.split_inclusive('\n') {
+        let continued = line.starts_with([' ', '\t']);
+        if !continued {
+            let name = line.split(':').next().unwrap_or_default().trim();
+            skipping = name.eq_ignore_ascii_case("to") || name.eq_ignore_ascii_case("cc");
+        }
+        if !skipping {
+            out.push_str(line);
+        }
+    }
+    out.push_str(body);
+    out
 }
 
 /// A report to queue.
@@ -55,6 +121,9 @@ pub struct NewReport {
     pub culprit: Option<String>,
     /// What the report was rendered from, as JSON, to render it again.
     pub facts: Option<String>,
+    /// The list thread it goes to (its first Reference), for the sender's
+    /// per-thread cap; `None` for a report that starts no thread.
+    pub thread: Option<String>,
 }
 
 /// A row claimed for one delivery attempt.
@@ -101,8 +170,8 @@ pub async fn insert(tx: &mut Tx, r: &NewReport) -> Result<Option<i64>> {
     let id = sqlx::query_scalar(
         "INSERT INTO report_outbox (message_id, submission_id, atomic_job_id, kind, subject, \
          envelope_from, recipients, message, next_attempt_at, created_at, bisection_id, state, \
-         culprit, facts) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
+         culprit, facts, thread) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
          ON CONFLICT DO NOTHING RETURNING id",
     )
     .bind(&r.message_id)
@@ -119,30 +188,61 @@ pub async fn insert(tx: &mut Tx, r: &NewReport) -> Result<Option<i64>> {
     .bind(r.state)
     .bind(&r.culprit)
     .bind(&r.facts)
+    .bind(&r.thread)
     .fetch_optional(&mut **tx)
     .await?;
     Ok(id)
 }
 
-/// Claims the most overdue report that is pending, or whose claim expired.
-pub async fn claim(db: &Db, sender: &str, now: i64, claim_ttl_ms: i64) -> Result<Option<Claimed>> {
+/// How many mails may go to the relay per hour, in all and per thread.
+#[derive(Debug, Clone, Copy)]
+pub struct SendLimits {
+    pub per_hour: u32,
+    pub per_thread_hour: u32,
+}
+
+/// Attempts that may have reached someone (sent, or uncertain).
+const DELIVERED: &str = "a.outcome IN ('sent', 'uncertain')";
+
+/// Claims the most overdue report that is pending, or whose claim expired,
+/// while the last hour's deliveries are under `limits` (in all, and in the
+/// report's thread); a report over a limit stays as it is, for later.
+pub async fn claim(
+    db: &Db,
+    sender: &str,
+    now: i64,
+    claim_ttl_ms: i64,
+    limits: SendLimits,
+) -> Result<Option<Claimed>> {
     let sql = format!(
         "UPDATE report_outbox SET state = 'sending', claimed_by = $1, claim_expires_at = $2, \
          attempts = attempts + 1 \
          WHERE id = (SELECT id FROM report_outbox \
-                     WHERE (state = 'pending' AND next_attempt_at <= $3) \
-                        OR (state = 'sending' AND claim_expires_at <= $4) \
+                     WHERE ((state = 'pending' AND next_attempt_at <= $3) \
+                        OR (state = 'sending' AND claim_expires_at <= $4)) \
+                       AND (SELECT COUNT(*) FROM report_attempts a \
+                            WHERE a.started_at > $6 AND {DELIVERED}) < $7 \
+                       AND (report_outbox.thread IS NULL OR \
+                            (SELECT COUNT(*) FROM report_attempts a \
+                             JOIN report_outbox t ON t.id = a.outbox_id \
+                             WHERE t.thread = report_outbox.thread AND a.started_at > $8 \
+                               AND {DELIVERED}) < $9) \
                      ORDER BY next_attempt_at, id LIMIT 1{}) \
            AND (state = 'pending' OR (state = 'sending' AND claim_expires_at <= $5)) \
          RETURNING id, message_id, envelope_from, recipients, message, attempts",
         db.skip_locked("report_outbox")
     );
+    let hour_ago = now - 3600 * 1000;
     Ok(sqlx::query_as::<_, Claimed>(&sql)
         .bind(sender)
         .bind(now + claim_ttl_ms)
         .bind(now)
         .bind(now)
         .bind(now)
+        .bind(hour_ago)
+        .bind(i64::from(limits.per_hour))
+        .bind(hour_ago)
+        .bind(i64::from(limits.per_thread_hour))
         .fetch_optional(db.write())
         .await?)
 }

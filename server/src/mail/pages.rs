@@ -1,5 +1,12 @@
 //! Reports on the dashboard and the API: the list, one report's text with its
 //! delivery attempts, and the mbox download.
+//!
+//! What a reader who is not signed in (no session, no user token) sees is
+//! less: no recipient anywhere (the list's column, the report's `To:` line
+//! and the To/Cc headers of its text are left out), and a report that has
+//! not left yet (not `sent`, `handed` or `uncertain`) shows neither its
+//! Message-ID nor its text: an outsider could otherwise answer a report before its recipients
+//! see it, or collect their addresses.
 
 use askama::Template;
 use axum::extract::{Path, State};
@@ -7,9 +14,9 @@ use axum::http::header;
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::Json;
 
-use super::outbox;
+use super::outbox::{self, sees_all};
 use crate::access::csrf::NoFields;
-use crate::access::CsrfForm;
+use crate::access::{CsrfForm, Reader};
 use crate::auth::UserAuth;
 use crate::error::{Error, HtmlError};
 use crate::state::AppState;
@@ -25,6 +32,8 @@ const LIST_LIMIT: i64 = 200;
 #[template(path = "reports/list.html")]
 struct ListPage {
     reports: Vec<ReportRow>,
+    /// Whether the recipients column is shown.
+    signed_in: bool,
 }
 
 #[derive(Template)]
@@ -39,6 +48,7 @@ struct ShowPage {
 }
 
 struct ReportRow {
+    /// Empty when the reader may not see it (then the row has no link).
     message_id: String,
     subject: String,
     kind: String,
@@ -99,23 +109,83 @@ async fn find(state: &AppState, key: &str) -> Result<StoredReport, Error> {
     })
 }
 
+/// `r` as a reader who is not signed in sees it: no recipients, no To or
+/// Cc header, and nothing that names a report that is not public.
+fn for_anonymous(mut r: StoredReport) -> StoredReport {
+    r.recipients.clear();
+    // The relay's words may name a recipient ("550 <x@y>: no such user").
+    r.last_error = None;
+    match outbox::message_for(Reader::Anonymous, &r.state, &r.message) {
+        Some(message) => r.message = message,
+        None => {
+            r.message_id.clear();
+            r.message.clear();
+        }
+    }
+    r
+}
+
+/// A report's delivery attempts as `reader` may see them: the relay's
+/// words only signed in.
+async fn attempts_for(state: &AppState, id: i64, reader: Reader) -> Result<Vec<Attempt>, Error> {
+    let mut attempts = outbox::attempts(&state.db, id).await?;
+    if !sees_all(reader) {
+        for a in &mut attempts {
+            a.detail.clear();
+        }
+    }
+    Ok(attempts)
+}
+
+/// The report `key` as `reader` may see it: a report that is not public is
+/// not found for a reader who is not signed in.
+async fn find_for(state: &AppState, key: &str, reader: Reader) -> Result<StoredReport, Error> {
+    let r = find(state, key).await?;
+    if sees_all(reader) {
+        return Ok(r);
+    }
+    if !outbox::public(&r.state) {
+        return Err(Error::NotFound {
+            what: "report",
+            key: key.trim_matches(['<', '>']).to_owned(),
+        });
+    }
+    Ok(for_anonymous(r))
+}
+
 /// `GET /reports`
-pub async fn list_page(State(state): State<AppState>) -> Result<Html<String>, HtmlError> {
-    let reports = outbox::list(&state.db, LIST_LIMIT)
-        .await
-        .map_err(HtmlError)?;
+pub async fn list_page(
+    State(state): State<AppState>,
+    reader: Reader,
+) -> Result<Html<String>, HtmlError> {
+    let reports = list_for(&state, reader).await.map_err(HtmlError)?;
     render(&ListPage {
         reports: reports.iter().map(ReportRow::from).collect(),
+        signed_in: sees_all(reader),
     })
+}
+
+/// The newest reports as `reader` may see them.
+async fn list_for(state: &AppState, reader: Reader) -> Result<Vec<StoredReport>, Error> {
+    let reports = outbox::list(&state.db, LIST_LIMIT).await?;
+    if sees_all(reader) {
+        return Ok(reports);
+    }
+    Ok(reports.into_iter().map(for_anonymous).collect())
 }
 
 /// `GET /reports/{message_id}`
 pub async fn show_page(
     State(state): State<AppState>,
+    reader: Reader,
     Path(message_id): Path<String>,
 ) -> Result<Html<String>, HtmlError> {
-    let r = find(&state, &message_id).await.map_err(HtmlError)?;
-    let attempts = outbox::attempts(&state.db, r.id).await.map_err(HtmlError)?;
+    let r = find_for(&state, &message_id, reader)
+        .await
+        .map_err(HtmlError)?;
+    let attempts = attempts_for(&state, r.id, reader)
+        .await
+        .map_err(HtmlError)?;
     render(&ShowPage {
         resendable: state.config.mail.enabled && outbox::is_resendable(&r.state),
         r: ReportRow::from(&r),
@@ -127,9 +197,10 @@ pub async fn show_page(
 /// `GET /reports/{message_id}/mbox`: the stored message as a one-entry mbox.
 pub async fn mbox(
     State(state): State<AppState>,
+    reader: Reader,
     Path(message_id): Path<String>,
 ) -> Result<Response, Error> {
-    let r = find(&state, &message_id).await?;
+    let r = find_for(&state, &message_id, reader).await?;
     let from = state.config.mail.report.robot_address.clone();
     let body = kbot_core::report::mbox::mbox_entry(&r.message, &from, r.created_at)?;
     let disposition = format!("attachment; filename=\"{}.mbox\"", file_name(&r.message_id));
@@ -154,8 +225,11 @@ pub async fn mbox(
         crate::error::ListErrors,
     ),
 )]
-pub async fn list_json(State(state): State<AppState>) -> Result<Json<Vec<StoredReport>>, Error> {
-    Ok(Json(outbox::list(&state.db, LIST_LIMIT).await?))
+pub async fn list_json(
+    State(state): State<AppState>,
+    reader: Reader,
+) -> Result<Json<Vec<StoredReport>>, Error> {
+    Ok(Json(list_for(&state, reader).await?))
 }
 
 /// `GET /api/v1/reports/{id or message_id}`: the report (with its full
@@ -174,10 +248,11 @@ pub async fn list_json(State(state): State<AppState>) -> Result<Json<Vec<StoredR
 )]
 pub async fn show_json(
     State(state): State<AppState>,
+    reader: Reader,
     Path(key): Path<String>,
 ) -> Result<Json<ReportDetail>, Error> {
-    let report = find(&state, &key).await?;
-    let delivery = outbox::attempts(&state.db, report.id).await?;
+    let report = find_for(&state, &key, reader).await?;
+    let delivery = attempts_for(&state, report.id, reader).await?;
     Ok(Json(ReportDetail { report, delivery }))
 }
 
@@ -202,7 +277,7 @@ pub async fn resend_json(
     Path(key): Path<String>,
 ) -> Result<Json<ReportDetail>, Error> {
     let report = resend(&state, &key, &user.user_name).await?;
-    show_json(State(state), Path(report.id.to_string())).await
+    show_json(State(state), Reader::User, Path(report.id.to_string())).await
 }
 
 /// `POST /reports/{message_id}/resend`: the report page's button, for a

@@ -78,7 +78,11 @@ impl Sender {
             );
         }
         let ttl = duration_ms(self.config.claim_ttl);
-        let Some(claimed) = outbox::claim(&self.db, &self.name, now, ttl).await? else {
+        let limits = outbox::SendLimits {
+            per_hour: self.config.max_per_hour,
+            per_thread_hour: self.config.max_per_thread_hour,
+        };
+        let Some(claimed) = outbox::claim(&self.db, &self.name, now, ttl, limits).await? else {
             return Ok(false);
         };
         let started = now_ms();

@@ -15,6 +15,7 @@ use crate::config::mail::MailConfig;
 use crate::db::Tx;
 use crate::error::Result;
 use crate::time::now_ms;
+use crate::web::without_credentials;
 
 /// Where in a list thread a mail goes, and to whom.
 #[derive(Debug, Clone)]
@@ -30,6 +31,15 @@ pub struct ThreadPlace {
 }
 
 impl ThreadPlace {
+    /// The thread's first mail (its root as the parent knows it): the key
+    /// of the sender's per-thread cap.
+    pub fn thread(&self) -> &str {
+        self.parent_references
+            .first()
+            .unwrap_or(&self.parent)
+            .as_str()
+    }
+
     /// The addressing of a reply to the parent, from the robot.
     pub fn addressing(&self, config: &MailConfig, date_ms: i64) -> mbox::Addressing {
         let mut references = self.parent_references.clone();
@@ -47,6 +57,11 @@ impl ThreadPlace {
                 cc.push(m.clone());
             }
         }
+        // A posting's Cc is the poster's choice: kbot copies at most the
+        // configured number of people (the list comes first), never a
+        // stranger's whole address book.
+        let room = usize::try_from(config.max_recipients).unwrap_or(usize::MAX);
+        cc.truncate(room.saturating_sub(1));
         mbox::Addressing {
             from: mbox::Mailbox::new(config.report.robot_name.clone(), robot.clone()),
             to: Some(self.to.clone())
@@ -114,7 +129,7 @@ pub async fn patch_thread(
             ),
             base: format!(
                 "{} {} ({})",
-                r.repo_url,
+                without_credentials(&r.repo_url),
                 r.branch,
                 r.base_sha.as_deref().unwrap_or("unknown")
             ),
@@ -239,6 +254,7 @@ pub async fn enqueue_answer(
         send_after: now,
         culprit: None,
         facts: None,
+        thread: Some(answer.place.thread().to_owned()),
     };
     let id = outbox::insert(tx, &row).await?;
     if id.is_some() {

@@ -111,8 +111,8 @@ pub fn flamegraph(sides: &Sides, title: &str) -> Result<String> {
     };
     inferno::differential::from_readers(
         options,
-        sides.base.folded().as_bytes(),
-        sides.head.folded().as_bytes(),
+        xml_safe(&sides.base.folded()).as_bytes(),
+        xml_safe(&sides.head.folded()).as_bytes(),
         &mut diff,
     )?;
     let diff = String::from_utf8_lossy(&diff);
@@ -127,6 +127,24 @@ pub fn flamegraph(sides: &Sides, title: &str) -> Result<String> {
     let mut svg = Vec::new();
     inferno::flamegraph::from_lines(&mut options, diff.lines(), &mut svg)?;
     Ok(static_svg(&String::from_utf8_lossy(&svg)))
+}
+
+/// Folded stacks whose frame names hold only characters XML allows:
+/// quick-xml escapes markup but passes control characters through, and one
+/// would make the SVG unreadable. Each is replaced by U+FFFD; the line
+/// breaks between stacks stay.
+fn xml_safe(folded: &str) -> String {
+    folded
+        .chars()
+        .map(|c| {
+            let forbidden = (c.is_control() && c != '\n') || matches!(c, '\u{FFFE}' | '\u{FFFF}');
+            if forbidden {
+                char::REPLACEMENT_CHARACTER
+            } else {
+                c
+            }
+        })
+        .collect()
 }
 
 /// Pixels: the page scales it down to fit.

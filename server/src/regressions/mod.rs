@@ -9,13 +9,19 @@
 //! when the bisection finds the patch reported before) and every change,
 //! with who and when, are kept (migration 0010).
 
+use kbot_api::regressions::RegressionRow;
+
+use crate::access::Reader;
+use crate::mail::outbox;
+
 pub mod pages;
 pub mod routes;
 mod store;
 
 pub use store::{
-    change_in, get, history, link_report, list, mark_by_robot, record, set_state, Filter,
-    HistoryRow, NewRegression, TriageState,
+    change_in, duplicate_refusal, find_target, get, history, link_report, list, lock_duplicates,
+    mark_by_robot, mark_duplicate, record, set_state, Filter, HistoryRow, NewRegression,
+    TriageState,
 };
 
 /// The triage states: stored value and what the dashboard calls it.
@@ -35,6 +41,16 @@ pub fn state_label(state: &str) -> &str {
         .iter()
         .find(|(value, _)| *value == state)
         .map_or(state, |(_, label)| label)
+}
+
+/// `row` as `reader` may see it: the Message-ID of a report that is not
+/// public yet only for a signed-in reader ([`outbox::readable`]).
+pub fn for_reader(mut row: RegressionRow, reader: Reader) -> RegressionRow {
+    let state = row.report_state.as_deref().unwrap_or_default();
+    if !outbox::readable(reader, state) {
+        row.report_message_id = None;
+    }
+    row
 }
 
 /// Whether `state` is one of [`STATES`].

@@ -8,8 +8,8 @@ use axum::response::Redirect;
 use serde::Deserialize;
 
 use super::store::{self, Filter, HistoryRow};
-use super::{state_label, STATES};
-use crate::access::CsrfForm;
+use super::{for_reader, state_label, STATES};
+use crate::access::{CsrfForm, Reader};
 use crate::error::HtmlError;
 use crate::mail::outbox;
 use crate::state::AppState;
@@ -54,7 +54,10 @@ struct Row {
     head_short: String,
     head_subject: String,
     bisection: Option<(i64, String)>,
+    /// The report's Message-ID and subject, for a reader who may see it.
     report: Option<(String, String)>,
+    /// A report exists that this reader may not see yet (not sent).
+    report_waiting: bool,
     created: String,
     updated: String,
 }
@@ -82,6 +85,7 @@ impl From<&RegressionRow> for Row {
                 .report_message_id
                 .clone()
                 .map(|m| (m, r.report_subject.clone().unwrap_or_default())),
+            report_waiting: r.report_id.is_some() && r.report_message_id.is_none(),
             created: format_time(r.created_at),
             updated: format_time(r.updated_at),
         }
@@ -117,13 +121,18 @@ pub struct ListQuery {
 }
 
 /// `GET /regressions?repo=&tbox_group=&metric=&state=&page=`
-pub async fn list(State(state): State<AppState>, Query(q): Query<ListQuery>) -> PageResult {
+pub async fn list(
+    State(state): State<AppState>,
+    reader: Reader,
+    Query(q): Query<ListQuery>,
+) -> PageResult {
     let page = q.page.unwrap_or(1).max(1);
     // One more than a page says whether there is a next one.
     let offset = (page - 1).saturating_mul(PAGE_SIZE);
     let mut rows = store::list(&state.db, &q.filter, PAGE_SIZE + 1, offset).await?;
     let more = rows.len() > PAGE_SIZE as usize;
     rows.truncate(PAGE_SIZE as usize);
+    let rows: Vec<RegressionRow> = rows.into_iter().map(|r| for_reader(r, reader)).collect();
     let link = |p: i64| page_link(&q.filter, p);
     render(&ListPage {
         rows: rows.iter().map(Row::from).collect(),
@@ -152,11 +161,18 @@ fn page_link(filter: &Filter, page: i64) -> String {
     format!("/regressions?{}", query.finish())
 }
 
-/// `GET /regressions/{id}`
-pub async fn show(State(state): State<AppState>, Path(id): Path<i64>) -> PageResult {
-    let r = store::get(&state.db, id).await?;
+/// `GET /regressions/{id}`: the report's e-mail as `reader` may read it
+/// ([`outbox::message_for`]).
+pub async fn show(
+    State(state): State<AppState>,
+    reader: Reader,
+    Path(id): Path<i64>,
+) -> PageResult {
+    let r = for_reader(store::get(&state.db, id).await?, reader);
     let message = match r.report_id {
-        Some(report) => outbox::by_id(&state.db, report).await?.map(|o| o.message),
+        Some(report) => outbox::by_id(&state.db, report)
+            .await?
+            .and_then(|o| outbox::message_for(reader, &o.state, &o.message)),
         None => None,
     };
     let history = store::history(&state.db, id).await?;

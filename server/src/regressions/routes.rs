@@ -7,6 +7,7 @@ use serde::Deserialize;
 use utoipa::IntoParams;
 
 use super::store::{self, Filter};
+use crate::access::Reader;
 use crate::auth::UserAuth;
 use crate::error::{ApiJson, Error, Result};
 use crate::state::AppState;
@@ -49,6 +50,7 @@ pub struct ListQuery {
 )]
 pub async fn list(
     State(state): State<AppState>,
+    reader: Reader,
     Query(q): Query<ListQuery>,
 ) -> Result<Json<Vec<RegressionRow>>> {
     let filter = Filter {
@@ -67,7 +69,8 @@ pub async fn list(
     let limit = q.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
     let offset = q.offset.unwrap_or(0);
     let rows = store::list(&state.db, &filter, limit.into(), offset.into()).await?;
-    Ok(Json(rows))
+    let rows = rows.into_iter().map(|r| super::for_reader(r, reader));
+    Ok(Json(rows.collect()))
 }
 
 /// `POST /api/v1/regressions/{id}/state`: changes a regression's triage

@@ -3,7 +3,7 @@
 use kbot_api::regressions::RegressionRow;
 
 use crate::auth::UserAuth;
-use crate::db::{text_enum, Db, NullableF64, Tx};
+use crate::db::{text_enum, Backend, Db, NullableF64, Tx};
 use crate::error::{Error, Result};
 use crate::time::now_ms;
 
@@ -111,6 +111,111 @@ pub async fn change_in(
     Ok(from)
 }
 
+/// Most links of a `duplicate_of` chain followed: longer ones are refused
+/// rather than walked (a chain is built one command at a time).
+const MAX_DUPLICATE_CHAIN: usize = 100;
+
+/// The regression a `#kbot dup:` argument names: a regression id (`17`,
+/// `#17`), or a kbot report by its Message-ID (`<id@host>`, `id@host`, or
+/// an archive link ending in it), whose first regression it takes. `None`
+/// when it names none that exists.
+pub async fn find_target(tx: &mut Tx, argument: &str) -> Result<Option<i64>> {
+    let argument = argument.trim();
+    if let Ok(id) = argument.trim_start_matches('#').parse::<i64>() {
+        let found = sqlx::query_scalar("SELECT id FROM regressions WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&mut **tx)
+            .await?;
+        return Ok(found);
+    }
+    let message_id = argument
+        .rsplit('/')
+        .find(|part| !part.is_empty())
+        .unwrap_or(argument)
+        .trim_matches(['<', '>']);
+    Ok(sqlx::query_scalar(
+        "SELECT g.id FROM regressions g JOIN report_outbox o ON o.id = g.report_id \
+         WHERE o.message_id = $1 ORDER BY g.id LIMIT 1",
+    )
+    .bind(message_id)
+    .fetch_optional(&mut **tx)
+    .await?)
+}
+
+/// Why regressions `ids` may not become duplicates of `target`, or `None`
+/// when they may: `target` is one of them, or the regressions it is a
+/// duplicate of, link by link, lead back to one of them (a cycle).
+pub async fn duplicate_refusal(tx: &mut Tx, ids: &[i64], target: i64) -> Result<Option<String>> {
+    if ids.contains(&target) {
+        return Ok(Some(format!(
+            "regression {target} is this report's own: a regression is no duplicate of itself"
+        )));
+    }
+    let duplicate = TriageState::Duplicate.as_str();
+    let mut at = target;
+    for _ in 0..MAX_DUPLICATE_CHAIN {
+        let link: Option<(String, Option<i64>)> =
+            sqlx::query_as("SELECT state, duplicate_of FROM regressions WHERE id = $1")
+                .bind(at)
+                .fetch_optional(&mut **tx)
+                .await?;
+        // A link counts while its regression is still a duplicate: one
+        // triaged back to `new` duplicates nothing.
+        let next = match link {
+            Some((state, Some(next))) if state == duplicate => next,
+            _ => return Ok(None),
+        };
+        if ids.contains(&next) {
+            return Ok(Some(format!(
+                "regression {target} is itself a duplicate of regression {next} of this report: \
+                 marking this one a duplicate of it would make a cycle"
+            )));
+        }
+        at = next;
+    }
+    Ok(Some(format!(
+        "regression {target} is at the head of more than {MAX_DUPLICATE_CHAIN} duplicates; \
+         name the regression they end at"
+    )))
+}
+
+/// Key of the PostgreSQL advisory lock [`lock_duplicates`] takes.
+const DUPLICATES_LOCK: i64 = 0x006b_626f_7464_7570; // "kbotdup"
+
+/// Serialises `#kbot dup:` commands for the rest of the caller's
+/// transaction on PostgreSQL: two crossing commands (A a duplicate of B, B
+/// of A) would each see no cycle under READ COMMITTED. SQLite's write
+/// transactions run one at a time already.
+pub async fn lock_duplicates(tx: &mut Tx, backend: Backend) -> Result<()> {
+    if backend == Backend::Postgres {
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(DUPLICATES_LOCK)
+            .execute(&mut **tx)
+            .await?;
+    }
+    Ok(())
+}
+
+/// Moves regression `id` to `duplicate` of `of` in the caller's
+/// transaction (a `#kbot dup:` command, checked by [`duplicate_refusal`]):
+/// `user_id` is who asked (`None`: a mail's sender, named in `note`). The
+/// state it left.
+pub async fn mark_duplicate(
+    tx: &mut Tx,
+    id: i64,
+    of: i64,
+    user_id: Option<i64>,
+    note: &str,
+) -> Result<String> {
+    let from = change_in(tx, id, user_id, TriageState::Duplicate, note).await?;
+    sqlx::query("UPDATE regressions SET duplicate_of = $1 WHERE id = $2")
+        .bind(of)
+        .bind(id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(from)
+}
+
 /// A person's triage: the new state and why.
 pub async fn set_state(db: &Db, id: i64, user: &UserAuth, to: &str, note: &str) -> Result<()> {
     if !super::is_state(to) {
@@ -143,6 +248,13 @@ async fn change(
         .bind(id)
         .execute(&mut **tx)
         .await?;
+    if to != TriageState::Duplicate.as_str() {
+        // No longer a duplicate: its link must not count in a cycle check.
+        sqlx::query("UPDATE regressions SET duplicate_of = NULL WHERE id = $1")
+            .bind(id)
+            .execute(&mut **tx)
+            .await?;
+    }
     sqlx::query(
         "INSERT INTO regression_events (regression_id, user_id, at, from_state, to_state, note) \
          VALUES ($1, $2, $3, $4, $5, $6)",
@@ -161,7 +273,7 @@ async fn change(
 const SELECT: &str = "SELECT g.id, r.name AS repo, g.submission_id, g.metric, g.tbox_group, \
         g.change_pct, g.state, c.sha AS head_sha, c.subject AS head_subject, g.bisection_id, \
         b.state AS bisection_state, g.report_id, o.message_id, o.subject AS report_subject, \
-        g.created_at, g.updated_at \
+        o.state AS report_state, g.duplicate_of, g.created_at, g.updated_at \
     FROM regressions g \
     JOIN repos r ON r.id = g.repo_id \
     JOIN submissions s ON s.id = g.submission_id \
@@ -186,6 +298,8 @@ struct Record {
     report_id: Option<i64>,
     message_id: Option<String>,
     report_subject: Option<String>,
+    report_state: Option<String>,
+    duplicate_of: Option<i64>,
     created_at: i64,
     updated_at: i64,
 }
@@ -207,6 +321,8 @@ impl From<Record> for RegressionRow {
             report_id: r.report_id,
             report_message_id: r.message_id,
             report_subject: r.report_subject,
+            report_state: r.report_state,
+            duplicate_of: r.duplicate_of,
             created_at: r.created_at,
             updated_at: r.updated_at,
         }

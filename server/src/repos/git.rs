@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use tokio::process::Command;
 
+pub use crate::config::AmLimits;
 pub use crate::error::GitError;
+use crate::web::without_credentials;
 
 /// One commit as read from the mirror.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -38,6 +40,8 @@ pub struct CommitInfo {
 pub struct Mirror {
     path: PathBuf,
     timeout: Duration,
+    /// What [`Mirror::am`] may cost: it applies mailed patches.
+    am_limits: AmLimits,
 }
 
 /// Separates the fields of `git show --format`; NUL never occurs in them.
@@ -50,6 +54,15 @@ impl Mirror {
         Mirror {
             path: path.into(),
             timeout,
+            am_limits: AmLimits::default(),
+        }
+    }
+
+    /// The same mirror, whose [`Mirror::am`] runs under `limits`.
+    pub fn with_am_limits(self, limits: AmLimits) -> Mirror {
+        Mirror {
+            am_limits: limits,
+            ..self
         }
     }
 
@@ -276,6 +289,65 @@ impl Mirror {
             .collect())
     }
 
+    /// Commits on `branch` committed since `since_secs` whose subject line
+    /// is exactly `title`, newest first (a `#kbot fix:` names a title, as
+    /// syzbot's `#syz fix:` does: equality, never a search of the message).
+    pub async fn titled(
+        &self,
+        branch: &str,
+        since_secs: i64,
+        title: &str,
+    ) -> Result<Vec<String>, GitError> {
+        let head = self.resolve(branch).await?;
+        let since = format!("--since={since_secs}");
+        let out = self
+            .git(&["log", &since, "--format=%H%x00%s", &head])
+            .await?;
+        Ok(out
+            .lines()
+            .filter_map(|l| l.split_once('\0'))
+            .filter(|(sha, subject)| is_full_sha(sha) && *subject == title)
+            .map(|(sha, _)| sha.to_owned())
+            .collect())
+    }
+
+    /// The text of `path` at commit `sha`; `None` when the commit has no
+    /// such file.
+    pub async fn file_at(&self, sha: &str, path: &str) -> Result<Option<String>, GitError> {
+        if !is_full_sha(sha) {
+            return Err(GitError::UnknownRevision { rev: sha.into() });
+        }
+        let spec = format!("{sha}:{path}");
+        match self.git(&["show", "--end-of-options", &spec]).await {
+            Ok(text) => Ok(Some(text)),
+            Err(GitError::Failed { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The paths commit `sha` changes against its first parent.
+    pub async fn touched_files(&self, sha: &str) -> Result<Vec<String>, GitError> {
+        if !is_full_sha(sha) {
+            return Err(GitError::UnknownRevision { rev: sha.into() });
+        }
+        let out = self
+            .git(&[
+                "diff-tree",
+                "--root",
+                "--no-commit-id",
+                "--name-only",
+                "-r",
+                "-z",
+                sha,
+            ])
+            .await?;
+        Ok(out
+            .split('\0')
+            .filter(|p| !p.is_empty())
+            .map(str::to_owned)
+            .collect())
+    }
+
     /// Whether the mirror has `sha` as a commit (no fetch).
     pub async fn has_commit(&self, sha: &str) -> bool {
         let spec = format!("{sha}^{{commit}}");
@@ -301,12 +373,48 @@ impl Mirror {
         self.git(&["update-server-info"]).await.map(drop)
     }
 
+    /// The names of the refs under `prefix` (`refs/kbot/`).
+    pub async fn ref_names(&self, prefix: &str) -> Result<Vec<String>, GitError> {
+        let out = self
+            .git(&["for-each-ref", "--format=%(refname)", prefix])
+            .await?;
+        Ok(out.lines().map(str::to_owned).collect())
+    }
+
+    /// Deletes `names` (refs under `refs/kbot/`) in one transaction, then
+    /// packs the refs, lets git collect garbage if it is due (`gc --auto`:
+    /// the deleted series' objects go once unreachable long enough) and
+    /// refreshes the files of the dumb HTTP transport.
+    pub async fn delete_refs(&self, names: &[String]) -> Result<(), GitError> {
+        if let Some(bad) = names.iter().find(|n| !n.starts_with("refs/kbot/")) {
+            return Err(GitError::InvalidRevision {
+                rev: bad.clone(),
+                reason: "kbot deletes refs under refs/kbot/ only",
+            });
+        }
+        let script: String = names.iter().map(|n| format!("delete {n}\n")).collect();
+        run_git_with_input(
+            Some(&self.path),
+            &["update-ref", "--stdin"],
+            script.into_bytes(),
+            self.timeout,
+        )
+        .await?;
+        self.git(&["pack-refs", "--all", "--prune"]).await?;
+        self.git(&["gc", "--auto", "--quiet"]).await?;
+        self.update_server_info().await
+    }
+
     /// Applies `mbox` (patches in order, mboxrd) on `base` with `git am -3`
     /// in a temporary worktree whose sparse checkout holds only the files
-    /// the patches touch (`paths`), so a kernel-sized tree costs a few files.
-    /// Commits are made by `committer`, dated as authored, so the same
-    /// series on the same base always gives the same commits. `Ok(Err)`
-    /// carries git am's own words when the series does not apply.
+    /// the patches touch (`paths`, taken literally), so a kernel-sized tree
+    /// costs a few files. Commits are made by `committer`, dated as
+    /// authored, so the same series on the same base always gives the same
+    /// commits. `Ok(Err)` carries git am's own words when the series does
+    /// not apply, or why it was not tried: binary patches that declare more
+    /// than the limit (an inflate bomb of a few MB can write GBs). The
+    /// patches come from anyone who can post to a list, so `git am` runs
+    /// under an address-space limit and a time limit ([`AmLimits`]).
     pub async fn am(
         &self,
         base: &str,
@@ -315,6 +423,13 @@ impl Mirror {
         committer: (&str, &str),
     ) -> Result<Result<String, String>, GitError> {
         let base = checked_sha(base)?;
+        let declared = binary_bytes(&mbox);
+        if declared > self.am_limits.max_binary_bytes {
+            return Ok(Err(format!(
+                "binary patches declare {declared} bytes, larger than the {} bytes kbot applies",
+                self.am_limits.max_binary_bytes
+            )));
+        }
         let dir = self
             .path
             .with_extension(format!("am-{}", std::process::id()));
@@ -333,7 +448,7 @@ impl Mirror {
             base,
         ])
         .await?;
-        let result = am_in(&dir, base, mbox, paths, committer, self.timeout).await;
+        let result = am_in(&dir, base, mbox, paths, committer, self.am_limits).await;
         // Best effort: a worktree left behind is pruned by the next add.
         let _ = self.git(&["worktree", "remove", "--force", &dir_str]).await;
         let _ = tokio::fs::remove_dir_all(&dir).await;
@@ -353,19 +468,20 @@ async fn am_in(
     mbox: Vec<u8>,
     paths: &[String],
     (name, email): (&str, &str),
-    timeout: Duration,
+    limits: AmLimits,
 ) -> Result<Result<String, String>, GitError> {
+    let timeout = limits.timeout;
     let at = |args: Vec<String>| {
         let mut all = vec!["-C".to_owned(), dir.to_string_lossy().into_owned()];
         all.extend(args);
         all
     };
     let own = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
-    let mut sparse = own(&["sparse-checkout", "set", "--no-cone", "--"]);
-    // Anchored literal paths; a pattern character in a path would widen the
-    // checkout, never narrow it below what the patch touches.
-    sparse.extend(paths.iter().map(|p| format!("/{p}")));
-    run_git(None, &strs(&at(sparse)), timeout).await?;
+    let sparse = own(&["sparse-checkout", "set", "--no-cone", "--stdin"]);
+    // Anchored literal paths, one a line on the input (a mail may name more
+    // than a command line holds).
+    let patterns: String = paths.iter().map(|p| sparse_pattern(p) + "\n").collect();
+    run_git_with_input(None, &strs(&at(sparse)), patterns.into_bytes(), timeout).await?;
     run_git(
         None,
         &strs(&at(own(&["read-tree", "-mu", "HEAD"]))),
@@ -373,19 +489,19 @@ async fn am_in(
     )
     .await?;
     let identity = [format!("user.name={name}"), format!("user.email={email}")];
-    let mut am = vec![
-        "-c".to_owned(),
-        identity[0].clone(),
-        "-c".to_owned(),
-        identity[1].clone(),
-    ];
+    let mut am = Vec::new();
+    // Pack windows are mmapped: kept well under the address-space limit, so
+    // a large repository does not trip it.
+    for c in [&identity[0], &identity[1], PACK_WINDOW, PACK_LIMIT] {
+        am.extend(["-c".to_owned(), c.to_owned()]);
+    }
     am.extend(own(&[
         "am",
         "-3",
         "--committer-date-is-author-date",
         "--patch-format=mboxrd",
     ]));
-    if let Some(why) = am_failure(&strs(&at(am)), mbox, timeout).await? {
+    if let Some(why) = am_failure(&strs(&at(am)), mbox, limits).await? {
         let _ = run_git(None, &strs(&at(own(&["am", "--abort"]))), timeout).await;
         return Ok(Err(why));
     }
@@ -403,11 +519,21 @@ async fn am_in(
 async fn am_failure(
     args: &[&str],
     mbox: Vec<u8>,
-    timeout: Duration,
+    limits: AmLimits,
 ) -> Result<Option<String>, GitError> {
     use tokio::io::AsyncWriteExt;
+    let timeout = limits.timeout;
     let mut cmd = git_command(None, args);
     cmd.stdin(Stdio::piped());
+    let memory = limits.memory_bytes;
+    // SAFETY: the closure runs between fork and exec and makes one
+    // async-signal-safe system call (setrlimit), allocating nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            use nix::sys::resource::{setrlimit, Resource};
+            setrlimit(Resource::RLIMIT_AS, memory, memory).map_err(std::io::Error::from)
+        });
+    }
     let mut child = cmd.spawn()?;
     if let Some(mut stdin) = child.stdin.take() {
         tokio::spawn(async move {
@@ -429,6 +555,48 @@ async fn am_failure(
         String::from_utf8_lossy(&output.stderr)
     );
     Ok(Some(said.trim().to_owned()))
+}
+
+/// `git am`'s pack mmap window and total (git's defaults on 64-bit are
+/// 1 GiB and 32 GiB).
+const PACK_WINDOW: &str = "core.packedGitWindowSize=64m";
+const PACK_LIMIT: &str = "core.packedGitLimit=512m";
+
+/// The sizes the `literal N` and `delta N` lines of an mbox's binary
+/// patches (`GIT binary patch`) declare, summed: what `git am` would
+/// inflate and write. Diff lines start with a blank, `+` or `-`, so no line
+/// of a text patch reads as one.
+pub fn binary_bytes(mbox: &[u8]) -> u64 {
+    mbox.split(|&b| b == b'\n')
+        .filter_map(|line| {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            let n = line
+                .strip_prefix(b"literal ")
+                .or_else(|| line.strip_prefix(b"delta "))?;
+            let digits = std::str::from_utf8(n).ok()?;
+            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            // More digits than a u64 holds is more than any limit.
+            Some(digits.parse::<u64>().unwrap_or(u64::MAX))
+        })
+        .fold(0u64, u64::saturating_add)
+}
+
+/// A path as a sparse-checkout pattern that matches that path only:
+/// anchored with `/`, and every character gitignore patterns give a meaning
+/// (`* ? [ ] \ !` and `#`, and a trailing blank) escaped with a backslash.
+/// A path `*` would otherwise check out the whole tree.
+pub fn sparse_pattern(path: &str) -> String {
+    let mut out = String::with_capacity(path.len() + 8);
+    out.push('/');
+    for c in path.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\' | '!' | '#' | ' ' | '\t') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }
 
 fn strs(v: &[String]) -> Vec<&str> {
@@ -510,9 +678,12 @@ async fn finish(
         }
     };
     if !output.status.success() {
+        // git may quote the URL it was given, credentials and all, and
+        // its words reach pages, events and API errors.
+        let stderr = String::from_utf8_lossy(&output.stderr);
         return Err(GitError::Failed {
             command,
-            stderr: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+            stderr: without_credentials(stderr.trim()),
         });
     }
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())

@@ -20,6 +20,7 @@ pub use store::{commit_by_id, get_repo, list_repos, repo_by_id, RepoRow, StoredC
 
 use crate::error::{Error, Result};
 use crate::state::AppState;
+use crate::web::without_credentials;
 use git::{GitError, Mirror};
 use kbot_api::repos::{RepoCreate, RepoView};
 
@@ -28,8 +29,10 @@ use kbot_api::repos::{RepoCreate, RepoView};
 const GIT_TIMEOUT: Duration = Duration::from_secs(3 * 3600);
 
 /// The mirror of a registered repo, under `<artifact dir>/mirrors/<name>.git`.
+/// Its `git am` of mailed patches runs under the server's limits
+/// (`KBOT_AM_*`).
 pub fn mirror_for(state: &AppState, repo_name: &str) -> Mirror {
-    Mirror::at(mirror_path(state, repo_name), GIT_TIMEOUT)
+    Mirror::at(mirror_path(state, repo_name), GIT_TIMEOUT).with_am_limits(state.config.lists.am)
 }
 
 fn mirror_path(state: &AppState, repo_name: &str) -> PathBuf {
@@ -60,6 +63,19 @@ pub async fn sync_mirror(state: &AppState, repo: &RepoRow) -> Result<(), GitErro
     mirror.sync(&repo.url).await
 }
 
+/// Deletes refs of the mirror of `repo_name` and compacts it
+/// ([`Mirror::delete_refs`]), not while it is being fetched.
+pub async fn delete_refs(
+    state: &AppState,
+    repo_name: &str,
+    names: &[String],
+) -> Result<(), GitError> {
+    let mirror = mirror_for(state, repo_name);
+    let lock = sync_lock(mirror.path());
+    let _guard = lock.lock().await;
+    mirror.delete_refs(names).await
+}
+
 /// Registers a repo: checks the name, mirrors the URL (so a wrong URL is
 /// refused now rather than at the first submission), and stores it.
 pub async fn register(state: &AppState, req: RepoCreate) -> Result<RepoView> {
@@ -68,7 +84,7 @@ pub async fn register(state: &AppState, req: RepoCreate) -> Result<RepoView> {
     if url.is_empty() || url.starts_with('-') {
         return Err(Error::BadRequest(format!(
             "repo URL {:?} must be a git URL or a path",
-            req.url
+            without_credentials(&req.url)
         )));
     }
     if store::find_repo(state.db.read(), &req.name)
@@ -88,7 +104,7 @@ pub async fn register(state: &AppState, req: RepoCreate) -> Result<RepoView> {
             .sync(url)
             .await
             .map_err(|source| Error::RepoUnreachable {
-                url: url.to_owned(),
+                url: without_credentials(url),
                 source,
             })?;
     }
@@ -100,7 +116,7 @@ pub async fn register(state: &AppState, req: RepoCreate) -> Result<RepoView> {
         None => mirror.default_branch().await?,
     };
     let row = store::insert_repo(&state.db, &req.name, url, &default_branch).await?;
-    tracing::info!(repo = %row.name, url = %row.url, "repo registered");
+    tracing::info!(repo = %row.name, url = %without_credentials(&row.url), "repo registered");
     Ok(row.view())
 }
 

@@ -4,20 +4,33 @@
 //! repo does not have from here. Only the files that transport reads are
 //! served (`HEAD`, `info/refs`, `objects/info/packs`, packs and loose
 //! objects); `Mirror::set_ref` keeps `info/refs` current.
+//!
+//! Who may fetch: with `KBOT_GIT_PUBLIC` anyone, else an agent token, a
+//! user token (`Authorization: Bearer`, which git sends with
+//! `http.extraHeader`) or a signed-in session, whether or not reading
+//! needs sign-in (the wall lets `/git/` through to this check). What is
+//! served is whole mirrors: dumb HTTP hands out packs, so whoever may
+//! fetch one series may read every object of that mirror, other series
+//! and `#kbot test` patches included.
 
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 
+use crate::access::Reader;
 use crate::error::{Error, Result};
 use crate::state::AppState;
 
 /// `GET /git/{repo}/{*path}` (`repo` with or without `.git`).
 pub async fn file(
     State(state): State<AppState>,
+    reader: Reader,
     Path((repo, path)): Path<(String, String)>,
 ) -> Result<Response> {
+    if reader == Reader::Anonymous && !state.config.access.git_public {
+        return Err(Error::Unauthorized);
+    }
     let name = repo.strip_suffix(".git").unwrap_or(&repo);
     let repo = super::get_repo(&state.db, name).await?;
     if !servable(&path) {

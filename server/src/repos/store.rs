@@ -6,6 +6,7 @@ use crate::db::Db;
 use crate::error::{Error, Result};
 use crate::repos::git::CommitInfo;
 use crate::time::now_ms;
+use crate::web::without_credentials;
 use kbot_api::repos::{CommitView, RepoView};
 
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -18,11 +19,13 @@ pub struct RepoRow {
 }
 
 impl RepoRow {
+    /// The repo as the API and the CLI show it: its URL without
+    /// credentials (the stored one keeps them, to fetch with).
     pub fn view(&self) -> RepoView {
         RepoView {
             id: self.id,
             name: self.name.clone(),
-            url: self.url.clone(),
+            url: without_credentials(&self.url),
             default_branch: self.default_branch.clone(),
             created_at: self.created_at,
         }

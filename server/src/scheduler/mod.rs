@@ -11,7 +11,11 @@
 //!
 //! Only jobs whose pair is pinned to the agent's tbox group (or not yet
 //! pinned) and whose hardware constraints the agent meets are considered;
-//! the first lease pins the whole pair to the agent's group.
+//! the first lease pins the whole pair to the agent's group. A kexec agent
+//! boots the tested kernel on its own hardware: unless the operator marked
+//! it disposable at enrolment, it gets no pair of which an end is a commit
+//! kbot applied from mail (committed by the robot's address: a list series,
+//! its build probes and bisection, a `#kbot test` patch).
 //!
 //! Ranking the whole queue on every claim would cost O(queue); a claim ranks
 //! a window instead (see `candidates_sql`), so fair share and preference
@@ -29,7 +33,7 @@
 
 use std::time::Duration;
 
-use kbot_api::agent::{JobState, LeasedJob};
+use kbot_api::agent::{BootBackend, JobState, LeasedJob};
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, FromRow};
 
@@ -105,7 +109,8 @@ pub enum LeaseAttempt {
 /// One claim attempt, and the leased job's details when it took one.
 pub async fn lease_once(state: &AppState, agent: &AgentRecord) -> Result<LeaseAttempt> {
     let lease_ms = i64::from(state.config.lease_secs) * 1000;
-    let claim = match claim(&state.db, agent, lease_ms).await? {
+    let mail_committer = &state.config.mail.report.robot_address;
+    let claim = match claim(&state.db, agent, lease_ms, mail_committer).await? {
         ClaimOutcome::Claimed(claim) => claim,
         ClaimOutcome::Contended => return Ok(LeaseAttempt::Contended),
         ClaimOutcome::Empty => {
@@ -152,7 +157,7 @@ pub struct Claim {
 /// [`WINDOW`] queued jobs in index order (priority, then seq: every pair's
 /// earliest runs, across submissions) that fit the agent, plus the next
 /// queued jobs of pairs this agent already ran ([`own_pairs_sql`]).
-/// Parameters $1-$10.
+/// Parameters $1-$10, and $13-$14 of [`mail_work`].
 ///
 /// `CROSS JOIN` is SQLite's way to fix the join order (PostgreSQL plans it
 /// as an inner join): the window must walk the queue index in order and stop
@@ -163,13 +168,33 @@ fn candidates_sql(backend: Backend) -> String {
     format!(
         "SELECT id FROM (SELECT w.id FROM jobs w CROSS JOIN atomic_jobs wa \
             WHERE wa.id = w.atomic_job_id AND w.state = 'queued' \
-              AND (wa.tbox_group IS NULL OR wa.tbox_group = $1) AND {fits} \
+              AND (wa.tbox_group IS NULL OR wa.tbox_group = $1) AND {fits} AND {mail} \
             ORDER BY w.priority DESC, w.seq, w.id LIMIT {WINDOW}) AS win \
          UNION \
          SELECT id FROM ({own}) AS own",
         fits = fits("w", 2),
+        mail = mail_work("w"),
         own = own_pairs_sql(backend),
     )
+}
+
+/// The condition that job `alias` is no list work, or that the agent may
+/// run list work (`$13` is 1): its pair has no end committed by `$14`, the
+/// address kbot commits applied mail with ([`may_run_mail_work`]).
+fn mail_work(alias: &str) -> String {
+    format!(
+        "($13 = 1 OR NOT EXISTS (SELECT 1 FROM submissions ms CROSS JOIN commits mc \
+             WHERE ms.id = {alias}.submission_id \
+               AND mc.id IN (ms.base_commit_id, ms.head_commit_id) \
+               AND mc.committer_email = $14))"
+    )
+}
+
+/// Whether `agent` may run code posted to a list: any agent whose kernel
+/// runs in a guest or is not booted at all, a kexec one only when marked
+/// disposable.
+fn may_run_mail_work(agent: &AgentRecord) -> bool {
+    agent.backend != BootBackend::Kexec || agent.disposable
 }
 
 /// The condition that job `alias` needs no more than the agent has: its
@@ -198,18 +223,20 @@ fn own_pairs_sql(backend: Backend) -> String {
         Backend::Sqlite => format!(
             "SELECT p.id FROM atomic_jobs pa CROSS JOIN jobs p \
              WHERE p.atomic_job_id = pa.id AND pa.preferred_agent_id = $6 AND p.state = 'queued' \
-               AND {fits} \
+               AND {fits} AND {mail} \
              ORDER BY p.priority DESC, p.seq, p.id LIMIT 16",
-            fits = fits("p", 7)
+            fits = fits("p", 7),
+            mail = mail_work("p"),
         ),
         Backend::Postgres => format!(
             "SELECT p.id FROM atomic_jobs pa CROSS JOIN LATERAL \
                  (SELECT q.id, q.priority, q.seq FROM jobs q \
-                  WHERE q.atomic_job_id = pa.id AND q.state = 'queued' AND {fits} \
+                  WHERE q.atomic_job_id = pa.id AND q.state = 'queued' AND {fits} AND {mail} \
                   ORDER BY q.priority DESC, q.seq, q.id LIMIT 16) AS p \
              WHERE pa.preferred_agent_id = $6 \
              ORDER BY p.priority DESC, p.seq, p.id LIMIT 16",
-            fits = fits("q", 7)
+            fits = fits("q", 7),
+            mail = mail_work("q"),
         ),
     }
 }
@@ -228,15 +255,23 @@ pub enum ClaimOutcome {
     Contended,
 }
 
-/// Takes the best matching queued job for `agent`, if it can.
-pub async fn claim(db: &Db, agent: &AgentRecord, lease_ms: i64) -> Result<ClaimOutcome> {
+/// Takes the best matching queued job for `agent`, if it can;
+/// `mail_committer` is the address kbot commits patches from mail with
+/// (`KBOT_MAIL_FROM`), whose pairs only some agents run.
+pub async fn claim(
+    db: &Db,
+    agent: &AgentRecord,
+    lease_ms: i64,
+    mail_committer: &str,
+) -> Result<ClaimOutcome> {
     let (owned_db, agent) = (db.clone(), agent.clone());
+    let mail_committer = mail_committer.to_owned();
     db.on_writer(async move {
         // Two agents of different groups may claim the two sides of an
         // unpinned pair at the same moment; the loser's claim is rolled
         // back and retried (as is a take that found its pick gone).
         for attempt in 0..4u64 {
-            match try_claim(&owned_db, &agent, lease_ms).await? {
+            match try_claim(&owned_db, &agent, lease_ms, &mail_committer).await? {
                 TryOutcome::Claimed(claim) => return Ok(ClaimOutcome::Claimed(claim)),
                 TryOutcome::Empty => return Ok(ClaimOutcome::Empty),
                 // A few milliseconds for the claims in the way to commit.
@@ -256,7 +291,12 @@ enum TryOutcome {
     Retry,
 }
 
-async fn try_claim(db: &Db, agent: &AgentRecord, lease_ms: i64) -> Result<TryOutcome> {
+async fn try_claim(
+    db: &Db,
+    agent: &AgentRecord,
+    lease_ms: i64,
+    mail_committer: &str,
+) -> Result<TryOutcome> {
     let now = now_ms();
     // Pick, then take. On PostgreSQL the pick runs inside the transaction
     // and locks its row (`SKIP LOCKED`: concurrent claimers pick different
@@ -269,7 +309,8 @@ async fn try_claim(db: &Db, agent: &AgentRecord, lease_ms: i64) -> Result<TryOut
     // SQLite's planner scan the queue.)
     let optimistic = db.backend() == Backend::Sqlite;
     let (mut tx, mut picked) = if optimistic {
-        let picked = pick(db, db.read().acquire().await?.as_mut(), agent).await?;
+        let mut reader = db.read().acquire().await?;
+        let picked = pick(db, reader.as_mut(), agent, mail_committer).await?;
         if picked.is_none() {
             // Nothing queued for this agent as of the last commit: no
             // reason to take the writer.
@@ -278,14 +319,14 @@ async fn try_claim(db: &Db, agent: &AgentRecord, lease_ms: i64) -> Result<TryOut
         (db.begin_relaxed().await?, picked)
     } else {
         let mut tx = db.begin_relaxed().await?;
-        let picked = pick(db, &mut tx, agent).await?;
+        let picked = pick(db, &mut tx, agent, mail_committer).await?;
         (tx, picked)
     };
     let mut retake = optimistic;
     let (claim, needs_pin) = loop {
         let Some(job) = picked else {
             tx.rollback().await?;
-            if !optimistic && queued_for(db, agent).await? {
+            if !optimistic && queued_for(db, agent, mail_committer).await? {
                 // Every candidate is locked by a concurrent claim: those
                 // commit in a moment, so try again rather than long-poll.
                 return Ok(TryOutcome::Retry);
@@ -301,7 +342,7 @@ async fn try_claim(db: &Db, agent: &AgentRecord, lease_ms: i64) -> Result<TryOut
             return Ok(TryOutcome::Retry);
         }
         retake = false;
-        picked = pick(db, &mut tx, agent).await?;
+        picked = pick(db, &mut tx, agent, mail_committer).await?;
     };
     if !record_claim(&mut tx, agent, &claim, needs_pin, now).await? {
         tx.rollback().await?;
@@ -321,9 +362,14 @@ struct Picked {
 
 /// The best queued job for `agent` by the order in the module docs, with
 /// its pair's pins; on PostgreSQL its row stays locked for the transaction.
-async fn pick(db: &Db, conn: &mut AnyConnection, agent: &AgentRecord) -> Result<Option<Picked>> {
+async fn pick(
+    db: &Db,
+    conn: &mut AnyConnection,
+    agent: &AgentRecord,
+    mail_committer: &str,
+) -> Result<Option<Picked>> {
     let sql = pick_sql(db.backend(), &db.skip_locked("j"));
-    let picked = bind_pick(sqlx::query(&sql), agent)
+    let picked = bind_pick(sqlx::query(&sql), agent, mail_committer)
         .try_map(|row: AnyRow| Picked::from_row(&row))
         .fetch_optional(conn)
         .await?;
@@ -349,11 +395,18 @@ fn pick_sql(backend: Backend, lock: &str) -> String {
 }
 
 /// Binds the pick's parameters for `agent`.
-fn bind_pick<'q>(query: AnyQuery<'q>, agent: &'q AgentRecord) -> AnyQuery<'q> {
+fn bind_pick<'q>(
+    query: AnyQuery<'q>,
+    agent: &'q AgentRecord,
+    mail_committer: &'q str,
+) -> AnyQuery<'q> {
     bind_candidates(query, agent)
-        // ... ranked by the full order.
+        // ... ranked by the full order ...
         .bind(&agent.tbox_group)
         .bind(agent.id)
+        // ... and list work only where it may run.
+        .bind(i64::from(may_run_mail_work(agent)))
+        .bind(mail_committer)
 }
 
 /// Binds [`candidates_sql`]'s parameters $1-$10 for `agent`.
@@ -378,10 +431,14 @@ fn bind_hardware<'q>(query: AnyQuery<'q>, agent: &'q AgentRecord) -> AnyQuery<'q
 /// any (PostgreSQL's pick skips rows other claims hold). The same query as
 /// the pick, so a job the pick can never take (its pair pinned to another
 /// group) does not count and the caller does not retry for it.
-async fn queued_for(db: &Db, agent: &AgentRecord) -> Result<bool> {
-    let row = bind_pick(sqlx::query(&pick_sql(db.backend(), "")), agent)
-        .fetch_optional(db.read())
-        .await?;
+async fn queued_for(db: &Db, agent: &AgentRecord, mail_committer: &str) -> Result<bool> {
+    let row = bind_pick(
+        sqlx::query(&pick_sql(db.backend(), "")),
+        agent,
+        mail_committer,
+    )
+    .fetch_optional(db.read())
+    .await?;
     Ok(row.is_some())
 }
 

@@ -69,6 +69,8 @@ pub(super) async fn leased_job(
                 state.config.mail.public_url, row.repo_name
             )),
             name: row.repo_name,
+            // The one place a stored URL leaves whole: the agent clones a
+            // private tree with it. Only an agent's token reads a lease.
             url: row.repo_url,
         },
         result_path: job.result_path(&commit),

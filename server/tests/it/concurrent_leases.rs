@@ -67,7 +67,10 @@ async fn concurrent_claimers_never_share_a_job() {
                 start.wait().await;
                 let mut mine = Vec::new();
                 loop {
-                    match scheduler::claim(&db, &agent, 600_000).await.expect("claim") {
+                    match scheduler::claim(&db, &agent, 600_000, "kbot@localhost")
+                        .await
+                        .expect("claim")
+                    {
                         ClaimOutcome::Claimed(claim) => mine.push((
                             claim.job_id,
                             u32::try_from(claim.attempts).expect("attempts"),

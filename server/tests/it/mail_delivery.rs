@@ -52,6 +52,7 @@ fn new_report(now: i64) -> NewReport {
         send_after: now,
         culprit: None,
         facts: None,
+        thread: None,
     }
 }
 

@@ -28,7 +28,7 @@ fn awkward_values() -> BTreeMap<String, f64> {
 }
 
 /// Applies the migrations numbered below `before` from the source tree.
-async fn migrate_up_to(db: &Db, backend: Backend, before: &str) {
+pub(crate) async fn migrate_up_to(db: &Db, backend: Backend, before: &str) {
     let dialect = match backend {
         Backend::Sqlite => "sqlite",
         Backend::Postgres => "postgres",
@@ -52,7 +52,7 @@ async fn migrate_up_to(db: &Db, backend: Backend, before: &str) {
     migrator.run(db.write()).await.expect("old migrations");
 }
 
-async fn execute(db: &Db, sql: &str) {
+pub(crate) async fn execute(db: &Db, sql: &str) {
     sqlx::query(sql)
         .execute(db.write())
         .await

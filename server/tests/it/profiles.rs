@@ -12,7 +12,7 @@ use kbot_testkit::{backends, TestServer};
 use std::collections::BTreeMap;
 
 /// One atomic job.
-const JOB_FILE: &str = "testcase: bw_pipe\nbw_pipe:\n  size: 64k\n";
+pub(crate) const JOB_FILE: &str = "testcase: bw_pipe\nbw_pipe:\n  size: 64k\n";
 
 /// The symbol the head makes grow.
 const GROWN: &str = "pipe_read";
@@ -39,7 +39,8 @@ fn profile(head: bool) -> FoldedProfile {
     }
 }
 
-fn upload(profile: Option<FoldedProfile>) -> ResultUpload {
+/// A result with `profile`.
+pub(crate) fn upload(profile: Option<FoldedProfile>) -> ResultUpload {
     ResultUpload {
         metrics: BTreeMap::from([("bw_pipe.bandwidth.MB/sec".to_owned(), 1000.0)]),
         raw_output: "ok\n".into(),
@@ -90,6 +91,15 @@ fn table_symbols(html: &str, id: &str) -> Vec<String> {
         .collect()
 }
 
+/// The position of submission `sub`'s one atomic job.
+pub(crate) async fn position(t: &TestServer, sub: i64) -> i64 {
+    sqlx::query_scalar("SELECT position FROM atomic_jobs WHERE submission_id = $1")
+        .bind(sub)
+        .fetch_one(t.db().read())
+        .await
+        .expect("position")
+}
+
 async fn count(t: &TestServer, sql: &str, id: i64) -> i64 {
     sqlx::query_scalar(sql)
         .bind(id)
@@ -112,12 +122,7 @@ async fn profiles_are_stored_once_and_compared_base_against_head() {
             .await
             .expect("seed");
         let sub = seeded.submission_id;
-        let position: i64 =
-            sqlx::query_scalar("SELECT position FROM atomic_jobs WHERE submission_id = $1")
-                .bind(sub)
-                .fetch_one(t.db().read())
-                .await
-                .expect("position");
+        let position = position(&t, sub).await;
         let page_path = format!("/submissions/{sub}/jobs/{position}/profile");
         let svg_path = format!("{page_path}.svg");
 

@@ -129,7 +129,7 @@ async fn pairs_stay_in_one_tbox_group_and_constraints_filter() {
         // retry for.
         let moved = TestAgent::enroll(&t, "a", "group-two").await;
         let record = agents::load(t.db().read(), moved.id).await.expect("agent");
-        let outcome = scheduler::claim(t.db(), &record, 60_000)
+        let outcome = scheduler::claim(t.db(), &record, 60_000, "kbot@localhost")
             .await
             .expect("claim");
         assert!(

@@ -33,6 +33,9 @@ enum Guard {
     /// A dashboard form: a signed-in session's cookie and its CSRF token,
     /// which no bearer token stands in for (403 to every credential here).
     Session,
+    /// The server's git (`KBOT_GIT_PUBLIC` off): an agent or a user token
+    /// (or a session); anything else is 401.
+    Fetch,
 }
 
 /// Every route with its guard; checked against the route table below.
@@ -84,7 +87,7 @@ const ROUTES: &[(&str, &str, Guard)] = &[
     ("GET", "/watches", Guard::Open),
     ("GET", "/lists", Guard::Open),
     ("GET", "/series/{id}", Guard::Open),
-    ("GET", "/git/{repo}/{*path}", Guard::Open),
+    ("GET", "/git/{repo}/{*path}", Guard::Fetch),
     (
         "GET",
         "/submissions/{id}/jobs/{position}/profile",
@@ -170,6 +173,8 @@ fn expected(path: &str, guard: Guard, who: Who) -> Option<u16> {
     match (guard, who) {
         (Guard::Open | Guard::Enroll, _) => None,
         (Guard::Session, _) => Some(403),
+        (Guard::Fetch, Who::Agent | Who::OtherAgent | Who::User) => None,
+        (Guard::Fetch, _) => Some(401),
         (_, Who::Nobody | Who::Wrong | Who::RevokedUser | Who::RevokedAgent) => Some(401),
         (Guard::User, Who::User) | (Guard::Agent, Who::Agent) => None,
         // Authenticated, but the job is another agent's.

@@ -11,6 +11,7 @@ use tokio::process::Command;
 
 use super::{epochs, is_bare_repo, Cursor, RawMessage};
 use crate::error::{Error, GitError, Result};
+use crate::lists::message::MAX_MESSAGE_BYTES;
 
 /// The v2 cursor as epoch -> last commit read.
 fn v2_cursor(cursor: &Cursor) -> Result<BTreeMap<u32, String>> {
@@ -203,19 +204,41 @@ async fn has_commit(dir: &Path, sha: &str) -> Result<bool> {
 }
 
 /// The contents of each object spec (`<commit>:m`, a blob id), None for
-/// one that does not exist or is not a blob: one `git cat-file --batch`.
+/// one that does not exist or is not a blob: one `git cat-file --batch`,
+/// read as it streams. A blob over the message limit keeps its first
+/// [`MAX_MESSAGE_BYTES`] + 1 bytes (the parser then refuses it) and the
+/// rest is skipped, so an archive's huge blob never sits in memory.
 async fn cat_blobs(dir: &Path, specs: &[String]) -> Result<Vec<Option<Vec<u8>>>> {
     if specs.is_empty() {
         return Ok(Vec::new());
     }
     let input = specs.iter().map(|s| format!("{s}\n")).collect::<String>();
-    let out = git(dir, &["cat-file", "--batch"], Some(input.into_bytes())).await?;
-    parse_batch(&out, specs.len())
+    let mut child = git_command(dir, &["cat-file", "--batch"], true).spawn()?;
+    feed(&mut child, input.into_bytes());
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| anyhow::anyhow!("git cat-file has no output pipe"))?;
+    let objects = read_batch(&mut tokio::io::BufReader::new(stdout), specs.len()).await?;
+    let output = child.wait_with_output().await?;
+    if !output.status.success() {
+        return Err(failed("cat-file", &output.stderr).into());
+    }
+    Ok(objects)
 }
 
-/// Reads `git cat-file --batch` output: per object `<oid> <type> <size>\n`,
-/// the content and `\n`, or `<spec> missing\n`.
-pub(super) fn parse_batch(out: &[u8], count: usize) -> Result<Vec<Option<Vec<u8>>>> {
+/// Longest header line of `git cat-file --batch` read (`<spec> missing`
+/// echoes the spec, an object id and a size are short).
+const MAX_BATCH_HEADER: u64 = 4096;
+
+/// Reads `count` objects of `git cat-file --batch` output: per object
+/// `<oid> <type> <size>\n`, the content and `\n`, or `<spec> missing\n`.
+/// At most [`MAX_MESSAGE_BYTES`] + 1 bytes of an object are kept.
+pub(super) async fn read_batch<R>(out: &mut R, count: usize) -> Result<Vec<Option<Vec<u8>>>>
+where
+    R: tokio::io::AsyncBufRead + Unpin,
+{
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt};
     let unexpected = |detail| {
         Error::Git(GitError::Parse {
             command: "cat-file".into(),
@@ -223,42 +246,69 @@ pub(super) fn parse_batch(out: &[u8], count: usize) -> Result<Vec<Option<Vec<u8>
         })
     };
     let mut objects = Vec::with_capacity(count);
-    let mut rest = out;
+    let mut line = Vec::new();
     while objects.len() < count {
-        let end = rest
-            .iter()
-            .position(|&b| b == b'\n')
-            .ok_or_else(|| unexpected("a header line is cut short"))?;
-        let header = String::from_utf8_lossy(&rest[..end]).into_owned();
-        rest = &rest[end + 1..];
-        let words: Vec<&str> = header.split(' ').collect();
-        match words.as_slice() {
-            [_, kind, size] if is_sha(words[0]) => {
-                let size: usize = size
-                    .parse()
-                    .map_err(|_| unexpected("a size is no number"))?;
-                let body = rest
-                    .get(..size)
-                    .ok_or_else(|| unexpected("an object is cut short"))?;
-                objects.push((*kind == "blob").then(|| body.to_vec()));
-                rest = rest.get(size + 1..).unwrap_or_default();
-            }
-            _ => objects.push(None),
+        line.clear();
+        (&mut *out)
+            .take(MAX_BATCH_HEADER)
+            .read_until(b'\n', &mut line)
+            .await?;
+        if line.pop() != Some(b'\n') {
+            return Err(unexpected("a header line is cut short"));
         }
+        let header = String::from_utf8_lossy(&line).into_owned();
+        let words: Vec<&str> = header.split(' ').collect();
+        let [oid, kind, size] = words.as_slice() else {
+            objects.push(None);
+            continue;
+        };
+        if !is_sha(oid) {
+            objects.push(None);
+            continue;
+        }
+        let size: u64 = size
+            .parse()
+            .map_err(|_| unexpected("a size is no number"))?;
+        let kept = size.min(MAX_MESSAGE_BYTES as u64 + 1);
+        let mut body = Vec::new();
+        (&mut *out).take(kept).read_to_end(&mut body).await?;
+        let skipped =
+            tokio::io::copy(&mut (&mut *out).take(size - kept), &mut tokio::io::sink()).await?;
+        let mut end = [0u8; 1];
+        if body.len() as u64 + skipped < size || out.read_exact(&mut end).await.is_err() {
+            return Err(unexpected("an object is cut short"));
+        }
+        objects.push((*kind == "blob").then_some(body));
     }
     Ok(objects)
 }
 
 /// Runs git on the repository `dir`, optionally feeding it `input`; its
-/// standard output as bytes (messages need not be UTF-8).
+/// standard output as bytes (messages need not be UTF-8). The archive
+/// reader's timeout ends it (`kill_on_drop`).
 async fn git(dir: &Path, args: &[&str], input: Option<Vec<u8>>) -> Result<Vec<u8>, GitError> {
+    let mut child = git_command(dir, args, input.is_some()).spawn()?;
+    if let Some(input) = input {
+        feed(&mut child, input);
+    }
+    let output = child.wait_with_output().await?;
+    if !output.status.success() {
+        return Err(failed(
+            args.first().copied().unwrap_or_default(),
+            &output.stderr,
+        ));
+    }
+    Ok(output.stdout)
+}
+
+fn git_command(dir: &Path, args: &[&str], with_input: bool) -> Command {
     let mut cmd = Command::new("git");
     cmd.arg("--git-dir")
         .arg(dir)
         .args(args)
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("LC_ALL", "C")
-        .stdin(if input.is_some() {
+        .stdin(if with_input {
             Stdio::piped()
         } else {
             Stdio::null()
@@ -266,21 +316,24 @@ async fn git(dir: &Path, args: &[&str], input: Option<Vec<u8>>) -> Result<Vec<u8
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    let mut child = cmd.spawn()?;
-    if let (Some(mut stdin), Some(input)) = (child.stdin.take(), input) {
-        // A separate task, so a large output cannot deadlock against the input.
+    cmd
+}
+
+/// Writes `input` to the child from a separate task, so a large output
+/// cannot deadlock against the input.
+fn feed(child: &mut tokio::process::Child, input: Vec<u8>) {
+    if let Some(mut stdin) = child.stdin.take() {
         tokio::spawn(async move {
             let _ = stdin.write_all(&input).await;
         });
     }
-    let output = child.wait_with_output().await?;
-    if !output.status.success() {
-        return Err(GitError::Failed {
-            command: args.first().copied().unwrap_or_default().to_owned(),
-            stderr: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
-        });
+}
+
+fn failed(command: &str, stderr: &[u8]) -> GitError {
+    GitError::Failed {
+        command: command.to_owned(),
+        stderr: String::from_utf8_lossy(stderr).trim().to_owned(),
     }
-    Ok(output.stdout)
 }
 
 fn is_sha(text: &str) -> bool {

@@ -2,12 +2,15 @@
 //! Maildir (`new/` and `cur/`, in file-name order).
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Seek, SeekFrom};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use super::{Cursor, RawMessage};
 use crate::error::{Error, Result};
 use crate::lists::message::MAX_MESSAGE_BYTES;
+
+/// Most bytes of one mbox line read at once.
+const MAX_LINE_PIECE: u64 = 64 << 10;
 
 fn mbox_offset(cursor: &Cursor) -> Result<u64> {
     let text = cursor.0.trim();
@@ -26,12 +29,13 @@ struct Pending {
 }
 
 impl Pending {
-    /// Adds a body line, unquoting `>From ` (mboxrd, and mboxo alike); a
+    /// Adds a body line (or the next piece of a long one: `whole` is false),
+    /// unquoting `>From ` (mboxrd, and mboxo alike) at a line's start; a
     /// message past the size limit keeps one byte more than the limit, so
     /// the parser refuses it without this holding all of it.
-    fn push(&mut self, line: &[u8]) {
+    fn push(&mut self, line: &[u8], whole: bool) {
         let quoted = line.iter().take_while(|&&b| b == b'>').count();
-        let line = if quoted > 0 && line[quoted..].starts_with(b"From ") {
+        let line = if whole && quoted > 0 && line[quoted..].starts_with(b"From ") {
             &line[1..]
         } else {
             line
@@ -74,13 +78,20 @@ pub(super) fn read_mbox(
     let (mut out, mut pos, mut next) = (Vec::new(), start, start);
     let (mut pending, mut prev_blank): (Option<Pending>, bool) = (None, true);
     let mut line = Vec::new();
+    // Whether `line` starts a line: a line longer than MAX_LINE_PIECE is
+    // read in pieces, so one huge line is never held whole.
+    let mut at_start = true;
     loop {
         line.clear();
-        let read = reader.read_until(b'\n', &mut line)?;
+        let read = (&mut reader)
+            .take(MAX_LINE_PIECE)
+            .read_until(b'\n', &mut line)?;
         if read == 0 {
             break;
         }
-        if prev_blank && line.starts_with(b"From ") {
+        let whole = at_start;
+        at_start = line.ends_with(b"\n");
+        if whole && prev_blank && line.starts_with(b"From ") {
             if let Some(done) = pending.take() {
                 out.push(done.finish());
                 next = pos;
@@ -93,9 +104,9 @@ pub(super) fn read_mbox(
                 bytes: Vec::new(),
             });
         } else if let Some(p) = pending.as_mut() {
-            p.push(&line);
+            p.push(&line, whole);
         }
-        prev_blank = is_blank(&line);
+        prev_blank = whole && is_blank(&line);
         pos += read as u64;
     }
     if let Some(p) = pending.filter(|_| prev_blank) {
@@ -143,7 +154,7 @@ pub(super) fn read_maildir(
         if out.len() >= limit {
             break;
         }
-        match std::fs::read(&file) {
+        match read_bounded(&file) {
             Ok(bytes) => out.push(RawMessage {
                 bytes,
                 origin: name.clone(),
@@ -155,6 +166,19 @@ pub(super) fn read_maildir(
         last = name;
     }
     Ok((out, Cursor(last)))
+}
+
+/// A Maildir file, or its first [`MAX_MESSAGE_BYTES`] + 1 bytes when it is
+/// larger (the parser refuses it): its size is checked before it is read,
+/// and the read stops at the limit even if the file grew meanwhile.
+fn read_bounded(file: &Path) -> std::io::Result<Vec<u8>> {
+    let limit = MAX_MESSAGE_BYTES as u64 + 1;
+    let len = std::fs::metadata(file)?.len();
+    let mut bytes = Vec::with_capacity(usize::try_from(len.min(limit)).unwrap_or(0));
+    std::fs::File::open(file)?
+        .take(limit)
+        .read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 pub(super) fn maildir_tip(path: &Path) -> Result<Cursor> {

@@ -176,8 +176,9 @@ async fn blocking<T: Send + 'static>(
 
 #[cfg(test)]
 mod tests {
-    use super::inbox::parse_batch;
+    use super::inbox::read_batch;
     use super::*;
+    use crate::lists::message::MAX_MESSAGE_BYTES;
 
     const SECOND: Duration = Duration::from_secs(30);
 
@@ -387,15 +388,33 @@ mod tests {
         assert_eq!(tip(dir.path(), kind, SECOND).await.expect("tip"), cursor);
     }
 
-    #[test]
-    fn batch_output_with_missing_objects() {
+    #[tokio::test]
+    async fn batch_output_with_missing_objects() {
         let sha = "0123456789abcdef0123456789abcdef01234567";
         let out = format!("{sha} blob 3\nabc\nx:m missing\n{sha} tree 0\n\n{sha} blob 0\n\n");
-        let objects = parse_batch(out.as_bytes(), 4).expect("parses");
+        let objects = read_batch(&mut out.as_bytes(), 4).await.expect("parses");
         assert_eq!(
             objects,
             [Some(b"abc".to_vec()), None, None, Some(Vec::new())]
         );
-        assert!(parse_batch(format!("{sha} blob 9\nabc\n").as_bytes(), 1).is_err());
+        let cut = format!("{sha} blob 9\nabc\n");
+        assert!(read_batch(&mut cut.as_bytes(), 1).await.is_err());
+    }
+
+    /// A blob larger than a message may be keeps one byte past the limit
+    /// (the parser refuses it), and the object after it is read whole.
+    #[tokio::test]
+    async fn a_huge_blob_is_cut_at_the_limit() {
+        let sha = "0123456789abcdef0123456789abcdef01234567";
+        let huge = MAX_MESSAGE_BYTES * 3;
+        let mut out = format!("{sha} blob {huge}\n").into_bytes();
+        out.resize(out.len() + huge, b'x');
+        out.extend_from_slice(format!("\n{sha} blob 2\nok\n").as_bytes());
+        let objects = read_batch(&mut out.as_slice(), 2).await.expect("parses");
+        assert_eq!(
+            objects[0].as_ref().map(Vec::len),
+            Some(MAX_MESSAGE_BYTES + 1)
+        );
+        assert_eq!(objects[1].as_deref(), Some(&b"ok"[..]));
     }
 }

@@ -20,14 +20,16 @@ pub struct NewCommand<'a> {
     pub state: &'a str,
     pub outcome: &'a str,
     pub submission_id: Option<i64>,
+    /// Whether the sender was believed (its answers may go To it).
+    pub trusted: bool,
 }
 
 /// Records a command once; `None` when this mail's command was taken before.
 pub async fn insert_command(tx: &mut Tx, c: &NewCommand<'_>) -> Result<Option<i64>> {
     Ok(sqlx::query_scalar(
         "INSERT INTO list_commands (list_id, message_id, sender, command, argument, report_id, \
-             regression_id, state, outcome, submission_id, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+             regression_id, state, outcome, submission_id, created_at, trusted) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
          ON CONFLICT (message_id, command) DO NOTHING RETURNING id",
     )
     .bind(c.list_id)
@@ -41,8 +43,28 @@ pub async fn insert_command(tx: &mut Tx, c: &NewCommand<'_>) -> Result<Option<i6
     .bind(truncate(c.outcome, MAX_DETAIL_BYTES))
     .bind(c.submission_id)
     .bind(now_ms())
+    .bind(i64::from(c.trusted))
     .fetch_optional(&mut **tx)
     .await?)
+}
+
+/// What a claimed command did: its state, outcome and pair.
+pub async fn command_taken(
+    tx: &mut Tx,
+    id: i64,
+    (state, outcome): (&str, &str),
+    submission_id: Option<i64>,
+) -> Result<()> {
+    sqlx::query(
+        "UPDATE list_commands SET state = $1, outcome = $2, submission_id = $3 WHERE id = $4",
+    )
+    .bind(state)
+    .bind(truncate(outcome, MAX_DETAIL_BYTES))
+    .bind(submission_id)
+    .bind(id)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
 }
 
 pub async fn command_done(tx: &mut Tx, id: i64, state: &str, outcome: &str) -> Result<()> {
@@ -110,11 +132,14 @@ pub struct RunningCommand {
     pub argument: String,
     pub regression_id: Option<i64>,
     pub submission_id: i64,
+    /// 1 when the sender was believed (see [`NewCommand::trusted`]).
+    pub trusted: i64,
 }
 
 pub async fn running_commands(db: &Db) -> Result<Vec<RunningCommand>> {
     Ok(sqlx::query_as::<_, RunningCommand>(
-        "SELECT id, list_id, message_id, command, argument, regression_id, submission_id          FROM list_commands WHERE state = 'testing' AND submission_id IS NOT NULL ORDER BY id",
+        "SELECT id, list_id, message_id, command, argument, regression_id, submission_id, \
+         trusted FROM list_commands WHERE state = 'testing' AND submission_id IS NOT NULL ORDER BY id",
     )
     .fetch_all(db.read())
     .await?)
@@ -139,11 +164,34 @@ pub async fn command_exists(
     Ok(n > 0)
 }
 
-/// `#kbot fix:` subjects given for open regressions: `(regression, subject)`.
-pub async fn fix_subjects(db: &Db) -> Result<Vec<(i64, String)>> {
+/// A `#kbot fix:` title given for an open regression.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct FixTitle {
+    /// The command's row: its rerun is keyed by it (one per command).
+    pub id: i64,
+    pub regression_id: i64,
+    pub title: String,
+}
+
+/// `#kbot fix:` titles given for open regressions.
+pub async fn fix_titles_open(db: &Db) -> Result<Vec<FixTitle>> {
     Ok(sqlx::query_as(
-        "SELECT c.regression_id, c.argument FROM list_commands c          JOIN regressions g ON g.id = c.regression_id          WHERE c.command = 'fix' AND c.state = 'done'          AND g.state IN ('new', 'confirmed', 'reported') ORDER BY c.id",
+        "SELECT c.id, c.regression_id, c.argument AS title FROM list_commands c \
+         JOIN regressions g ON g.id = c.regression_id \
+         WHERE c.command = 'fix' AND c.state = 'done' \
+         AND g.state IN ('new', 'confirmed', 'reported') ORDER BY c.id",
     )
     .fetch_all(db.read())
+    .await?)
+}
+
+/// How many `#kbot fix:` titles are recorded for a regression.
+pub async fn fix_titles(db: &Db, regression_id: i64) -> Result<i64> {
+    Ok(sqlx::query_scalar(
+        "SELECT COUNT(*) FROM list_commands WHERE regression_id = $1 AND command = 'fix' \
+         AND state = 'done'",
+    )
+    .bind(regression_id)
+    .fetch_one(db.read())
     .await?)
 }

@@ -115,3 +115,16 @@ pub async fn message(db: &Db, list_id: i64, message_id: &str) -> Result<MessageR
     .await?
     .ok_or_else(|| Error::not_found("message", message_id))
 }
+
+/// The size of a stored message's raw text, in bytes.
+pub async fn message_size(db: &Db, list_id: i64, message_id: &str) -> Result<i64> {
+    sqlx::query_scalar::<_, i64>(
+        "SELECT CAST(length(raw) AS BIGINT) FROM list_messages \
+         WHERE list_id = $1 AND message_id = $2",
+    )
+    .bind(list_id)
+    .bind(message_id)
+    .fetch_optional(db.read())
+    .await?
+    .ok_or_else(|| Error::not_found("message", message_id))
+}

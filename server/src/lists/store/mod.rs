@@ -5,6 +5,7 @@ use crate::db::{text_enum, Db, Tx};
 use crate::error::{Error, Result};
 use crate::jobs::truncate;
 use crate::time::now_ms;
+use crate::web::without_credentials;
 use kbot_api::lists::{ListEvent, ListView};
 
 mod commands;
@@ -34,6 +35,9 @@ text_enum! {
         Tested = "tested",
         BuildFailed = "build_failed",
         Failed = "failed",
+        TooLarge = "too_large",
+        Duplicate = "duplicate",
+        OverQuota = "over_quota",
     }
 }
 
@@ -67,23 +71,31 @@ pub struct ListRow {
     pub checked_at: Option<i64>,
     pub last_error: Option<String>,
     pub created_at: i64,
+    /// 1: a mail without any DKIM signature counts as an unverified sender
+    /// (see `lists::trust`).
+    pub accept_unsigned: i64,
+    /// Addresses, one a line, that may command about every report of the
+    /// list's patches.
+    pub maintainers: String,
 }
 
 const LIST_SELECT: &str = "SELECT l.id, l.name, l.archive, l.archive_kind, l.address, \
      l.web_url, l.repo_id, r.name AS repo_name, l.branch, l.job_name, l.job_file, l.tbox_group, \
      l.runs_cap, l.interval_secs, l.wait_secs, l.user_id, l.state, l.cursor, l.messages_read, \
-     l.next_check_at, l.checked_at, l.last_error, l.created_at \
-     FROM lists l JOIN repos r ON r.id = l.repo_id";
+     l.next_check_at, l.checked_at, l.last_error, l.created_at, l.accept_unsigned, \
+     l.maintainers FROM lists l JOIN repos r ON r.id = l.repo_id";
 
 impl ListRow {
+    /// The list as the API, the CLI and the page show it: every URL
+    /// without credentials (the stored archive keeps them, to read with).
     pub fn view(&self) -> ListView {
         ListView {
             id: self.id,
             name: self.name.clone(),
-            archive: self.archive.clone(),
+            archive: without_credentials(&self.archive),
             archive_kind: self.archive_kind.clone(),
             address: self.address.clone(),
-            web_url: self.web_url.clone(),
+            web_url: self.web_url.as_deref().map(without_credentials),
             repo: self.repo_name.clone(),
             branch: self.branch.clone(),
             job_name: self.job_name.clone(),
@@ -93,9 +105,17 @@ impl ListRow {
             max_runs: u32::try_from(self.runs_cap).unwrap_or(0),
             state: self.state.as_str().to_owned(),
             messages_read: self.messages_read,
-            last_error: self.last_error.clone(),
+            last_error: self.last_error.as_deref().map(without_credentials),
             checked_at: self.checked_at,
             created_at: self.created_at,
+            accept_unsigned: self.accept_unsigned != 0,
+            maintainers: self
+                .maintainers
+                .lines()
+                .map(str::trim)
+                .filter(|a| !a.is_empty())
+                .map(str::to_owned)
+                .collect(),
         }
     }
 }
@@ -171,6 +191,9 @@ pub struct NewList<'a> {
     pub user_id: i64,
     /// Where reading starts (`None`: the archive's first message).
     pub cursor: Option<&'a str>,
+    pub accept_unsigned: bool,
+    /// One address a line.
+    pub maintainers: &'a str,
 }
 
 pub async fn insert(db: &Db, l: &NewList<'_>) -> Result<i64> {
@@ -186,8 +209,9 @@ pub async fn insert(db: &Db, l: &NewList<'_>) -> Result<i64> {
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO lists (name, archive, archive_kind, address, web_url, repo_id, branch, \
              job_name, job_file, tbox_group, runs_cap, interval_secs, wait_secs, user_id, \
-             next_check_at, created_at, cursor) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) \
+             next_check_at, created_at, cursor, accept_unsigned, maintainers) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
+             $18, $19) \
          RETURNING id",
     )
     .bind(l.name)
@@ -207,6 +231,8 @@ pub async fn insert(db: &Db, l: &NewList<'_>) -> Result<i64> {
     .bind(now)
     .bind(now)
     .bind(l.cursor)
+    .bind(i64::from(l.accept_unsigned))
+    .bind(l.maintainers)
     .fetch_one(&mut *tx)
     .await?;
     event(
@@ -240,7 +266,7 @@ pub async fn event(tx: &mut Tx, list_id: i64, kind: &str, detail: &str) -> Resul
         .bind(list_id)
         .bind(now_ms())
         .bind(kind)
-        .bind(truncate(detail, MAX_DETAIL_BYTES))
+        .bind(truncate(&without_credentials(detail), MAX_DETAIL_BYTES))
         .execute(&mut **tx)
         .await?;
     Ok(())
@@ -256,7 +282,12 @@ pub async fn events(db: &Db, list_id: i64, limit: i64) -> Result<Vec<ListEvent>>
     .await?;
     let mut events: Vec<ListEvent> = rows
         .into_iter()
-        .map(|(at, kind, detail)| ListEvent { at, kind, detail })
+        // Events written before their detail was cut still hold URLs whole.
+        .map(|(at, kind, detail)| ListEvent {
+            at,
+            kind,
+            detail: without_credentials(&detail),
+        })
         .collect();
     events.reverse();
     Ok(events)
@@ -281,7 +312,7 @@ pub async fn read_done(tx: &mut Tx, id: i64, cursor: &str, read: i64) -> Result<
 pub async fn read_failed(db: &Db, id: i64, why: &str) -> Result<()> {
     let mut tx = db.begin().await?;
     sqlx::query("UPDATE lists SET last_error = $1, checked_at = $2 WHERE id = $3")
-        .bind(truncate(why, MAX_DETAIL_BYTES))
+        .bind(truncate(&without_credentials(why), MAX_DETAIL_BYTES))
         .bind(now_ms())
         .bind(id)
         .execute(&mut *tx)

@@ -28,6 +28,7 @@ pub struct SeriesRow {
     pub tip_sha: Option<String>,
     pub submission_id: Option<i64>,
     pub superseded_by: Option<i64>,
+    pub duplicate_of: Option<i64>,
     pub detail: Option<String>,
     pub posted_at: i64,
     pub last_part_at: i64,
@@ -36,7 +37,7 @@ pub struct SeriesRow {
 
 const SERIES_SELECT: &str = "SELECT s.id, s.list_id, l.name AS list_name, s.series_key, \
      s.version, s.total, s.rfc, s.title, s.author_name, s.author_address, s.state, s.base_sha, \
-     s.base_how, s.ref_name, s.tip_sha, s.submission_id, s.superseded_by, s.detail, \
+     s.base_how, s.ref_name, s.tip_sha, s.submission_id, s.superseded_by, s.duplicate_of, s.detail, \
      s.posted_at, s.last_part_at, s.updated_at FROM series s JOIN lists l ON l.id = s.list_id";
 
 impl SeriesRow {
@@ -57,6 +58,7 @@ impl SeriesRow {
             tip: self.tip_sha.clone(),
             submission: self.submission_id,
             superseded_by: self.superseded_by,
+            duplicate_of: self.duplicate_of,
             detail: self.detail.clone(),
             posted_at: self.posted_at,
             updated_at: self.updated_at,
@@ -218,13 +220,35 @@ pub async fn set_state(
 }
 
 pub async fn superseded(tx: &mut Tx, id: i64, by: i64) -> Result<bool> {
-    let done = sqlx::query(
-        "UPDATE series SET state = $1, superseded_by = $2, detail = $3, updated_at = $4 \
-         WHERE id = $5 AND state = $6",
+    let detail = format!("superseded by series {by} before it started");
+    end_linked(
+        tx,
+        id,
+        SeriesState::Superseded,
+        "superseded_by",
+        by,
+        &detail,
     )
-    .bind(SeriesState::Superseded.as_str())
-    .bind(by)
-    .bind(format!("superseded by series {by} before it started"))
+    .await
+}
+
+/// Moves a `waiting` series to `to`, naming in the column `link` the series
+/// it gives way to; `false` when another replica moved it first.
+async fn end_linked(
+    tx: &mut Tx,
+    id: i64,
+    to: SeriesState,
+    link: &'static str,
+    other: i64,
+    detail: &str,
+) -> Result<bool> {
+    let done = sqlx::query(&format!(
+        "UPDATE series SET state = $1, {link} = $2, detail = $3, updated_at = $4 \
+         WHERE id = $5 AND state = $6"
+    ))
+    .bind(to.as_str())
+    .bind(other)
+    .bind(truncate(detail, MAX_DETAIL_BYTES))
     .bind(now_ms())
     .bind(id)
     .bind(SeriesState::Waiting.as_str())
@@ -314,4 +338,78 @@ pub async fn parts(db: &Db, series_id: i64) -> Result<Vec<SeriesPart>> {
             patch_id,
         })
         .collect())
+}
+
+/// A series of the list, other than `except`, that was queued as a pair
+/// with the same patches (patch-ids, in order) on the same base.
+pub async fn tested_same(
+    db: &Db,
+    list_id: i64,
+    base_sha: &str,
+    patch_ids: &[String],
+    except: i64,
+) -> Result<Option<SeriesRow>> {
+    let candidates = sqlx::query_as::<_, SeriesRow>(&format!(
+        "{SERIES_SELECT} WHERE s.list_id = $1 AND s.base_sha = $2 AND s.id <> $3 \
+         AND s.submission_id IS NOT NULL ORDER BY s.id"
+    ))
+    .bind(list_id)
+    .bind(base_sha)
+    .bind(except)
+    .fetch_all(db.read())
+    .await?;
+    for c in candidates {
+        let theirs: Vec<Option<String>> = sqlx::query_scalar(
+            "SELECT patch_id FROM series_parts WHERE series_id = $1 AND idx > 0 ORDER BY idx",
+        )
+        .bind(c.id)
+        .fetch_all(db.read())
+        .await?;
+        let same = theirs.len() == patch_ids.len()
+            && theirs
+                .iter()
+                .zip(patch_ids)
+                .all(|(t, ours)| t.as_deref() == Some(ours.as_str()));
+        if same {
+            return Ok(Some(c));
+        }
+    }
+    Ok(None)
+}
+
+/// Moves a `waiting` series to `duplicate` of `of`; `false` when another
+/// replica moved it first.
+pub async fn duplicate(tx: &mut Tx, id: i64, of: i64, detail: &str) -> Result<bool> {
+    end_linked(tx, id, SeriesState::Duplicate, "duplicate_of", of, detail).await
+}
+
+/// Pairs the list's series queued since `since`; only those of `sender`'s
+/// series (any case) when given.
+pub async fn pairs_since(db: &Db, list_id: i64, sender: Option<&str>, since: i64) -> Result<i64> {
+    Ok(sqlx::query_scalar(
+        "SELECT COUNT(*) FROM series s JOIN submissions p ON p.id = s.submission_id \
+         WHERE s.list_id = $1 AND p.created_at >= $2 \
+         AND ($3 IS NULL OR lower(s.author_address) = lower($4))",
+    )
+    .bind(list_id)
+    .bind(since)
+    .bind(sender)
+    .bind(sender)
+    .fetch_one(db.read())
+    .await?)
+}
+
+/// Records that `sender` was told of their quota on `day` (days since the
+/// epoch); `false` when they were told that day already.
+pub async fn quota_noticed(tx: &mut Tx, list_id: i64, sender: &str, day: i64) -> Result<bool> {
+    let done = sqlx::query(
+        "INSERT INTO list_quota_notices (list_id, sender, day) VALUES ($1, $2, $3) \
+         ON CONFLICT DO NOTHING",
+    )
+    .bind(list_id)
+    .bind(sender.to_lowercase())
+    .bind(day)
+    .execute(&mut **tx)
+    .await?;
+    Ok(done.rows_affected() == 1)
 }

@@ -15,6 +15,10 @@ pub struct StoredComparison {
     pub impact: Option<String>,
     pub kpi: bool,
     pub primary: bool,
+    /// The job acts on it (`MetricComparison::acts`); absent in rows
+    /// stored before the KPI family, where only the primary acted.
+    pub acts: Option<bool>,
+    pub family_alpha: Option<f64>,
     pub change_is_absolute: bool,
     pub kbot: StoredVerdict,
     pub zero_day: StoredZeroDay,
@@ -56,18 +60,22 @@ impl StoredComparison {
         serde_json::from_value(detail.clone()).unwrap_or_default()
     }
 
-    /// The verdict's reason, and for a KPI that is not the job's primary
-    /// one, what its verdict may do.
+    /// The verdict's reason, and for a KPI whose `different` the job does
+    /// not act on, why: its p did not beat its share of the job's one
+    /// false-alarm budget.
     pub fn reason(&self, min_runs: usize, runs: usize) -> String {
         let reason = self.kbot.reason(min_runs, runs);
-        if self.kpi && !self.primary && self.kbot.outcome == "different" {
-            format!(
-                "{reason} A secondary KPI: it starts a bisection or a report only when the \
-                 job's primary KPI is different too (the job's false-alarm budget is spent \
-                 once)."
-            )
-        } else {
-            reason
+        let held_back = self.kpi && self.kbot.outcome == "different" && self.acts == Some(false);
+        match (held_back, self.family_alpha) {
+            (true, Some(level)) => format!(
+                "{reason} Not acted on: the job's KPIs share one false-alarm budget, and \
+                 this KPI's share of it asked for p < {level:.2e} at this look."
+            ),
+            (true, None) => format!(
+                "{reason} Not acted on: the job's KPIs share one false-alarm budget, and \
+                 this KPI's share of it was not beaten."
+            ),
+            (false, _) => reason,
         }
     }
 }

@@ -208,8 +208,13 @@ impl<'w> Sim<'w> {
         self.get(&format!("/api/v1/bisections/{id}")).await
     }
 
+    /// The reports as a signed-in user reads them (anonymous readers see no
+    /// recipients and no report that has yet to leave).
     pub async fn reports(&self) -> Vec<Value> {
-        list(self.get("/api/v1/reports").await)
+        let request = self.t.http.get(self.t.url("/api/v1/reports"));
+        let response = request.bearer_auth(&self.token).send().await.expect("GET");
+        assert_eq!(response.status().as_u16(), 200, "GET /api/v1/reports");
+        list(response.json().await.expect("reports JSON"))
     }
 
     /// Waits until the bisection started by submission `origin` satisfies
