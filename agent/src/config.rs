@@ -7,12 +7,12 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use kbot_api::agent::BootBackend;
 
-use crate::error::Result;
+use crate::error::{AgentError, Result};
 use crate::guest_arch::{parse_page_size, GuestArch};
 use crate::monitors::InterferenceLimits;
 use crate::qemu::{
     Accel, Clock, GuestOutput, QemuConfig, QemuVersion, Topology, DEFAULT_CONSOLE_KEEP_KIB,
-    DEFAULT_RESULTS_MAX_MIB,
+    DEFAULT_RESULTS_MAX_MIB, ICOUNT_SMP_SINCE,
 };
 use crate::sandbox::{self, Limits, SandboxConfig};
 
@@ -113,9 +113,13 @@ impl From<BackendArg> for BootBackend {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ClockArg {
-    /// `-icount shift=N,sleep=off`: instruction-counted guest time (the tbox
-    /// group's vCPUs on QEMU 8.1 or later, one before it).
+    /// `-icount shift=N,sleep=off`: instruction-counted guest time on one
+    /// vCPU, the same on every boot.
     Icount,
+    /// The exact clock on the tbox group's vCPUs, which QEMU runs in turns
+    /// (QEMU 8.1 or later): tasks pinned to different CPUs, each run the same
+    /// on every boot.
+    IcountSmp,
     /// The host's clock, the tbox group's vCPUs.
     Wall,
 }
@@ -403,8 +407,9 @@ pub struct GuestMeasureArgs {
 impl GuestMeasureArgs {
     pub fn clock(&self) -> Clock {
         match self.qemu_clock {
-            ClockArg::Icount => Clock::Icount {
+            ClockArg::Icount | ClockArg::IcountSmp => Clock::Icount {
                 shift: self.qemu_icount_shift,
+                smp: self.qemu_clock == ClockArg::IcountSmp,
             },
             ClockArg::Wall => Clock::Wall,
         }
@@ -481,9 +486,20 @@ impl AgentArgs {
     /// The qemu backend's configuration for booting guests: [`Self::qemu_config`]
     /// with the user QEMU runs as (a root agent's build user).
     pub fn qemu_run_config(&self, kbot_bench: PathBuf) -> Result<QemuConfig> {
+        let cfg = self.qemu_config(kbot_bench);
+        if let Clock::Icount { smp: true, .. } = cfg.clock {
+            if !cfg.version.is_some_and(QemuVersion::icount_smp) {
+                return Err(AgentError::Config(format!(
+                    "KBOT_QEMU_CLOCK=icount-smp needs QEMU {ICOUNT_SMP_SINCE} or later; {} is {}",
+                    cfg.qemu.display(),
+                    cfg.version
+                        .map_or("of an unknown release".to_string(), |v| v.to_string())
+                )));
+            }
+        }
         Ok(QemuConfig {
             run_as: self.build_sandbox.sandbox().user()?,
-            ..self.qemu_config(kbot_bench)
+            ..cfg
         })
     }
 
@@ -589,7 +605,13 @@ mod tests {
     #[test]
     fn the_qemu_clock_defaults_to_icount_and_wall_is_an_option() -> Result<(), clap::Error> {
         let cli = Cli::try_parse_from(["kbot-agent", "hwinfo"])?;
-        assert_eq!(cli.agent.measure.clock(), Clock::Icount { shift: 3 });
+        assert_eq!(
+            cli.agent.measure.clock(),
+            Clock::Icount {
+                shift: 3,
+                smp: false
+            }
+        );
         assert_eq!(
             cli.agent.measure.clock().describe(),
             "icount shift=3,sleep=off"

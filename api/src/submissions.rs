@@ -171,6 +171,34 @@ pub struct ComparisonView {
     /// this is an A/A comparison, not a test of the commits".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub boot_note: Option<String>,
+    /// The mode every run of the job was measured in (a QEMU guest's clock
+    /// and vCPUs), and what that mode cannot see; `None` outside QEMU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_by: Option<MeasuredBy>,
+}
+
+/// How a comparison's runs were measured, and what that mode cannot see:
+/// a `same` there says nothing about what it cannot see.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct MeasuredBy {
+    /// `exact clock (icount), 1 vCPU`, `wall clock (KVM), 4 vCPUs`, ...
+    pub mode: String,
+    /// What no number of runs in this mode can show (e.g. "contention
+    /// between CPUs ...").
+    pub blind_to: String,
+    /// True when a change that costs only as CPUs contend (a lock handed
+    /// between them, a cache line bouncing) cannot move this mode's numbers.
+    pub blind_to_contention: bool,
+}
+
+impl MeasuredBy {
+    pub fn new(mode: kbot_core::conditions::Mode) -> MeasuredBy {
+        MeasuredBy {
+            mode: mode.to_string(),
+            blind_to: mode.blind_to().to_string(),
+            blind_to_contention: mode.blind_to_contention(),
+        }
+    }
 }
 
 /// `GET /api/v1/submissions/{id}/results`.

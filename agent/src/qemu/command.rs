@@ -26,7 +26,7 @@ pub(super) fn qemu_command(
     match cfg.clock {
         // icount runs every vCPU on one TCG thread; a fixed RTC start makes
         // every boot see the same date.
-        Clock::Icount { shift } => cmd.args([
+        Clock::Icount { shift, .. } => cmd.args([
             "-accel".to_string(),
             "tcg,thread=single".to_string(),
             "-icount".to_string(),
@@ -94,7 +94,10 @@ mod tests {
     /// command line, and the results port.
     #[test]
     fn the_icount_command_line_is_deterministic_tcg_on_one_cpu() -> Result<()> {
-        let cfg = config(Clock::Icount { shift: 0 });
+        let cfg = config(Clock::Icount {
+            shift: 0,
+            smp: false,
+        });
         let args = command_line(&cfg, Accel::Tcg)?;
         let joined = args.join(" ");
         assert!(
@@ -127,15 +130,19 @@ mod tests {
         Ok(())
     }
 
-    /// A QEMU that shares the icount budget among vCPUs gives the exact
-    /// clock the tbox group's CPUs and NUMA nodes; one before it, one CPU.
+    /// `icount-smp` on a QEMU that shares the icount budget among vCPUs
+    /// gives the exact clock the tbox group's CPUs and NUMA nodes; on one
+    /// before it, and plain `icount` anywhere, one CPU.
     #[test]
-    fn icount_guests_get_the_tbox_topology_on_a_fair_qemu() -> Result<()> {
+    fn icount_smp_guests_get_the_tbox_topology_on_a_fair_qemu() -> Result<()> {
         let release = |line: &str| QemuVersion::parse(line);
         let cfg = QemuConfig {
             topology: topo(2, 2),
             version: release("QEMU emulator version 10.0.2"),
-            ..config(Clock::Icount { shift: 3 })
+            ..config(Clock::Icount {
+                shift: 3,
+                smp: true,
+            })
         };
         let joined = command_line(&cfg, Accel::Tcg)?.join(" ");
         assert!(
@@ -160,6 +167,20 @@ mod tests {
             "{joined}"
         );
         assert!(!joined.contains("-numa"), "{joined}");
+        // Plain `icount` is one vCPU on any QEMU.
+        let one = QemuConfig {
+            clock: Clock::Icount {
+                shift: 3,
+                smp: false,
+            },
+            ..old
+        };
+        assert_eq!(one.guest_topology().cpus(), ICOUNT_CPUS);
+        let joined = command_line(&one, Accel::Tcg)?.join(" ");
+        assert!(
+            joined.contains("-smp cpus=1,sockets=1,cores=1,threads=1"),
+            "{joined}"
+        );
         Ok(())
     }
 
@@ -191,7 +212,10 @@ mod tests {
     /// on a virtio console written to the results file.
     #[test]
     fn the_aarch64_command_line_is_virt_with_a_virtio_results_console() -> Result<()> {
-        let cfg = aarch64_config(Clock::Icount { shift: 3 });
+        let cfg = aarch64_config(Clock::Icount {
+            shift: 3,
+            smp: false,
+        });
         let args = command_line(&cfg, Accel::Tcg)?;
         let joined = args.join(" ");
         assert!(

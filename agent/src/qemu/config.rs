@@ -90,8 +90,10 @@ pub enum Clock {
     /// `-icount shift=N,sleep=off` on single-threaded TCG: every guest
     /// instruction advances the guest's clock by 2^N ns and idle time is
     /// skipped, so what the guest measures is instructions executed, the
-    /// same on every boot whatever else the host does.
-    Icount { shift: u32 },
+    /// same on every boot whatever else the host does. One vCPU, unless
+    /// `smp` asks for the tbox group's on a QEMU that can (see
+    /// [`guest_topology`]).
+    Icount { shift: u32, smp: bool },
     /// The host's clock (multi-threaded TCG, or KVM where it works): the
     /// guest measures host time, with the host's noise.
     Wall,
@@ -102,7 +104,7 @@ impl Clock {
     /// pair must show the same.
     pub fn describe(self) -> String {
         match self {
-            Clock::Icount { shift } => format!("icount shift={shift},sleep=off"),
+            Clock::Icount { shift, .. } => format!("icount shift={shift},sleep=off"),
             Clock::Wall => "wall".to_string(),
         }
     }
@@ -212,17 +214,20 @@ impl QemuConfig {
     }
 }
 
-/// vCPUs of an icount guest on a QEMU before
-/// [`ICOUNT_SMP_SINCE`](super::version::ICOUNT_SMP_SINCE): its round-robin
-/// TCG starves every vCPU but the first (`version.rs`), so the guest gets one
-/// CPU and one NUMA node.
+/// vCPUs of an exact-clock guest: one, so every run executes the same
+/// instructions in the same order. QEMU runs several in turns, and measured
+/// that way the seed's contention plant moved by less than the spread of the
+/// runs (README, "Measuring in QEMU guests"); `icount-smp` asks for them.
 pub const ICOUNT_CPUS: u32 = 1;
 
-/// The topology a guest gets: the tbox group's, except an icount guest on a
-/// QEMU that cannot run more than one vCPU under icount.
+/// The topology a guest gets: the tbox group's, except an icount guest,
+/// which gets one CPU unless its clock asks for SMP and QEMU can run it
+/// (a QEMU before [`ICOUNT_SMP_SINCE`](super::version::ICOUNT_SMP_SINCE)
+/// starves every vCPU but the first, `version.rs`).
 pub fn guest_topology(topology: &Topology, clock: Clock, qemu: Option<QemuVersion>) -> Topology {
+    let smp = qemu.is_some_and(QemuVersion::icount_smp);
     match clock {
-        Clock::Icount { .. } if !qemu.is_some_and(QemuVersion::icount_smp) => Topology {
+        Clock::Icount { smp: asked, .. } if !(asked && smp) => Topology {
             sockets: 1,
             cores_per_socket: ICOUNT_CPUS,
             threads_per_core: 1,

@@ -388,7 +388,10 @@ mod tests {
 
     #[test]
     fn icount_never_probes_kvm_and_records_its_clock() {
-        let b = QemuBackend::new(config(Clock::Icount { shift: 3 }));
+        let b = QemuBackend::new(config(Clock::Icount {
+            shift: 3,
+            smp: false,
+        }));
         let (accel, note) = b.accel(Path::new("/nonexistent/bzImage"));
         assert_eq!(accel, Accel::Tcg);
         assert!(note.contains("icount"), "{note}");
@@ -414,7 +417,14 @@ mod tests {
             wall.ends_with("1 earlier run(s) redone: steal 9%"),
             "{wall}"
         );
-        let icount = interference_note(Clock::Icount { shift: 0 }, Some(&load), &[]);
+        let icount = interference_note(
+            Clock::Icount {
+                shift: 0,
+                smp: false,
+            },
+            Some(&load),
+            &[],
+        );
         assert!(icount.starts_with("not judged"), "{icount}");
     }
 
@@ -435,7 +445,10 @@ mod tests {
         assert!(note.contains("aarch64 guest on an x86_64 host"), "{note}");
         let tuning = b.tuning(&note);
         assert!(tuning["guest_cmdline"].starts_with("console=ttyAMA0"));
-        let x86 = config(Clock::Icount { shift: 3 });
+        let x86 = config(Clock::Icount {
+            shift: 3,
+            smp: false,
+        });
         assert_eq!(x86.cpu_model("AMD EPYC"), "QEMU qemu64 (TCG)");
         let mut kvm = config(Clock::Wall);
         kvm.force_accel = Some(Accel::Kvm);

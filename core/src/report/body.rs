@@ -89,12 +89,16 @@ fn opening(out: &mut String, data: &ReportData, config: &ReportConfig) {
 fn test_description(out: &mut String, data: &ReportData) {
     let _ = write!(
         out,
-        "testcase: {}\nconfig: {}\ncompiler: {}\ntest machine: {}\nparameters:\n\n",
+        "testcase: {}\nconfig: {}\ncompiler: {}\ntest machine: {}\n",
         data.testcase,
         data.kconfig,
         data.compiler,
         describe_machine(&data.machine)
     );
+    if let Some(mode) = &data.measured_by {
+        let _ = writeln!(out, "measured on: {mode}");
+    }
+    out.push_str("parameters:\n\n");
     for (k, v) in &data.parameters {
         let _ = writeln!(out, "\t{k}: {v}");
     }

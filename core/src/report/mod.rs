@@ -137,6 +137,10 @@ pub struct ReportData {
     pub kconfig: String,
     pub compiler: String,
     pub machine: Hardware,
+    /// kbot's `measured on:` line: how a QEMU guest measured the runs and
+    /// what that mode cannot see; `None` on real machines.
+    #[serde(default)]
+    pub measured_by: Option<String>,
     /// `key: value` parameters in display order.
     pub parameters: Vec<(String, String)>,
     pub other_impacts: Vec<OtherImpact>,

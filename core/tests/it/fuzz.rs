@@ -377,6 +377,9 @@ fn report_data(subject: String, tree: String, branch: String) -> ReportData {
             microcode: None,
             kernel: "6.1".into(),
         },
+        measured_by: Some(
+            "exact clock (icount), 1 vCPU; cannot see contention between CPUs".into(),
+        ),
         parameters: vec![("mode".into(), "development".into())],
         other_impacts: vec![],
         compare_table: "table\n".into(),

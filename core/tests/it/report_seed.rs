@@ -96,6 +96,7 @@ fn seed_data() -> ReportData {
             microcode: None,
             kernel: "6.18.0".into(),
         },
+        measured_by: None,
         parameters: [
             ("test_memory_size", "50%"),
             ("nr_threads", "20%"),
@@ -155,6 +156,24 @@ fn rendering_twice_gives_the_same_message_id() {
     other.identity_key.push_str("/another-pair");
     let c = report::render(&other, &config()).expect("valid test input");
     assert_ne!(a.message_id, c.message_id);
+}
+
+#[test]
+fn a_guest_report_says_which_mode_measured_it_and_what_it_cannot_see() {
+    let mut data = seed_data();
+    let mode = kbot_core::conditions::Mode::ExactSmp { cpus: 2 };
+    data.measured_by = Some(format!("{mode}; cannot see {}", mode.blind_to()));
+    let r = report::render(&data, &config()).expect("valid test input");
+    assert!(
+        r.body.contains(
+            "with 128G memory\nmeasured on: exact clock (icount), 2 vCPUs; cannot see cache and TLB misses"
+        ),
+        "{}",
+        r.body
+    );
+    assert!(r
+        .body
+        .contains("QEMU runs the vCPUs in turns)\nparameters:\n"));
 }
 
 #[test]

@@ -16,7 +16,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kbot_core::conditions;
+use kbot_core::conditions::{self, Mode};
 
 use serde::{Deserialize, Serialize};
 
@@ -39,6 +39,9 @@ pub struct BootedCommits {
     /// The measurement conditions ([`conditions::describe`]) the runs of
     /// each side (`base`, `head`) were measured under, once each.
     pub conditions: BTreeMap<String, BTreeSet<String>>,
+    /// The measurement modes of the QEMU runs, both sides, once each.
+    #[serde(skip)]
+    pub modes: BTreeSet<Mode>,
 }
 
 impl BootedCommits {
@@ -58,6 +61,16 @@ impl BootedCommits {
             .collect::<BTreeSet<_>>()
             .len()
             <= 1
+    }
+
+    /// The one mode every finished run was measured in; `None` when the
+    /// runs ran outside QEMU or in several modes (then [`Self::note`] says
+    /// the comparison is not a test of the commits).
+    pub fn mode(&self) -> Option<Mode> {
+        match (self.modes.len(), self.modes.first()) {
+            (1, Some(mode)) if self.same_conditions() => Some(*mode),
+            _ => None,
+        }
     }
 
     /// Why the comparison is not a test of the commits, for people: `None`
@@ -131,6 +144,7 @@ impl BootedCommits {
             runs,
         } = run;
         let tuning: BTreeMap<String, String> = serde_json::from_str(&tuning).unwrap_or_default();
+        self.modes.extend(Mode::of(&tuning));
         self.conditions
             .entry(side)
             .or_default()
@@ -266,6 +280,7 @@ mod tests {
         ));
         assert!(b.same_conditions(), "a boot's wall time is not a condition");
         assert!(b.tests_the_commits());
+        assert_eq!(b.mode(), Some(Mode::ExactOneCpu), "no guest_cpus: one");
         b.add(group(
             "head",
             Some("qemu"),
@@ -275,6 +290,7 @@ mod tests {
         ));
         assert!(!b.same_conditions());
         assert!(!b.tests_the_commits());
+        assert_eq!(b.mode(), None, "two modes are no one mode");
         let note = b.note().unwrap_or_default();
         assert!(
             note.starts_with(

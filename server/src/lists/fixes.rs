@@ -6,29 +6,22 @@
 //! the KPI comes back, and the report's thread hears either way
 //! ([`super::commands::settle_all`] answers).
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
 
 use super::recheck::{self, Reported};
 use super::store::{self, NewCommand};
 use crate::error::Result;
 use crate::repos;
 use crate::state::AppState;
-use crate::time::now_ms;
 
 /// How often the watched branches are searched (a `git log` each).
-const LOOK_EVERY_MS: i64 = 10_000;
+pub const LOOK_EVERY: Duration = Duration::from_secs(10);
 
 /// A fix is looked for in commits up to this long before its report.
 const BEFORE_REPORT_MS: i64 = 24 * 3600 * 1000;
 
 /// Searches the watched branches for fixes of open regressions.
 pub async fn look(state: &AppState) -> Result<()> {
-    static LAST: AtomicI64 = AtomicI64::new(0);
-    let now = now_ms();
-    if now - LAST.load(Ordering::Relaxed) < LOOK_EVERY_MS {
-        return Ok(());
-    }
-    LAST.store(now, Ordering::Relaxed);
     let open = recheck::open(&state.db).await?;
     if open.is_empty() {
         return Ok(());

@@ -41,7 +41,7 @@ mod store;
 pub mod subject;
 pub mod trust;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::auth::UserAuth;
 use crate::error::{Error, Result};
@@ -231,12 +231,21 @@ pub async fn all_series(state: &AppState) -> Result<Vec<SeriesView>> {
 /// Starts the list worker; it runs until the server shuts down.
 pub fn spawn_worker(state: AppState) -> tokio::task::JoinHandle<()> {
     let shutdown = state.shutdown.clone();
-    tokio::spawn(worker::run(Reader(state), shutdown, Pace::Every(TICK)))
+    let reader = Reader {
+        state,
+        last_fix_look: None,
+    };
+    tokio::spawn(worker::run(reader, shutdown, Pace::Every(TICK)))
 }
 
 /// The list worker: every [`TICK`], reads the due lists, then moves every
-/// series and command pair on.
-struct Reader(AppState);
+/// series and command pair on; every [`fixes::LOOK_EVERY`], looks for fixes.
+struct Reader {
+    state: AppState,
+    /// The worker's own: servers sharing a process (tests, or replicas in
+    /// one) each look on their own schedule.
+    last_fix_look: Option<Instant>,
+}
 
 impl Worker for Reader {
     type Event = ();
@@ -246,12 +255,21 @@ impl Worker for Reader {
     }
 
     async fn pass(&mut self, _: Woken<()>) {
-        pass(&self.0).await;
+        pass(&self.state).await;
+        if self
+            .last_fix_look
+            .is_none_or(|t| t.elapsed() >= fixes::LOOK_EVERY)
+        {
+            self.last_fix_look = Some(Instant::now());
+            if let Err(e) = fixes::look(&self.state).await {
+                log_error("looking for fixes", None, &e);
+            }
+        }
     }
 }
 
 /// One pass: read due lists, then settle what runs.
-pub async fn pass(state: &AppState) {
+async fn pass(state: &AppState) {
     let now = now_ms();
     match store::due(&state.db, now).await {
         Ok(due) => {
@@ -270,9 +288,6 @@ pub async fn pass(state: &AppState) {
     }
     if let Err(e) = commands::settle_all(state).await {
         log_error("settling command pairs", None, &e);
-    }
-    if let Err(e) = fixes::look(state).await {
-        log_error("looking for fixes", None, &e);
     }
 }
 

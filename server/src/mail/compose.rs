@@ -2,6 +2,7 @@
 //! gather repo, commits and machine, render with `kbot_core::report`, and
 //! write the outbox row in the caller's transaction.
 
+use kbot_core::conditions::Mode;
 use kbot_core::machine::Hardware;
 use kbot_core::metrics::Impact;
 use kbot_core::report::{self, mbox, ChangeKind, OtherImpact, ReportData, StillOn};
@@ -172,6 +173,8 @@ struct Context {
     submission_created_at: i64,
     machine: Hardware,
     tbox_group: String,
+    /// The measurement mode of the head's runs (a QEMU guest's).
+    mode: Option<Mode>,
 }
 
 /// The machine a run was measured on, as its `agents` row holds it.
@@ -188,6 +191,8 @@ struct MachineRow {
     microcode: Option<String>,
     kernel: String,
     tbox_group: String,
+    /// The run's tuning map (JSON): its measurement conditions.
+    tuning: String,
 }
 
 async fn load_context(tx: &mut Tx, submission_id: i64, atomic_job_id: i64) -> Result<Context> {
@@ -202,14 +207,14 @@ async fn load_context(tx: &mut Tx, submission_id: i64, atomic_job_id: i64) -> Re
     // The machine of the head's runs: the one the regression was measured on.
     let agent = sqlx::query_as::<_, MachineRow>(
         "SELECT a.arch, a.cpu_model, a.sockets, a.cores, a.threads, a.numa_nodes, \
-         a.memory_bytes, a.page_size, a.microcode, a.kernel, a.tbox_group \
+         a.memory_bytes, a.page_size, a.microcode, a.kernel, a.tbox_group, res.tuning \
          FROM jobs j JOIN results res ON res.job_id = j.id JOIN agents a ON a.id = res.agent_id \
          WHERE j.atomic_job_id = $1 AND j.side = 'head' ORDER BY j.id LIMIT 1",
     )
     .bind(atomic_job_id)
     .fetch_optional(&mut **tx)
     .await?;
-    let (machine, tbox_group) = match agent {
+    let (machine, tbox_group, mode) = match agent {
         Some(a) => (
             Hardware {
                 arch: a.arch,
@@ -224,8 +229,11 @@ async fn load_context(tx: &mut Tx, submission_id: i64, atomic_job_id: i64) -> Re
                 kernel: a.kernel,
             },
             a.tbox_group,
+            serde_json::from_str(&a.tuning)
+                .ok()
+                .and_then(|t| Mode::of(&t)),
         ),
-        None => (unknown_machine(), String::new()),
+        None => (unknown_machine(), String::new(), None),
     };
     Ok(Context {
         repo_name,
@@ -236,6 +244,7 @@ async fn load_context(tx: &mut Tx, submission_id: i64, atomic_job_id: i64) -> Re
         submission_created_at,
         machine,
         tbox_group,
+        mode,
     })
 }
 
@@ -294,6 +303,7 @@ fn report_data(pc: &PairComparison, kpi: &MetricComparison, ctx: &Context) -> Re
         kconfig: pc.job.kconfig.clone(),
         compiler: pc.job.compiler.clone(),
         machine: ctx.machine.clone(),
+        measured_by: ctx.mode.map(measured_by),
         parameters: report::job_parameters(&pc.job),
         other_impacts: other_impacts(pc, kpi, &ctx.machine),
         compare_table: table::render(&table_input.within_budget(REPORT_ROWS_PER_GROUP)),
@@ -309,6 +319,11 @@ fn report_data(pc: &PairComparison, kpi: &MetricComparison, ctx: &Context) -> Re
         preface: None,
         posted: None,
     }
+}
+
+/// The report's `measured on:` line: the mode and what it cannot see.
+fn measured_by(mode: Mode) -> String {
+    format!("{mode}; cannot see {}", mode.blind_to())
 }
 
 /// "In addition to that": the job's other KPIs the same pair changed, of

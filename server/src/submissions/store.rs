@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::jobs::{StoredJobState, SubmissionState};
 use crate::repos::commit_by_id;
 use kbot_api::submissions::{
-    ComparisonView, EventView, JobCounts, JobView, RunResult, SubmissionView,
+    ComparisonView, EventView, JobCounts, JobView, MeasuredBy, RunResult, SubmissionView,
 };
 
 /// A `submissions` row.
@@ -353,6 +353,7 @@ pub async fn comparisons(db: &Db, submission_id: i64) -> Result<Vec<ComparisonVi
                 computed_at: row.updated_at,
                 tests_the_commits: boot.is_some_and(|b| b.tests_the_commits()),
                 boot_note: boot.and_then(|b| b.note()),
+                measured_by: boot.and_then(|b| b.mode()).map(MeasuredBy::new),
             }
         })
         .collect())

@@ -21,7 +21,7 @@ use crate::submissions;
 use crate::web::paging::{filter, link, Pager, Paging};
 use crate::web::plots::samples::{self, SamplesPlot};
 use crate::web::{render, PageResult};
-use kbot_api::submissions::ComparisonView;
+use kbot_api::submissions::{ComparisonView, MeasuredBy};
 
 /// Metric cards per page: each carries a plot.
 const PER_PAGE: u32 = 12;
@@ -67,6 +67,11 @@ struct MetricCard {
     /// Runs plotted against runs the stored verdict saw, when they differ.
     runs_note: Option<String>,
     boot_note: Option<String>,
+    /// The mode the runs were measured in, and what it cannot see.
+    measured_by: Option<MeasuredBy>,
+    /// A `same` in a mode that cannot see contention between CPUs: below
+    /// its sight, not "no change" for a change that costs only so.
+    blind_same: bool,
     plot: String,
 }
 
@@ -234,6 +239,11 @@ fn card(i: usize, job: &str, c: &ComparisonView, samples: &Samples, runs_cap: u3
             )
         }),
         boot_note: c.boot_note.clone(),
+        blind_same: c.verdict == "same"
+            && c.measured_by
+                .as_ref()
+                .is_some_and(|m| m.blind_to_contention),
+        measured_by: c.measured_by.clone(),
         plot,
         anchor,
     }
