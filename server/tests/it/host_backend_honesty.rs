@@ -264,6 +264,25 @@ async fn pairs_measured_under_different_conditions_are_not_blamed_on_a_commit() 
             .await
             .expect("booted_commits");
         assert!(booted.tests_the_commits(), "{backend:?}: {booted:?}");
+        // Which mode measured it, and what that mode cannot see.
+        let results: SubmissionResults = get(
+            &t,
+            &user,
+            &format!("/api/v1/submissions/{}/results", alike.submission_id),
+        )
+        .await;
+        let measured = results.comparisons[0].measured_by.clone();
+        let measured = measured.expect("an icount pair has a mode");
+        assert_eq!(measured.mode, "exact clock (icount), 1 vCPU");
+        assert!(measured.blind_to_contention, "{measured:?}");
+        assert!(measured.blind_to.contains("contention between CPUs"));
+        let url = t.url(&format!("/submissions/{}/compare", alike.submission_id));
+        let html = t.http.get(url).send().await.expect("page");
+        let html = html.text().await.expect("html");
+        assert!(
+            html.contains("<strong>Measured on the exact clock (icount), 1 vCPU:</strong> cannot see contention between CPUs"),
+            "{html}"
+        );
         let acted = count("/api/v1/reports").await + count("/api/v1/bisections").await;
         assert!(
             acted >= 1,
