@@ -84,9 +84,47 @@ struct Thread<'a> {
     netdev: (i64, PublicInbox),
     report_id: String,
     report_subject: String,
+    /// Holds both archives.
+    _archives: tempfile::TempDir,
 }
 
-impl Thread<'_> {
+impl<'a> Thread<'a> {
+    /// Both lists, fsdevel holding `posted`; one agent runs the series,
+    /// slower than its base, until kbot's report answers in its thread.
+    async fn reported(
+        sim: &'a Sim<'a>,
+        sink: &smtp_sink::Sink,
+        world: &World,
+        posted: &Posted,
+    ) -> Thread<'a> {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let fsdevel = PublicInbox::create_v2(&tmp.path().join("fsdevel"));
+        let netdev = PublicInbox::create_v2(&tmp.path().join("netdev"));
+        append(&fsdevel, &posted.mails);
+        let fsdevel_id = add_list(sim, "fsdevel", fsdevel.root(), LIST).await;
+        let netdev_id = add_list(sim, "netdev", netdev.root(), NETDEV).await;
+        let fleet = Fleet::enroll(sim, 1).await;
+        let s = series_when(sim, &posted.message_id(0), |s| s["state"] == "testing").await;
+        let detail = sim.get(&format!("/api/v1/series/{}", id(&s))).await;
+        for p in list(detail["parts"].clone()) {
+            world.model.set(str_of(&p["commit"]), GOOD * 0.8);
+        }
+        let report = fleet
+            .run_until(mail_when(sink, "the regression report", |d| {
+                in_reply_to(d, &posted.message_id(0))
+            }))
+            .await;
+        let data = report.data.replace("\r\n", "\n");
+        Thread {
+            sim,
+            fsdevel: (fsdevel_id, fsdevel),
+            netdev: (netdev_id, netdev),
+            report_id: header(&data, "Message-ID"),
+            report_subject: header(&data, "Subject"),
+            _archives: tmp,
+        }
+    }
+
     fn reply(&self, from: &str, id: &str, body: &str) -> String {
         reply(from, &self.report_id, &self.report_subject, id, body)
     }
@@ -207,31 +245,7 @@ async fn commands_are_taken_from_verified_senders_with_a_role() {
             c.mail.dkim_keys = pinned_keys();
         })
         .await;
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let fsdevel = PublicInbox::create_v2(&tmp.path().join("fsdevel"));
-        let netdev = PublicInbox::create_v2(&tmp.path().join("netdev"));
-        append(&fsdevel, &posted.mails);
-        let fsdevel_id = add_list(&sim, "fsdevel", fsdevel.root(), LIST).await;
-        let netdev_id = add_list(&sim, "netdev", netdev.root(), NETDEV).await;
-        let fleet = Fleet::enroll(&sim, 1).await;
-        let s = series_when(&sim, &posted.message_id(0), |s| s["state"] == "testing").await;
-        let detail = sim.get(&format!("/api/v1/series/{}", id(&s))).await;
-        for p in list(detail["parts"].clone()) {
-            world.model.set(str_of(&p["commit"]), GOOD * 0.8);
-        }
-        let report = fleet
-            .run_until(mail_when(&sink, "the regression report", |d| {
-                in_reply_to(d, &posted.message_id(0))
-            }))
-            .await;
-        let data = report.data.replace("\r\n", "\n");
-        let t = Thread {
-            sim: &sim,
-            fsdevel: (fsdevel_id, fsdevel),
-            netdev: (netdev_id, netdev),
-            report_id: header(&data, "Message-ID"),
-            report_subject: header(&data, "Subject"),
-        };
+        let t = Thread::reported(&sim, &sink, &world, &posted).await;
 
         // A forged From: unsigned, then signed by a domain that is not Pat's.
         t.say(t.reply(PAT, "forged-1@example.org", "#kbot invalid\n"))
@@ -555,31 +569,7 @@ async fn dup_names_another_regression_and_makes_no_cycle() {
             c.mail.dkim_keys = pinned_keys();
         })
         .await;
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let fsdevel = PublicInbox::create_v2(&tmp.path().join("fsdevel"));
-        let netdev = PublicInbox::create_v2(&tmp.path().join("netdev"));
-        append(&fsdevel, &posted.mails);
-        let fsdevel_id = add_list(&sim, "fsdevel", fsdevel.root(), LIST).await;
-        let netdev_id = add_list(&sim, "netdev", netdev.root(), NETDEV).await;
-        let fleet = Fleet::enroll(&sim, 1).await;
-        let s = series_when(&sim, &posted.message_id(0), |s| s["state"] == "testing").await;
-        let detail = sim.get(&format!("/api/v1/series/{}", id(&s))).await;
-        for p in list(detail["parts"].clone()) {
-            world.model.set(str_of(&p["commit"]), GOOD * 0.8);
-        }
-        let report = fleet
-            .run_until(mail_when(&sink, "the regression report", |d| {
-                in_reply_to(d, &posted.message_id(0))
-            }))
-            .await;
-        let data = report.data.replace("\r\n", "\n");
-        let t = Thread {
-            sim: &sim,
-            fsdevel: (fsdevel_id, fsdevel),
-            netdev: (netdev_id, netdev),
-            report_id: header(&data, "Message-ID"),
-            report_subject: header(&data, "Subject"),
-        };
+        let t = Thread::reported(&sim, &sink, &world, &posted).await;
         let own = id(&list(sim.get("/api/v1/regressions").await)[0]);
         let seeded = seed::submission(sim.t.db(), "other", "alice", seed::LOAD_JOB_FILE, 1, 0)
             .await
