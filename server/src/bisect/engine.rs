@@ -37,6 +37,13 @@ struct Plan {
 }
 
 impl Plan {
+    /// `runs` more runs of a commit, once per pass however many steps ask.
+    fn add_runs(&mut self, commit_id: i64, runs: u32) {
+        if runs > 0 && !self.more_runs.iter().any(|(c, _)| *c == commit_id) {
+            self.more_runs.push((commit_id, runs));
+        }
+    }
+
     fn is_empty(&self) -> bool {
         self.finished.is_empty()
             && self.more_runs.is_empty()
@@ -78,7 +85,7 @@ fn judge_step(
         .get(&s.commit_id)
         .cloned()
         .unwrap_or_default();
-    if runs.pending > 0 {
+    if runs.pending > 0 || samples.ends_pending(b) {
         // A kernel that does not build or boot will not on the next run
         // either: drop the runs nobody has started.
         if runs.finished.is_empty()
@@ -136,9 +143,15 @@ fn judge_step(
             plan.finished.push((s.id, StepState::Bad, change, detail));
             Some(StepState::Bad)
         }
-        StepClass::Unknown if runs.total() < cap => {
-            let more = crate::submissions::expand::extra_runs(runs.total(), cap);
-            plan.more_runs.push((s.commit_id, more));
+        StepClass::Unknown if runs.total() < cap || samples.ends_below(b, cap) => {
+            let extra = |queued| crate::submissions::expand::extra_runs(queued, cap);
+            plan.add_runs(s.commit_id, extra(runs.total()));
+            // An end sampled less than the cap can keep a clear change from
+            // deciding (a rank test between 2 and 6 runs never reaches
+            // α): it gets runs in the probe job too.
+            for end in [b.good_commit_id, b.bad_commit_id] {
+                plan.add_runs(end, extra(samples.end_runs(b, end)));
+            }
             None
         }
         StepClass::Unknown => {
@@ -354,4 +367,113 @@ async fn apply(state: &AppState, b: &BisectionRow, steps: &[StepRow], plan: Plan
     tx.commit().await?;
     state.wake_lessees();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::bisect::store::CommitRuns;
+
+    const KPI: &str = "perf-bench-sched-pipe.ops_per_sec";
+    const GOOD: i64 = 1;
+    const BAD: i64 = 2;
+    const PROBE: i64 = 3;
+
+    fn bisection(cap: i64) -> BisectionRow {
+        BisectionRow {
+            id: 1,
+            repo_id: 1,
+            repo_name: "linux".into(),
+            origin_submission_id: 1,
+            origin_atomic_job_id: 1,
+            probe_submission_id: Some(2),
+            probe_atomic_job_id: Some(2),
+            verify_submission_id: None,
+            good_commit_id: GOOD,
+            bad_commit_id: BAD,
+            metric: KPI.into(),
+            tbox_group: "vm".into(),
+            job_key: "k".into(),
+            state: BisectionState::Running,
+            first_bad_commit_id: None,
+            patch_id: None,
+            duplicate_of: None,
+            reason: None,
+            remaining: String::new(),
+            runs_cap: cap,
+            rev: 0,
+            created_at: 0,
+            finished_at: None,
+        }
+    }
+
+    fn step() -> StepRow {
+        StepRow {
+            id: 10,
+            idx: 0,
+            commit_id: PROBE,
+            sha: "c0ffee".into(),
+            subject: "fs/pipe: zero scratch pages".into(),
+            state: StepState::Testing,
+            change_pct: None,
+            detail: String::new(),
+            started_at: 0,
+            finished_at: None,
+        }
+    }
+
+    fn runs(values: &[f64]) -> CommitRuns {
+        CommitRuns {
+            finished: values
+                .iter()
+                .map(|v| BTreeMap::from([(KPI.to_string(), *v)]))
+                .collect(),
+            ..CommitRuns::default()
+        }
+    }
+
+    /// The e2e's case: ends of two identical runs each (an exact clock's
+    /// pair decides at once), a culprit whose runs land on two values. No
+    /// rank test between 2 and 6 runs reaches α, so at the probe's cap the
+    /// ends get runs; with them the culprit is bad.
+    #[test]
+    fn a_probe_at_its_cap_asks_for_runs_of_ends_too_small_to_decide() {
+        let b = bisection(6);
+        let two_states = [2829.0, 2835.0, 2829.0, 2835.0, 2829.0, 2835.0];
+        let mut samples = Samples {
+            good: vec![13550.0; 2],
+            bad: vec![2829.0; 2],
+            probes: HashMap::from([(PROBE, runs(&two_states))]),
+        };
+        let mut plan = Plan::default();
+        assert_eq!(judge_step(&b, &step(), &samples, &mut plan), None);
+        assert!(plan.finished.is_empty(), "{:?}", plan.finished);
+        assert_eq!(plan.more_runs, vec![(GOOD, 2), (BAD, 2)]);
+
+        // The ends' runs pending in the probe job: the step waits.
+        samples.probes.insert(
+            GOOD,
+            CommitRuns {
+                pending: 2,
+                ..CommitRuns::default()
+            },
+        );
+        let mut plan = Plan::default();
+        assert_eq!(judge_step(&b, &step(), &samples, &mut plan), None);
+        assert!(plan.more_runs.is_empty() && plan.finished.is_empty());
+
+        // Up to the cap on each end: decided.
+        samples.probes.remove(&GOOD);
+        samples.good = vec![13550.0; 6];
+        samples.bad = vec![2829.0; 6];
+        let mut plan = Plan::default();
+        assert_eq!(
+            judge_step(&b, &step(), &samples, &mut plan),
+            Some(StepState::Bad),
+            "{:?}",
+            plan.finished
+        );
+    }
 }

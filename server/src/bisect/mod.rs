@@ -9,7 +9,10 @@
 //!   tbox group;
 //! - a tested commit is classified against both ends' samples
 //!   ([`kbot_core::stats::bisect::classify`]): `unknown` queues more runs up
-//!   to the cap, then the commit is `undecided`; a commit none of whose runs
+//!   to the cap, of the commit and of an end of the range sampled below the
+//!   cap (a pair an exact clock decided at two runs per side leaves ends no
+//!   rank test can decide against), then the commit is `undecided`; a
+//!   commit none of whose runs
 //!   finished (build or boot failure) is skipped like `git bisect skip`;
 //! - when no candidate is left, the first bad commit is run again against
 //!   its parent in a fresh `verify` pair; only a confirmed regression is

@@ -38,6 +38,34 @@ impl Samples {
     }
 }
 
+impl Samples {
+    /// The runs an end of the range has: its values, and its runs still
+    /// pending in the probe job.
+    pub(super) fn end_runs(&self, b: &BisectionRow, commit_id: i64) -> u32 {
+        let values = if commit_id == b.good_commit_id {
+            self.good.len()
+        } else {
+            self.bad.len()
+        };
+        let pending = self.probes.get(&commit_id).map_or(0, |r| r.pending);
+        u32::try_from(values).unwrap_or(u32::MAX) + pending
+    }
+
+    /// An end of `b`'s range has fewer runs than `cap`.
+    pub(super) fn ends_below(&self, b: &BisectionRow, cap: u32) -> bool {
+        [b.good_commit_id, b.bad_commit_id]
+            .iter()
+            .any(|&end| self.end_runs(b, end) < cap)
+    }
+
+    /// Runs of an end of `b`'s range are still pending in the probe job.
+    pub(super) fn ends_pending(&self, b: &BisectionRow) -> bool {
+        [b.good_commit_id, b.bad_commit_id]
+            .iter()
+            .any(|end| self.probes.get(end).is_some_and(|r| r.pending > 0))
+    }
+}
+
 pub(super) fn metric_values(runs: &CommitRuns, metric: &str) -> Vec<f64> {
     runs.finished
         .iter()
