@@ -42,7 +42,7 @@ e2e_start_server() {
   export KBOT_BIND="127.0.0.1:$port"
   export KBOT_ARTIFACT_DIR="$work/artifacts"
   "$bin/kbot-server" migrate >&2
-  export KBOT_SERVER="$url"
+  export KBOT_SERVER_URL="$url"
   KBOT_TOKEN=$("$bin/kbot-server" user-token --name e2e)
   export KBOT_TOKEN
   "$bin/kbot-server" serve > "$work/server.log" 2>&1 &

@@ -134,6 +134,10 @@ pub enum AccelArg {
 
 #[derive(Debug, Clone, Args)]
 pub struct AgentArgs {
+    /// Log JSON lines instead of text (the filter is `KBOT_LOG`, as for
+    /// the server).
+    #[arg(long, env = "KBOT_LOG_JSON", global = true)]
+    pub log_json: bool,
     /// The kbot server's base URL.
     #[arg(
         long,

@@ -16,13 +16,17 @@ fn main() -> std::process::ExitCode {
 }
 
 async fn run(cli: kbot_agent::config::Cli) -> std::process::ExitCode {
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("KBOT_LOG")
                 .unwrap_or_else(|_| "info".into()),
         )
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    if cli.agent.log_json {
+        logs.json().init();
+    } else {
+        logs.init();
+    }
     match kbot_agent::run_cli(cli).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

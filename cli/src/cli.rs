@@ -13,6 +13,7 @@ use kbot_server::{access, auth, lists};
 
 use crate::error::Result;
 use crate::output;
+use crate::renamed::Adopted;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -103,9 +104,13 @@ pub enum UsersCommand {
     },
 }
 
-/// Runs the parsed command line.
-pub async fn run(cli: Cli) -> Result<()> {
+/// Runs the parsed command line; `renamed` are the old environment names
+/// it was given (see [`crate::renamed`]), warned about once logging is up.
+pub async fn run(cli: Cli, renamed: &[Adopted]) -> Result<()> {
     telemetry::init(cli.log_json);
+    for r in renamed {
+        tracing::warn!("{r}");
+    }
     match cli.command {
         Command::User(cmd) => crate::user::run(cmd).await,
         Command::Serve(args) => {

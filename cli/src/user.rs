@@ -20,8 +20,8 @@ use crate::output;
 /// Where the server is and who is asking; shared by every user subcommand.
 #[derive(Debug, Clone, Args)]
 pub struct Connection {
-    /// Base URL of the kbot server.
-    #[arg(long, env = "KBOT_SERVER", default_value = "http://127.0.0.1:8080")]
+    /// Base URL of the kbot server (`KBOT_SERVER`, its old name, is still read).
+    #[arg(long, env = "KBOT_SERVER_URL", default_value = "http://127.0.0.1:8080")]
     pub server: String,
     /// User API token (created with the admin subcommand).
     #[arg(long, env = "KBOT_TOKEN", hide_env_values = true)]

@@ -22,6 +22,7 @@ use kbot_server::auth;
 use kbot_server::db::Db;
 use kbot_server::error::Result;
 
+pub mod cli;
 pub mod history;
 pub mod pages;
 pub mod seed;

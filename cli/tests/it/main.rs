@@ -2,5 +2,6 @@
 //! `kbot-server` binary (run one area with `cargo test -p kbot-cli --test it
 //! AREA::`). The harness is `kbot-testkit`.
 
+mod configuration;
 mod server_crash;
 mod user_cli;

@@ -41,7 +41,7 @@ impl ServerProcess {
             .env("KBOT_DATABASE_URL", &store.database_url)
             .env("KBOT_BIND", format!("127.0.0.1:{port}"))
             .env("KBOT_ARTIFACT_DIR", artifact_dir(store))
-            .env("RUST_LOG", "warn")
+            .env("KBOT_LOG", "warn")
             .stdin(Stdio::null())
             .spawn()
             .expect("kbot-server starts");

@@ -14,9 +14,9 @@ const JOB: &str = "testcase: bw_pipe\nnr_threads: 1\nruns: 2\nturbostat:\nbw_pip
 async fn cli(server: &TestServer, token: &str, args: &[&str]) -> (bool, String, String) {
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_kbot-server"))
         .args(args)
-        .env("KBOT_SERVER", server.url(""))
+        .env("KBOT_SERVER_URL", server.url(""))
         .env("KBOT_TOKEN", token)
-        .env("RUST_LOG", "warn")
+        .env("KBOT_LOG", "warn")
         .output()
         .await
         .expect("kbot-server runs");
@@ -207,7 +207,7 @@ async fn user_add_sets_a_dashboard_password_from_stdin() {
                 "gina@example.org",
             ])
             .env("KBOT_DATABASE_URL", &server.store.database_url)
-            .env("RUST_LOG", "warn")
+            .env("KBOT_LOG", "warn")
             .stdin(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
@@ -265,9 +265,9 @@ async fn a_closed_pipe_ends_a_command_quietly() {
     for args in [&["repo", "list"][..], &["repo", "list", "--json"][..]] {
         let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_kbot-server"))
             .args(args)
-            .env("KBOT_SERVER", server.url(""))
+            .env("KBOT_SERVER_URL", server.url(""))
             .env("KBOT_TOKEN", &token)
-            .env("RUST_LOG", "warn")
+            .env("KBOT_LOG", "warn")
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
@@ -461,4 +461,53 @@ async fn wait_for_series(server: &TestServer, token: &str, list: &str) -> Value 
     }
     let (_, out, _) = cli(server, token, &["list", "show", list]).await;
     panic!("no series after 30 s: {out}");
+}
+
+/// Scripts written against the old names still work: `KBOT_SERVER` reaches
+/// the server and `RUST_LOG` filters the logs, each with a warning that
+/// names its new name; the new names win when both are set.
+#[tokio::test]
+async fn old_environment_names_still_work_with_a_warning() {
+    let server = TestServer::start(backends()[0]).await;
+    let (_, token) = kbot_server::auth::create_user_token(server.db(), "olga", None)
+        .await
+        .expect("token");
+    let run = |vars: Vec<(&'static str, String)>| {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_kbot-server"));
+        cmd.args(["repo", "list", "--json"])
+            .env_remove("KBOT_SERVER_URL")
+            .env_remove("KBOT_LOG")
+            .env_remove("RUST_LOG")
+            .env("KBOT_TOKEN", &token);
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
+        async move { cmd.output().await.expect("kbot-server runs") }
+    };
+    let out = run(vec![
+        ("KBOT_SERVER", server.url("")),
+        ("RUST_LOG", "warn".into()),
+    ])
+    .await;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "[]");
+    assert!(
+        err.contains("KBOT_SERVER is read as KBOT_SERVER_URL")
+            && err.contains("RUST_LOG is read as KBOT_LOG"),
+        "{err}"
+    );
+    // The new name wins: the old one points nowhere.
+    let out = run(vec![
+        ("KBOT_SERVER", "http://127.0.0.1:1".into()),
+        ("KBOT_SERVER_URL", server.url("")),
+    ])
+    .await;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("KBOT_SERVER is ignored: KBOT_SERVER_URL is set"),
+        "{err}"
+    );
+    server.stop().await;
 }
