@@ -464,6 +464,18 @@ mod tests {
         assert_eq!(judge_step(&b, &step(), &samples, &mut plan), None);
         assert!(plan.more_runs.is_empty() && plan.finished.is_empty());
 
+        // Runs of an end that failed count against the cap: not asked again.
+        samples.probes.insert(
+            GOOD,
+            CommitRuns {
+                failed: 4,
+                ..CommitRuns::default()
+            },
+        );
+        let mut plan = Plan::default();
+        assert_eq!(judge_step(&b, &step(), &samples, &mut plan), None);
+        assert_eq!(plan.more_runs, vec![(BAD, 2)]);
+
         // Up to the cap on each end: decided.
         samples.probes.remove(&GOOD);
         samples.good = vec![13550.0; 6];

@@ -36,19 +36,21 @@ impl Samples {
             probes,
         })
     }
-}
 
-impl Samples {
-    /// The runs an end of the range has: its values, and its runs still
-    /// pending in the probe job.
+    /// The runs an end of the range has: its values, and its runs in the
+    /// probe job still pending or failed (so an end whose runs fail is not
+    /// asked again without bound).
     pub(super) fn end_runs(&self, b: &BisectionRow, commit_id: i64) -> u32 {
         let values = if commit_id == b.good_commit_id {
             self.good.len()
         } else {
             self.bad.len()
         };
-        let pending = self.probes.get(&commit_id).map_or(0, |r| r.pending);
-        u32::try_from(values).unwrap_or(u32::MAX) + pending
+        let unfinished = self
+            .probes
+            .get(&commit_id)
+            .map_or(0, |r| r.pending + r.failed);
+        u32::try_from(values).unwrap_or(u32::MAX) + unfinished
     }
 
     /// An end of `b`'s range has fewer runs than `cap`.
