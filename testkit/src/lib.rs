@@ -383,3 +383,25 @@ pub fn loopback_mail(port: u16) -> MailConfig {
         ..MailConfig::disabled()
     }
 }
+
+/// Every file under `dir`, recursively, whose name ends in `.EXT` (every
+/// file when `ext` is `None`), for tests that read the tree's sources.
+pub fn files_under(dir: &std::path::Path, ext: Option<&str>) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        let entries = std::fs::read_dir(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display()));
+        for entry in entries {
+            let path = entry
+                .unwrap_or_else(|e| panic!("{}: {e}", d.display()))
+                .path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if ext.is_none_or(|e| path.extension().is_some_and(|x| x == e)) {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}

@@ -189,20 +189,6 @@ fn names_in(text: &str, into: &mut BTreeSet<String>) {
     }
 }
 
-fn files_under(dir: &Path, ext: Option<&str>, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let p = entry.path();
-        if p.is_dir() {
-            files_under(&p, ext, out);
-        } else if ext.is_none_or(|e| p.extension().is_some_and(|x| x == e)) {
-            out.push(p);
-        }
-    }
-}
-
 #[test]
 fn every_kbot_variable_in_use_is_in_the_configuration_reference() {
     let root = repo_root();
@@ -214,7 +200,7 @@ fn every_kbot_variable_in_use_is_in_the_configuration_reference() {
         root.join("Dockerfile"),
         root.join(".ci/run"),
     ];
-    files_under(&root.join("scripts"), None, &mut files);
+    files.extend(kbot_testkit::files_under(&root.join("scripts"), None));
     for krate in [
         "core",
         "api",
@@ -225,7 +211,10 @@ fn every_kbot_variable_in_use_is_in_the_configuration_reference() {
         "workloads",
         "testkit",
     ] {
-        files_under(&root.join(krate).join("src"), Some("rs"), &mut files);
+        files.extend(kbot_testkit::files_under(
+            &root.join(krate).join("src"),
+            Some("rs"),
+        ));
     }
     let mut missing = BTreeMap::new();
     for file in files {

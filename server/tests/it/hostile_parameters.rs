@@ -49,12 +49,12 @@ fn hostile_values(pwned: &Path) -> Vec<String> {
 /// valid value), false for a number or flag (a hostile value is refused by
 /// the parse, alone in its request so that it masks no other parameter).
 fn query_parameters() -> BTreeMap<String, bool> {
-    let mut sources = Vec::new();
-    collect_sources(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
-        &mut sources,
-    );
-    let code = sources.join("\n");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let code = kbot_testkit::files_under(&src, Some("rs"))
+        .iter()
+        .map(|f| std::fs::read_to_string(f).expect("source"))
+        .collect::<Vec<_>>()
+        .join("\n");
     let mut wanted: Vec<String> = code
         .split("Query<")
         .skip(1)
@@ -102,17 +102,6 @@ fn struct_bodies<'a>(code: &'a str, name: &str) -> Vec<&'a str> {
             body.find("\n}").map(|end| &body[..end])
         })
         .collect()
-}
-
-fn collect_sources(dir: &Path, out: &mut Vec<String>) {
-    for entry in std::fs::read_dir(dir).expect("server/src") {
-        let path = entry.expect("dir entry").path();
-        if path.is_dir() {
-            collect_sources(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(std::fs::read_to_string(&path).expect("source"));
-        }
-    }
 }
 
 #[test]

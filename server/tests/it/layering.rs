@@ -113,17 +113,6 @@ struct Import {
     to: Node,
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).expect("read src") {
-        let path = entry.expect("entry").path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
-
 /// The source without comments and `#[cfg(test)]` modules.
 fn product_code(src: &str) -> String {
     let mut out = String::new();
@@ -274,8 +263,7 @@ struct Graph {
 }
 
 fn read_graph(src: &Path) -> Graph {
-    let mut files = Vec::new();
-    rust_files(src, &mut files);
+    let files = kbot_testkit::files_under(src, Some("rs"));
     let mut graph = Graph {
         files: BTreeMap::new(),
         imports: BTreeMap::new(),
