@@ -3,6 +3,7 @@
 
 use clap::{Parser, Subcommand};
 
+use kbot_server::artifacts::ArtifactStore;
 use kbot_server::config::{Config, DbArgs, RetentionArgs, RetentionConfig, ServeArgs};
 use kbot_server::db::Db;
 use kbot_server::error::Error as ServerError;
@@ -151,7 +152,9 @@ pub async fn run(cli: Cli, renamed: &[Adopted]) -> Result<()> {
             let mut config = Config::new(url, artifact_dir);
             config.retention = RetentionConfig::from_args(&retention);
             let (_stop, stopped) = tokio::sync::watch::channel(false);
-            let state = AppState::new(db.clone(), config, stopped);
+            // The retention pass prunes git refs and mail rows, no artifact.
+            let artifacts = ArtifactStore::directory(&config.artifact_dir)?;
+            let state = AppState::new(db.clone(), config, artifacts, stopped);
             let pruned = lists::retention::prune(&state, kbot_server::time::now_ms()).await;
             db.close().await;
             let pruned = pruned?;

@@ -81,10 +81,17 @@ pub enum Error {
     /// The filesystem of the artifact directory is full (or over quota):
     /// nothing of the request was stored, and the same request can succeed
     /// once space is freed, so it is a retryable 507, not a 500.
-    #[error("no space left in the artifact directory {dir}")]
+    #[error("no space left in the artifact store {store}")]
     InsufficientStorage {
-        dir: std::path::PathBuf,
-        source: std::io::Error,
+        store: String,
+        source: object_store::Error,
+    },
+    /// The artifact store failed to write or read an object (a bucket that
+    /// cannot be reached, a missing object): a 503 the agent retries.
+    #[error("artifact store: {key}")]
+    ArtifactStore {
+        key: String,
+        source: object_store::Error,
     },
     #[error(transparent)]
     Other(#[from] anyhow::Error),
@@ -126,6 +133,7 @@ impl Error {
             Error::TooManyEvents { .. } => "too_many_events",
             Error::RequestTimeout => "request_timeout",
             Error::InsufficientStorage { .. } => "insufficient_storage",
+            Error::ArtifactStore { .. } => "artifact_store_unavailable",
             Error::Db(e) if database_unavailable(e) => "database_unavailable",
             Error::Db(e) if unstorable_text(e) => "bad_request",
             Error::Db(_)
@@ -156,6 +164,7 @@ impl Error {
             }
             Error::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             Error::InsufficientStorage { .. } => StatusCode::INSUFFICIENT_STORAGE,
+            Error::ArtifactStore { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Error::Db(e) if database_unavailable(e) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Db(e) if unstorable_text(e) => StatusCode::BAD_REQUEST,
             Error::Db(_)
@@ -173,7 +182,9 @@ impl Error {
 
     /// What the client may see: internal detail stays in the log.
     fn public_message(&self) -> String {
-        if self.status() == StatusCode::SERVICE_UNAVAILABLE {
+        if matches!(self, Error::ArtifactStore { .. }) {
+            "the artifact store is unavailable; retry later".to_string()
+        } else if self.status() == StatusCode::SERVICE_UNAVAILABLE {
             "the database is unavailable; retry later".to_string()
         } else if matches!(self, Error::Db(e) if unstorable_text(e)) {
             "the request holds text that cannot be stored (a NUL byte)".to_string()
@@ -189,7 +200,7 @@ impl Error {
 
     fn log(&self) {
         if self.status() == StatusCode::SERVICE_UNAVAILABLE {
-            tracing::warn!(error = %error_chain(self), "database unavailable");
+            tracing::warn!(error = %error_chain(self), code = self.code(), "store unavailable");
         } else if self.status().is_server_error() {
             tracing::error!(error = %error_chain(self), "request failed");
         } else {
@@ -436,7 +447,8 @@ fn error_description(status: u16) -> &'static str {
              Retry after the `Retry-After` seconds; an agent's upload sent again is stored once"
         }
         503 => {
-            "`database_unavailable`: the database cannot be reached now (down or restarting). \
+            "`database_unavailable`: the database cannot be reached now (down or restarting), \
+             or `artifact_store_unavailable`: the artifact bucket cannot be reached. \
              Retry after the `Retry-After` seconds; an agent's upload sent again is stored once"
         }
         422 => "`repo_unreachable`: git cannot clone or fetch the repository's URL",

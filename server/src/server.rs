@@ -8,6 +8,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::artifacts::ArtifactStore;
 use crate::config::Config;
 use crate::db::Db;
 use crate::error::Result;
@@ -39,9 +40,11 @@ impl Server {
         let db = Db::connect(&config.database_url).await?;
         migrate(&db).await?;
         tokio::fs::create_dir_all(&config.artifact_dir).await?;
+        let artifacts = ArtifactStore::open(&config)?;
+        tracing::info!(store = artifacts.location(), "artifacts");
         let listener = TcpListener::bind(config.bind).await?;
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
-        let state = AppState::new(db, config, shutdown_rx);
+        let state = AppState::new(db, config, artifacts, shutdown_rx);
         Ok(Server {
             listener,
             state,

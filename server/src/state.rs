@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use tokio::sync::{broadcast, watch, Notify};
 
+use crate::artifacts::ArtifactStore;
 use crate::auth::{AgentTokenCache, AuthState, SignInLimiter};
 use crate::config::Config;
 use crate::db::Db;
@@ -23,6 +24,8 @@ pub struct JobDone {
 pub struct AppState {
     pub db: Db,
     pub config: Arc<Config>,
+    /// Raw outputs, consoles and kernel configs (a directory or a bucket).
+    pub artifacts: ArtifactStore,
     /// Woken when jobs become leasable, so long-polling agents need not wait
     /// for their next poll tick. Other replicas are reached by that tick.
     pub queue_changed: Arc<Notify>,
@@ -40,7 +43,12 @@ pub struct AppState {
 }
 
 impl AppState {
-    pub fn new(db: Db, config: Config, shutdown: watch::Receiver<bool>) -> AppState {
+    pub fn new(
+        db: Db,
+        config: Config,
+        artifacts: ArtifactStore,
+        shutdown: watch::Receiver<bool>,
+    ) -> AppState {
         let (job_done, _) = broadcast::channel(1024);
         let token_ttl = Duration::from_secs(config.agent_token_cache_secs.into());
         let limiter =
@@ -49,6 +57,7 @@ impl AppState {
         AppState {
             db,
             config: Arc::new(config),
+            artifacts,
             queue_changed: Arc::new(Notify::new()),
             job_done,
             shutdown,

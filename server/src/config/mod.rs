@@ -9,12 +9,14 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 pub mod access;
+pub mod artifacts;
 pub mod lists;
 pub mod mail;
 pub mod proxy;
 pub mod retention;
 
 pub use access::{AccessArgs, AccessConfig};
+pub use artifacts::{ArtifactStoreArgs, S3Settings};
 pub use lists::{AmLimits, ListLimits, ListLimitsArgs};
 pub use mail::{MailArgs, MailConfig, SmtpSettings};
 pub use retention::{RetentionArgs, RetentionConfig};
@@ -50,9 +52,14 @@ pub struct ServeArgs {
     /// Address the HTTP server listens on.
     #[arg(long, env = "KBOT_BIND", default_value = "127.0.0.1:8080")]
     pub bind: SocketAddr,
-    /// Directory for raw outputs, consoles and kernel configs.
+    /// Directory for raw outputs, consoles and kernel configs (unless
+    /// `KBOT_ARTIFACT_STORE` names a bucket), and for the git mirrors and
+    /// list archives.
     #[arg(long, env = "KBOT_ARTIFACT_DIR", default_value = "./var/artifacts")]
     pub artifact_dir: PathBuf,
+    /// An S3-compatible bucket for artifacts (`KBOT_ARTIFACT_STORE`, `KBOT_S3_*`).
+    #[command(flatten)]
+    pub artifact_store: ArtifactStoreArgs,
     /// Largest accepted request body; bigger ones get 413.
     #[arg(long, env = "KBOT_MAX_UPLOAD_BYTES", default_value_t = 64 * 1024 * 1024)]
     pub max_upload_bytes: usize,
@@ -104,6 +111,8 @@ pub struct Config {
     pub database_url: String,
     pub bind: SocketAddr,
     pub artifact_dir: PathBuf,
+    /// Artifacts in a bucket instead of `artifact_dir`.
+    pub artifact_store: Option<S3Settings>,
     pub max_upload_bytes: usize,
     pub lease_secs: u32,
     /// What agents are told; a third of the lease so two heartbeats may be lost.
@@ -131,6 +140,7 @@ impl Config {
             database_url: database_url.into(),
             bind: SocketAddr::from(([127, 0, 0, 1], 8080)),
             artifact_dir: artifact_dir.into(),
+            artifact_store: None,
             max_upload_bytes: 64 * 1024 * 1024,
             lease_secs: 120,
             heartbeat_interval_secs: 40,
@@ -156,6 +166,7 @@ impl From<ServeArgs> for Config {
             database_url: args.db.resolve(),
             bind: args.bind,
             artifact_dir: args.artifact_dir,
+            artifact_store: args.artifact_store.into_settings(),
             max_upload_bytes: args.max_upload_bytes,
             lease_secs: args.lease_secs.max(3),
             heartbeat_interval_secs: (args.lease_secs / 3).max(1),

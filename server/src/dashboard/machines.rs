@@ -14,7 +14,6 @@ use kbot_core::machine::Hardware;
 use serde::Deserialize;
 
 use super::fleet::{self, RunningJob};
-use crate::artifacts::ArtifactStore;
 use crate::auth::AgentRecord;
 use crate::db::Db;
 use crate::error::{Error, Result};
@@ -268,11 +267,7 @@ pub async fn job_log(State(state): State<AppState>, Path(id): Path<i64>) -> Page
         .map(|(at, state, failure, detail)| (format_time(at), state, failure, detail))
         .collect();
     let console = match job.console_path {
-        Some(path) => Some(tail(
-            &ArtifactStore::new(&state.config.artifact_dir)
-                .get(&path)
-                .await?,
-        )),
+        Some(path) => Some(tail(&state.artifacts.get(&path).await?)),
         None => None,
     };
     render(&JobLogPage {

@@ -11,7 +11,6 @@ use axum::Json;
 use kbot_api::agent::{JobState, ResultUpload, UploadResponse};
 use sqlx::AnyConnection;
 
-use crate::artifacts::ArtifactStore;
 use crate::auth::AgentAuth;
 use crate::db::{JsonText, Tx};
 use crate::error::{ApiJson, Error, Result};
@@ -180,7 +179,7 @@ async fn write_artifacts(
     job_id: i64,
     upload: &ResultUpload,
 ) -> Result<ArtifactPaths> {
-    let store = ArtifactStore::new(&state.config.artifact_dir);
+    let store = &state.artifacts;
     let dir = format!("results/{job_id}");
     let raw_output = format!("{dir}/output.txt");
     store.put(&raw_output, upload.raw_output.clone()).await?;

@@ -6,7 +6,6 @@ use kbot_api::agent::{KconfigSpec, LeasedJob, RepoSpec};
 use kbot_core::job::AtomicJob;
 
 use super::Claim;
-use crate::artifacts::ArtifactStore;
 use crate::auth::AgentRecord;
 use crate::error::{Error, Result};
 use crate::state::AppState;
@@ -93,11 +92,7 @@ async fn kconfig_spec(state: &AppState, name: &str, row: &LeaseRow) -> Result<Kc
         });
     }
     let full = match &row.full_artifact {
-        Some(path) => Some(
-            ArtifactStore::new(&state.config.artifact_dir)
-                .get(path)
-                .await?,
-        ),
+        Some(path) => Some(state.artifacts.get(path).await?),
         None => None,
     };
     Ok(KconfigSpec {
