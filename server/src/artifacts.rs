@@ -24,7 +24,7 @@ use object_store::prefix::PrefixStore;
 use object_store::{ObjectStore, PutPayload};
 
 use crate::config::{Config, S3Settings};
-use crate::error::{Error, Result};
+use crate::error::{error_chain, Error, Result};
 
 #[derive(Debug, Clone)]
 pub struct ArtifactStore {
@@ -143,17 +143,6 @@ fn disk_full(e: &object_store::Error) -> bool {
         cause = err.source();
     }
     false
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(err) = cause {
-        text.push_str(": ");
-        text.push_str(&err.to_string());
-        cause = err.source();
-    }
-    text
 }
 
 #[cfg(test)]
