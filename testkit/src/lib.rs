@@ -3,8 +3,9 @@
 //! store ([`TestServer`], [`TestStore`]), an agent speaking the protocol
 //! ([`agent::TestAgent`]), and the fixtures around them: a small tmpfs that
 //! fills up ([`tmpfs`]), real git repositories ([`gitrepo`]), a
-//! public-inbox archive ([`inbox`]), an SMTP sink ([`smtp_sink`]) and a
-//! relay that stops an upload in flight ([`relay`]).
+//! public-inbox archive ([`inbox`]), an SMTP sink ([`smtp_sink`]), a
+//! relay that stops an upload in flight ([`relay`]) and a real
+//! S3-compatible server for the artifact bucket ([`s3`]).
 //!
 //! Every test runs on each backend of [`backends`]: always a temporary SQLite
 //! file, and PostgreSQL when `KBOT_TEST_DATABASE_URL` is set (a database
@@ -15,6 +16,7 @@ pub mod agent;
 pub mod gitrepo;
 pub mod inbox;
 pub mod relay;
+pub mod s3;
 pub mod smtp_sink;
 pub mod tmpfs;
 

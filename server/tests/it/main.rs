@@ -8,6 +8,7 @@
 //! a test that must would get a binary of its own.
 
 mod agent_protocol;
+mod artifact_replicas;
 mod bad_input;
 mod bisection;
 mod browser_session;
