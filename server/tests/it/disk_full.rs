@@ -118,9 +118,7 @@ async fn case(backend: Backend, disk: &Tmpfs) {
 
 #[tokio::test]
 async fn a_full_artifact_disk_answers_507_and_stores_nothing_half() {
-    let Some(disk) = Tmpfs::mount(2 << 20) else {
-        return;
-    };
+    let disk = Tmpfs::mount(2 << 20);
     for backend in backends() {
         case(backend, &disk).await;
     }
