@@ -156,25 +156,12 @@ pub async fn run(cmd: UserCommand) -> Result<()> {
     }
 }
 
-/// `600`, `30s`, `10m`, `2h` to seconds.
+/// `600`, `30s`, `10m`, `2h` to seconds, as [`kbot_core::units::seconds`]
+/// reads them, within the API's `u32`.
 pub fn parse_interval(text: &str) -> Result<u32, String> {
-    let text = text.trim();
-    let (number, unit) = text.split_at(
-        text.find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(text.len()),
-    );
-    let n: u32 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not an interval like 600, 30s, 10m or 1h"))?;
-    let scale = match unit {
-        "" | "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        _ => return Err(format!("{text:?}: the unit must be s, m, h or d")),
-    };
-    n.checked_mul(scale)
-        .ok_or_else(|| format!("{text:?} is too long"))
+    let secs = kbot_core::units::seconds(text)
+        .ok_or_else(|| format!("{text:?} is not an interval like 600, 30s, 10m or 1h"))?;
+    u32::try_from(secs).map_err(|_| format!("{text:?} is too long"))
 }
 
 fn client(conn: &Connection) -> Result<UserClient> {
