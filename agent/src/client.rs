@@ -48,6 +48,12 @@ impl ApiClient {
             .map_err(AgentError::from)
     }
 
+    /// The protocol's client, for the calls that need no retry policy of
+    /// their own (shared builds).
+    pub fn inner(&self) -> &AgentClient {
+        &self.inner
+    }
+
     pub async fn upload(&self, job_id: i64, result: &ResultUpload) -> Result<UploadResponse> {
         self.inner
             .upload(job_id, result)

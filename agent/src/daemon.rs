@@ -18,6 +18,7 @@ use crate::error::{AgentError, Result};
 use crate::job_runner::JobRunner;
 use crate::outcome::{Failure, Outcome};
 use crate::process::Cancel;
+use crate::shared_build::SharedBuilds;
 use crate::spool::{backoff, Pending, Spool};
 
 /// What enrolment gave the agent, kept across restarts.
@@ -195,6 +196,10 @@ impl Daemon {
         let runner = self.runner.clone();
         let c = cancel.clone();
         let etx = tx.clone();
+        let shared = SharedBuilds::new(
+            self.client.inner().clone(),
+            tokio::runtime::Handle::current(),
+        );
         let result = tokio::task::spawn_blocking(move || {
             let on_state = move |state: JobState, detail: &str| {
                 let _ = etx.send(EventRequest {
@@ -203,7 +208,7 @@ impl Daemon {
                     detail: detail.to_string(),
                 });
             };
-            runner.run(&job, &c, &on_state)
+            runner.run(&job, &c, &on_state, Some(&shared))
         })
         .await
         .map_err(|e| AgentError::Config(format!("job task: {e}")))?;

@@ -12,6 +12,7 @@ use crate::kexec::{BootStep, KexecMachine, RealSystem};
 use crate::outcome::{Failure, Outcome};
 use crate::process::Cancel;
 use crate::qemu::QemuBackend;
+use crate::shared_build::SharedBuilds;
 use crate::workload;
 
 /// Reports a state change with a detail line.
@@ -33,9 +34,16 @@ pub struct JobRunner {
 }
 
 impl JobRunner {
-    /// Runs `job` to its outcome. Errors are the agent's own trouble and
-    /// become `infrastructure` failures at the caller.
-    pub fn run(&self, job: &LeasedJob, cancel: &Cancel, on_state: OnState) -> Result<Outcome> {
+    /// Runs `job` to its outcome, its kernel built once for the lab through
+    /// `shared` when the agent has a server. Errors are the agent's own
+    /// trouble and become `infrastructure` failures at the caller.
+    pub fn run(
+        &self,
+        job: &LeasedJob,
+        cancel: &Cancel,
+        on_state: OnState,
+        shared: Option<&SharedBuilds>,
+    ) -> Result<Outcome> {
         let plan = match workload::plan(&job.job, &job.resolved) {
             Ok(p) => p,
             Err(e) => {
@@ -54,7 +62,7 @@ impl JobRunner {
                 host_backend::run(&self.host, &plan, governor, &dir, cancel)
             }
             Backend::Qemu(qemu) => {
-                let kernel = match self.kernel(job, cancel, on_state)? {
+                let kernel = match self.kernel(job, cancel, on_state, shared)? {
                     Ok(k) => k,
                     Err(f) => return Ok(Outcome::Failed(f)),
                 };
@@ -62,7 +70,7 @@ impl JobRunner {
                 Ok(with_kconfig(out, &kernel))
             }
             Backend::Kexec => {
-                let kernel = match self.kernel(job, cancel, on_state)? {
+                let kernel = match self.kernel(job, cancel, on_state, shared)? {
                     Ok(k) => k,
                     Err(f) => return Ok(Outcome::Failed(f)),
                 };
@@ -79,12 +87,14 @@ impl JobRunner {
         }
     }
 
-    /// The built kernel for the job, or why there is none.
+    /// The built kernel for the job, or why there is none: from the local
+    /// build cache, else shared by the server, else built here.
     fn kernel(
         &self,
         job: &LeasedJob,
         cancel: &Cancel,
         on_state: OnState,
+        shared: Option<&SharedBuilds>,
     ) -> Result<std::result::Result<BuiltKernel, Failure>> {
         let key = BuildKey {
             commit: job.commit.clone(),
@@ -102,7 +112,14 @@ impl JobRunner {
                 key.arch
             ),
         );
-        self.builder.kernel(&job.repo, &key, cancel)
+        if let Some(k) = self.builder.cache().get(&key)? {
+            tracing::info!(commit = %key.commit, "kernel found in the build cache");
+            return Ok(Ok(k));
+        }
+        match shared {
+            Some(shared) => shared.kernel(&self.builder, job, &key, cancel, on_state),
+            None => self.builder.kernel(&job.repo, &key, cancel),
+        }
     }
 
     /// After a kexec restart: runs the persisted job on the verified kernel.

@@ -227,6 +227,15 @@ impl Builder {
         }
     }
 
+    /// Where a kernel another agent built is downloaded before it enters
+    /// the cache (beside the cache, so it moves in with a rename).
+    pub fn download_dir(&self, key: &BuildKey) -> PathBuf {
+        self.cfg
+            .work_dir
+            .join("staging")
+            .join(format!("{}.download", key.id()))
+    }
+
     fn staging(&self, key: &BuildKey) -> PathBuf {
         self.cfg.work_dir.join("staging").join(key.id())
     }

@@ -32,6 +32,7 @@ pub mod perf;
 pub mod process;
 pub mod qemu;
 pub mod sandbox;
+pub mod shared_build;
 pub mod spool;
 mod tied;
 pub mod tuning;

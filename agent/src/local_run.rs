@@ -19,7 +19,7 @@ pub async fn run(args: &AgentArgs, run: &RunArgs) -> Result<()> {
             let on_state = |state: kbot_api::agent::JobState, detail: &str| {
                 eprintln!("[{}] {detail}", state.as_str())
             };
-            r.run(&job, &Cancel::new(), &on_state)
+            r.run(&job, &Cancel::new(), &on_state, None)
         })
         .await
         .map_err(|e| AgentError::Config(format!("job task: {e}")))??;

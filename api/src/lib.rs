@@ -14,6 +14,7 @@
 
 pub mod agent;
 pub mod bisections;
+pub mod builds;
 #[cfg(feature = "client")]
 pub mod client;
 pub mod lists;

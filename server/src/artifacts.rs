@@ -16,12 +16,14 @@
 use std::io::ErrorKind;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
+use bytes::Bytes;
 use object_store::aws::AmazonS3Builder;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path as Key;
 use object_store::prefix::PrefixStore;
-use object_store::{ObjectStore, PutPayload};
+use object_store::{ObjectStore, PutPayload, RetryConfig};
 
 use crate::config::{Config, S3Settings};
 use crate::error::{error_chain, Error, Result};
@@ -61,9 +63,18 @@ impl ArtifactStore {
     /// Objects in an S3-compatible bucket.
     pub fn bucket(s3: &S3Settings) -> Result<ArtifactStore> {
         let (bucket, prefix) = s3.bucket_and_prefix().map_err(Error::Config)?;
+        // The agent retries a 503 itself: a store that does not answer
+        // fails the request in seconds, not after object_store's default
+        // of ten retries over three minutes.
+        let retry = RetryConfig {
+            max_retries: 3,
+            retry_timeout: Duration::from_secs(10),
+            ..RetryConfig::default()
+        };
         let mut builder = AmazonS3Builder::new()
             .with_bucket_name(&bucket)
-            .with_region(&s3.region);
+            .with_region(&s3.region)
+            .with_retry(retry);
         if let Some(endpoint) = &s3.endpoint {
             builder = builder
                 .with_endpoint(endpoint)
@@ -99,9 +110,14 @@ impl ArtifactStore {
 
     /// Writes `contents` at `key` (e.g. `results/42/output.txt`), whole or not at all.
     pub async fn put(&self, key: &str, contents: String) -> Result<()> {
+        self.put_bytes(key, Bytes::from(contents.into_bytes()))
+            .await
+    }
+
+    /// [`Self::put`] for any bytes (a kernel image).
+    pub async fn put_bytes(&self, key: &str, contents: Bytes) -> Result<()> {
         let key = parse_key(key)?;
-        let payload = PutPayload::from(contents.into_bytes());
-        match self.store.put(&key, payload).await {
+        match self.store.put(&key, PutPayload::from(contents)).await {
             Ok(_) => Ok(()),
             Err(e) if disk_full(&e) => Err(Error::InsufficientStorage {
                 store: self.location.clone(),
@@ -116,13 +132,18 @@ impl ArtifactStore {
 
     /// Reads an artifact back as text.
     pub async fn get(&self, key: &str) -> Result<String> {
+        let bytes = self.get_bytes(key).await?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    /// Reads an artifact back whole.
+    pub async fn get_bytes(&self, key: &str) -> Result<Bytes> {
         let key = parse_key(key)?;
         let read = async { self.store.get(&key).await?.bytes().await };
-        let bytes = read.await.map_err(|source| Error::ArtifactStore {
+        read.await.map_err(|source| Error::ArtifactStore {
             key: key.to_string(),
             source,
-        })?;
-        Ok(String::from_utf8_lossy(&bytes).into_owned())
+        })
     }
 }
 

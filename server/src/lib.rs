@@ -15,8 +15,8 @@
 //! 1. base: `error`, `db`, `config`, `time`, `telemetry`, `artifacts`,
 //!    `auth`, `state`, `worker`
 //! 2. web: `web`
-//! 3. features: `access`, `agents`, `repos`, `profiles`, `jobs`, `scheduler`,
-//!    `comparisons`, `submissions`, `mail`, `regressions`, `bisect`,
+//! 3. features: `access`, `agents`, `repos`, `profiles`, `jobs`, `builds`,
+//!    `scheduler`, `comparisons`, `submissions`, `mail`, `regressions`, `bisect`,
 //!    `watches`, `lists`, `dashboard`
 //! 4. assembly: `lib`, `server`, `routes`, `openapi`
 //!
@@ -45,8 +45,8 @@
 //! - [`config`]: typed settings (with those of mail and web access), loaded
 //!   once from flags and `KBOT_*` variables.
 //! - [`time`]: the clock, as Unix milliseconds, and how it is printed.
-//! - [`telemetry`]: logging set-up; [`artifacts`]: raw outputs, consoles and
-//!   kernel configs on disk.
+//! - [`telemetry`]: logging set-up; [`artifacts`]: raw outputs, consoles,
+//!   kernel configs and built kernels, in a directory or an S3 bucket.
 //! - [`auth`]: tokens (stored hashed), the agent and user extractors, the
 //!   agent record, the limiter of failed attempts.
 //! - [`state`]: what every handler shares; [`worker`]: the shape of the
@@ -60,6 +60,9 @@
 //!   flame graph).
 //! - [`jobs`]: enqueueing, job state changes, result upload, the lease
 //!   reaper, per-commit summaries.
+//! - [`builds`]: kernels built once per build key by the first leased job
+//!   that needs one, their files in the artifact store, downloaded by the
+//!   other agents of the arch.
 //! - [`scheduler`]: which queued job an agent gets, the bounded long-poll,
 //!   the lease endpoint and reply.
 //! - [`comparisons`]: verdicts per pair and the extra runs `unknown` asks
@@ -79,6 +82,7 @@ pub mod agents;
 pub mod artifacts;
 pub mod auth;
 pub mod bisect;
+pub mod builds;
 pub mod comparisons;
 pub mod config;
 pub mod dashboard;

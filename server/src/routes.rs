@@ -35,7 +35,7 @@ use utoipa_axum::routes;
 use crate::error::{Error, HtmlError};
 use crate::state::AppState;
 use crate::{
-    access, agents, bisect, dashboard, jobs, lists, openapi, profiles, regressions, repos,
+    access, agents, bisect, builds, dashboard, jobs, lists, openapi, profiles, regressions, repos,
     scheduler, submissions, watches, web,
 };
 
@@ -107,6 +107,10 @@ fn agent_routes(t: RouteTable) -> RouteTable {
         .api(routes!(jobs::handlers::heartbeat))
         .api(routes!(jobs::handlers::event))
         .api(routes!(jobs::results::upload))
+        .api(routes!(builds::routes::claim))
+        .api(routes!(builds::routes::upload_file))
+        .api(routes!(builds::routes::ready))
+        .api(routes!(builds::routes::failed))
 }
 
 /// Called by users and the CLI: writes need a user token, reads are open.
@@ -147,6 +151,8 @@ fn user_routes(t: RouteTable) -> RouteTable {
         .api(routes!(l::series_show))
         .api(routes!(g::list))
         .api(routes!(g::triage))
+        .api(routes!(builds::routes::get))
+        .api(routes!(builds::routes::file))
 }
 
 /// The HTML dashboard.

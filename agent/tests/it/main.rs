@@ -13,3 +13,4 @@ mod guest;
 mod guest_hang;
 mod qemu_user;
 mod refused_results;
+mod shared_builds;

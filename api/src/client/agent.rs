@@ -9,6 +9,7 @@ use crate::agent::{
     EnrollRequest, EnrollResponse, EventRequest, HeartbeatResponse, LeaseRequest, LeaseResponse,
     ResultUpload, UploadResponse,
 };
+use crate::builds::{BuildClaim, BuildFailed, BuildFile, BuildReady, BuildView, ClaimAnswer};
 
 /// A test machine's connection to one kbot server.
 #[derive(Debug, Clone)]
@@ -87,6 +88,61 @@ impl AgentClient {
     pub async fn upload(&self, job_id: i64, result: &ResultUpload) -> Result<UploadResponse> {
         self.http
             .expect(Method::PUT, &format!("/jobs/{job_id}/result"), Some(result))
+            .await
+    }
+}
+
+/// Shared kernel builds ([`crate::builds`]).
+impl AgentClient {
+    /// `POST /builds/claim`: build, wait, download, or fail.
+    pub async fn claim_build(&self, claim: &BuildClaim) -> Result<ClaimAnswer> {
+        self.http
+            .expect(Method::POST, "/builds/claim", Some(claim))
+            .await
+    }
+
+    /// `PUT /builds/{key}/files/{name}`: one file of a build the job claimed.
+    pub async fn upload_build_file(
+        &self,
+        key: &str,
+        name: &str,
+        job_id: i64,
+        content: Vec<u8>,
+    ) -> Result<BuildFile> {
+        self.http
+            .put_bytes(
+                &format!("/builds/{key}/files/{name}?job_id={job_id}"),
+                content,
+            )
+            .await
+    }
+
+    /// `POST /builds/{key}/ready`.
+    pub async fn build_ready(&self, key: &str, ready: &BuildReady) -> Result<BuildView> {
+        self.http
+            .expect(Method::POST, &format!("/builds/{key}/ready"), Some(ready))
+            .await
+    }
+
+    /// `POST /builds/{key}/failed`.
+    pub async fn build_failed(&self, key: &str, failed: &BuildFailed) -> Result<BuildView> {
+        self.http
+            .expect(Method::POST, &format!("/builds/{key}/failed"), Some(failed))
+            .await
+    }
+
+    /// `GET /builds/{key}/files/{name}`: the bytes and the SHA-256 the
+    /// server has for them (the caller checks).
+    pub async fn build_file(
+        &self,
+        key: &str,
+        name: &str,
+    ) -> Result<(bytes::Bytes, Option<String>)> {
+        self.http
+            .get_bytes(
+                &format!("/builds/{key}/files/{name}"),
+                crate::builds::SHA256_HEADER,
+            )
             .await
     }
 }

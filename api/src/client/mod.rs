@@ -106,42 +106,12 @@ impl Http {
         path: &str,
         body: Option<&B>,
     ) -> Result<Option<R>> {
-        let url = format!("{}{path}", self.base);
-        let mut request = self.client.request(method, &url);
-        if let Some(token) = &self.token {
-            request = request.bearer_auth(token);
-        }
+        let (url, mut request) = self.request(method, path);
         if let Some(body) = body {
             request = request.json(body);
         }
-        let response = request.send().await.map_err(|source| Error::Http {
-            url: url.clone(),
-            source,
-        })?;
-        let status = response.status();
-        if status == StatusCode::NO_CONTENT {
-            return Ok(None);
-        }
-        let bytes = response.bytes().await.map_err(|source| Error::Http {
-            url: url.clone(),
-            source,
-        })?;
-        if !status.is_success() {
-            let (code, message) = match serde_json::from_slice::<ErrorBody>(&bytes) {
-                Ok(body) => (body.error.code, body.error.message),
-                Err(_) => (
-                    "unknown".to_owned(),
-                    String::from_utf8_lossy(&bytes).chars().take(500).collect(),
-                ),
-            };
-            return Err(Error::Api {
-                url,
-                status: status.as_u16(),
-                code,
-                message,
-            });
-        }
-        if bytes.is_empty() {
+        let (status, _, bytes) = Self::answer(&url, request).await?;
+        if status == StatusCode::NO_CONTENT || bytes.is_empty() {
             return Ok(None);
         }
         serde_json::from_slice(&bytes)
@@ -150,6 +120,72 @@ impl Http {
                 url,
                 reason: e.to_string(),
             })
+    }
+
+    /// Sends `request` and reads its whole answer; an error status is
+    /// [`Error::Api`] with the server's error body.
+    async fn answer(
+        url: &str,
+        request: reqwest::RequestBuilder,
+    ) -> Result<(StatusCode, reqwest::header::HeaderMap, bytes::Bytes)> {
+        let http = |source| Error::Http {
+            url: url.to_owned(),
+            source,
+        };
+        let response = request.send().await.map_err(http)?;
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = response.bytes().await.map_err(http)?;
+        if status.is_success() {
+            return Ok((status, headers, bytes));
+        }
+        let (code, message) = match serde_json::from_slice::<ErrorBody>(&bytes) {
+            Ok(body) => (body.error.code, body.error.message),
+            Err(_) => (
+                "unknown".to_owned(),
+                String::from_utf8_lossy(&bytes).chars().take(500).collect(),
+            ),
+        };
+        Err(Error::Api {
+            url: url.to_owned(),
+            status: status.as_u16(),
+            code,
+            message,
+        })
+    }
+
+    /// A request with the bearer token.
+    fn request(&self, method: Method, path: &str) -> (String, reqwest::RequestBuilder) {
+        let url = format!("{}{path}", self.base);
+        let mut request = self.client.request(method, &url);
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        (url, request)
+    }
+
+    /// Sends raw bytes; the answer is JSON.
+    async fn put_bytes<R: DeserializeOwned>(&self, path: &str, body: Vec<u8>) -> Result<R> {
+        let (url, request) = self.request(Method::PUT, path);
+        let request = request
+            .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+            .body(body);
+        let (_, _, bytes) = Self::answer(&url, request).await?;
+        serde_json::from_slice(&bytes).map_err(|e| Error::Body {
+            url,
+            reason: e.to_string(),
+        })
+    }
+
+    /// Fetches raw bytes with the value of the answer's header `header`.
+    async fn get_bytes(&self, path: &str, header: &str) -> Result<(bytes::Bytes, Option<String>)> {
+        let (url, request) = self.request(Method::GET, path);
+        let (_, headers, bytes) = Self::answer(&url, request).await?;
+        let value = headers
+            .get(header)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        Ok((bytes, value))
     }
 
     /// [`Self::call`] for answers that must have a body.

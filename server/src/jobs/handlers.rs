@@ -332,3 +332,19 @@ pub(crate) async fn load_job_owner(conn: &mut AnyConnection, job_id: i64) -> Res
     .map(JobOwner::from)
     .ok_or_else(|| Error::not_found("job", job_id))
 }
+
+/// Checks that `job_id` is leased to `agent_id` and still held: another
+/// agent is refused, an agent that lost the lease is told so.
+pub(crate) async fn check_leased(
+    conn: &mut AnyConnection,
+    job_id: i64,
+    agent_id: i64,
+) -> Result<()> {
+    let job = load_job_owner(conn, job_id).await?;
+    job.check_owner(conn, job_id, agent_id).await?;
+    if job.state.is_active() {
+        Ok(())
+    } else {
+        Err(Error::LeaseLost(job_id))
+    }
+}

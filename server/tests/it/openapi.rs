@@ -238,6 +238,8 @@ async fn security_follows_the_token_kinds() {
         ("post", "/api/v1/agents/enroll", None),
         ("post", "/api/v1/agents/lease", Some("agent_token")),
         ("put", "/api/v1/jobs/{id}/result", Some("agent_token")),
+        ("post", "/api/v1/builds/claim", Some("agent_token")),
+        ("get", "/api/v1/builds/{key}/files/{name}", None),
         ("post", "/api/v1/submissions", Some("user_token")),
         ("delete", "/api/v1/watches/{id}", Some("user_token")),
         ("get", "/api/v1/submissions/{id}/results", None),

@@ -1,0 +1,372 @@
+//! Kernels built once: the first leased job that needs a build key claims
+//! it and builds; every other job of that key, on any agent of the arch,
+//! waits for it and downloads the files from the artifact store
+//! (`kbot_api::builds` documents the protocol).
+//!
+//! A claim is held by a job, not an agent: it lasts while that job holds
+//! its lease. A builder that dies loses its lease to the reaper, and the
+//! next job to ask claims the build again (`claims` counts the claims). A
+//! key that does not build is `failed` for good: every job that needs it
+//! fails at once with the builder's log, instead of building it again.
+
+use kbot_api::builds::{BuildFile, BuildView, ClaimAnswer};
+use sqlx::AnyConnection;
+
+use crate::db::{text_enum, NullableF64, Tx};
+use crate::error::{Error, Result};
+use crate::jobs::ACTIVE_STATES_SQL;
+use crate::time::now_ms;
+
+pub mod routes;
+
+text_enum! {
+    /// `builds.state`.
+    pub enum BuildState {
+        Building = "building",
+        Ready = "ready",
+        Failed = "failed",
+    }
+}
+
+/// Most of a failed build's log kept (the compiler's last lines).
+pub const MAX_LOG_TAIL: usize = 64 * 1024;
+
+/// A build row with whether its claim is still held.
+#[derive(Debug, Clone, sqlx::FromRow)]
+struct BuildRow {
+    id: i64,
+    build_key: String,
+    commit_sha: String,
+    arch: String,
+    #[sqlx(try_from = "String")]
+    state: BuildState,
+    job_id: Option<i64>,
+    claims: i64,
+    release: Option<String>,
+    build_id: Option<String>,
+    build_secs: Option<f64>,
+    log_tail: Option<String>,
+    created_at: i64,
+    updated_at: i64,
+    /// 1 while `job_id` is active and its lease has not expired.
+    held: i64,
+}
+
+/// The build of key `$1`, its claim held at time `$2`.
+fn select_build() -> String {
+    format!(
+        "SELECT b.id, b.build_key, b.commit_sha, b.arch, b.state, b.job_id, b.claims, \
+         b.release, b.build_id, b.build_secs, b.log_tail, b.created_at, b.updated_at, \
+         CASE WHEN j.id IS NOT NULL AND j.lease_expires_at > $2 \
+         AND j.state IN {ACTIVE_STATES_SQL} THEN 1 ELSE 0 END AS held \
+         FROM builds b LEFT JOIN jobs j ON j.id = b.job_id WHERE b.build_key = $1"
+    )
+}
+
+/// A build key as agents make them: 24 lowercase hex digits.
+pub fn check_key(key: &str) -> Result<()> {
+    let ok = key.len() == 24 && key.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::BadRequest(format!(
+            "build key {key:?} is not 24 lowercase hex digits"
+        )))
+    }
+}
+
+/// A file name a build may hold.
+pub fn check_file(name: &str) -> Result<()> {
+    if kbot_api::builds::BUILD_FILES.contains(&name) {
+        Ok(())
+    } else {
+        Err(Error::BadRequest(format!(
+            "build file {name:?} is not one of {:?}",
+            kbot_api::builds::BUILD_FILES
+        )))
+    }
+}
+
+/// Where a build's file lives in the artifact store.
+pub fn object_key(build_key: &str, name: &str) -> String {
+    format!("builds/{build_key}/{name}")
+}
+
+async fn load(conn: &mut AnyConnection, key: &str) -> Result<Option<BuildRow>> {
+    Ok(sqlx::query_as::<_, BuildRow>(&select_build())
+        .bind(key)
+        .bind(now_ms())
+        .fetch_optional(&mut *conn)
+        .await?)
+}
+
+/// The build of `key` as the API shows it.
+pub async fn view(conn: &mut AnyConnection, key: &str) -> Result<BuildView> {
+    let row = load(conn, key)
+        .await?
+        .ok_or_else(|| Error::not_found("build", key))?;
+    to_view(conn, row).await
+}
+
+async fn to_view(conn: &mut AnyConnection, row: BuildRow) -> Result<BuildView> {
+    let files = files(conn, row.id).await?;
+    Ok(BuildView {
+        build_key: row.build_key,
+        commit: row.commit_sha,
+        arch: row.arch,
+        state: row.state.as_str().to_owned(),
+        job_id: row.job_id,
+        claims: row.claims,
+        release: row.release,
+        build_id: row.build_id,
+        build_secs: row.build_secs,
+        log_tail: row.log_tail,
+        files,
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+    })
+}
+
+async fn files(conn: &mut AnyConnection, build: i64) -> Result<Vec<BuildFile>> {
+    let rows: Vec<(String, String, i64)> = sqlx::query_as(
+        "SELECT name, sha256, bytes FROM build_files WHERE build_id = $1 ORDER BY name",
+    )
+    .bind(build)
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(name, sha256, bytes)| BuildFile {
+            name,
+            sha256,
+            bytes,
+        })
+        .collect())
+}
+
+/// The object key and digest of a stored file of a build.
+pub async fn stored_file(
+    conn: &mut AnyConnection,
+    key: &str,
+    name: &str,
+) -> Result<(String, String)> {
+    sqlx::query_as(
+        "SELECT f.object_key, f.sha256 FROM build_files f JOIN builds b ON b.id = f.build_id \
+         WHERE b.build_key = $1 AND f.name = $2",
+    )
+    .bind(key)
+    .bind(name)
+    .fetch_optional(&mut *conn)
+    .await?
+    .ok_or_else(|| Error::not_found("build file", format!("{key}/{name}")))
+}
+
+/// What the claim by `job` of the build `key` gets; see the module doc.
+pub async fn claim(
+    tx: &mut Tx,
+    job: i64,
+    (key, commit, arch): (&str, &str, &str),
+    retry_after_secs: u32,
+) -> Result<ClaimAnswer> {
+    let now = now_ms();
+    let inserted: Option<i64> = sqlx::query_scalar(
+        "INSERT INTO builds (build_key, commit_sha, arch, state, job_id, claims, created_at, \
+         updated_at) VALUES ($1, $2, $3, 'building', $4, 1, $5, $5) \
+         ON CONFLICT (build_key) DO NOTHING RETURNING id",
+    )
+    .bind(key)
+    .bind(commit)
+    .bind(arch)
+    .bind(job)
+    .bind(now)
+    .fetch_optional(&mut **tx)
+    .await?;
+    if inserted.is_some() {
+        return Ok(ClaimAnswer::Build);
+    }
+    let row = load(tx, key)
+        .await?
+        .ok_or_else(|| Error::not_found("build", key))?;
+    if row.commit_sha != commit || row.arch != arch {
+        return Err(Error::Conflict(format!(
+            "build {key} is commit {} for {}, not {commit} for {arch}",
+            row.commit_sha, row.arch
+        )));
+    }
+    match row.state {
+        BuildState::Ready => Ok(ClaimAnswer::Ready {
+            build: to_view(tx, row).await?,
+        }),
+        BuildState::Failed => Ok(ClaimAnswer::Failed {
+            build: to_view(tx, row).await?,
+        }),
+        BuildState::Building if row.job_id == Some(job) => Ok(ClaimAnswer::Build),
+        BuildState::Building if row.held == 1 => Ok(ClaimAnswer::Wait {
+            builder_job_id: row.job_id.unwrap_or_default(),
+            retry_after_secs,
+        }),
+        BuildState::Building => take_over(tx, &row, job, retry_after_secs).await,
+    }
+}
+
+/// The claim of a job that lost its lease passes to `job`, unless another
+/// claimant took it first (then `job` waits for that one).
+async fn take_over(
+    tx: &mut Tx,
+    row: &BuildRow,
+    job: i64,
+    retry_after_secs: u32,
+) -> Result<ClaimAnswer> {
+    let taken = sqlx::query(
+        "UPDATE builds SET job_id = $1, claims = claims + 1, updated_at = $2 \
+         WHERE id = $3 AND state = 'building' AND COALESCE(job_id, 0) = $4",
+    )
+    .bind(job)
+    .bind(now_ms())
+    .bind(row.id)
+    .bind(row.job_id.unwrap_or(0))
+    .execute(&mut **tx)
+    .await?
+    .rows_affected();
+    if taken == 1 {
+        tracing::info!(build = %row.build_key, job, lost = ?row.job_id,
+            "the build's claimant lost its lease; building it again");
+        Ok(ClaimAnswer::Build)
+    } else {
+        Ok(ClaimAnswer::Wait {
+            builder_job_id: 0,
+            retry_after_secs,
+        })
+    }
+}
+
+/// The build `key` claimed by `job`, which must still hold the claim.
+async fn claimed(tx: &mut Tx, key: &str, job: i64) -> Result<BuildRow> {
+    let row = load(tx, key)
+        .await?
+        .ok_or_else(|| Error::not_found("build", key))?;
+    if row.state != BuildState::Building {
+        return Err(Error::Conflict(format!(
+            "build {key} is already {}",
+            row.state
+        )));
+    }
+    if row.job_id != Some(job) {
+        return Err(Error::Conflict(format!(
+            "build {key} is claimed by job {:?}, not {job}",
+            row.job_id
+        )));
+    }
+    Ok(row)
+}
+
+/// Records a file the claimant stored at [`object_key`].
+pub async fn record_file(tx: &mut Tx, key: &str, job: i64, file: &BuildFile) -> Result<()> {
+    let row = claimed(tx, key, job).await?;
+    sqlx::query(
+        "INSERT INTO build_files (build_id, name, object_key, sha256, bytes) \
+         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (build_id, name) DO UPDATE SET \
+         object_key = excluded.object_key, sha256 = excluded.sha256, bytes = excluded.bytes",
+    )
+    .bind(row.id)
+    .bind(&file.name)
+    .bind(object_key(key, &file.name))
+    .bind(&file.sha256)
+    .bind(file.bytes)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Checks that the claimant may write to `key` before it uploads a file.
+pub async fn check_claim(tx: &mut Tx, key: &str, job: i64) -> Result<()> {
+    claimed(tx, key, job).await.map(|_| ())
+}
+
+/// The claimant built the kernel: every file it names must be stored with
+/// its digest, and the boot image and config among them.
+pub async fn ready(
+    tx: &mut Tx,
+    key: &str,
+    req: &kbot_api::builds::BuildReady,
+) -> Result<BuildView> {
+    let row = claimed(tx, key, req.job_id).await?;
+    let stored = files(tx, row.id).await?;
+    for name in ["bzImage", "config"] {
+        if !req.files.iter().any(|f| f.name == name) {
+            return Err(Error::BadRequest(format!("a ready build needs its {name}")));
+        }
+    }
+    for f in &req.files {
+        if !stored.contains(f) {
+            return Err(Error::Conflict(format!(
+                "build {key}: {} was not uploaded with sha256 {} and {} bytes",
+                f.name, f.sha256, f.bytes
+            )));
+        }
+    }
+    if !req.build_secs.is_finite() {
+        return Err(Error::BadRequest(
+            "build_secs must be a finite number".into(),
+        ));
+    }
+    sqlx::query(
+        "UPDATE builds SET state = 'ready', release = $1, build_id = $2, build_secs = $3, \
+         updated_at = $4 WHERE id = $5",
+    )
+    .bind(&req.release)
+    .bind(&req.build_id)
+    .bind(NullableF64::finite(req.build_secs))
+    .bind(now_ms())
+    .bind(row.id)
+    .execute(&mut **tx)
+    .await?;
+    view(tx, key).await
+}
+
+/// The claimant found that the key does not build.
+pub async fn failed(tx: &mut Tx, key: &str, job: i64, log_tail: &str) -> Result<BuildView> {
+    let row = claimed(tx, key, job).await?;
+    let tail = tail_of(log_tail, MAX_LOG_TAIL);
+    sqlx::query("UPDATE builds SET state = 'failed', log_tail = $1, updated_at = $2 WHERE id = $3")
+        .bind(tail)
+        .bind(now_ms())
+        .bind(row.id)
+        .execute(&mut **tx)
+        .await?;
+    view(tx, key).await
+}
+
+/// The last `max` bytes of `text`, cut at a character boundary.
+fn tail_of(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut start = text.len() - max;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_and_names_are_checked() {
+        assert!(check_key("0123456789abcdef01234567").is_ok());
+        assert!(check_key("0123456789ABCDEF01234567").is_err());
+        assert!(check_key("../../etc/passwd00000000").is_err());
+        assert!(check_key("abc").is_err());
+        assert!(check_file("bzImage").is_ok());
+        assert!(check_file("../bzImage").is_err());
+    }
+
+    #[test]
+    fn tails_cut_at_characters() {
+        assert_eq!(tail_of("abcdef", 3), "def");
+        assert_eq!(tail_of("aé", 1), "");
+        assert_eq!(tail_of("short", 10), "short");
+    }
+}
