@@ -10,6 +10,9 @@
 //! | `POST /api/v1/jobs/{id}/events` | [`EventRequest`] | `204` |
 //! | `PUT  /api/v1/jobs/{id}/result` | [`ResultUpload`] | [`UploadResponse`] (idempotent) |
 //!
+//! A job's kernel is built once for the lab through the calls of
+//! [`crate::builds`].
+//!
 //! Every error is an [`crate::ErrorBody`] with a stable `code`.
 //!
 //! Times on the wire are Unix milliseconds (`i64`), so both database backends

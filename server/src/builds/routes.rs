@@ -37,7 +37,9 @@ pub async fn claim(
     ApiJson(req): ApiJson<BuildClaim>,
 ) -> Result<Json<ClaimAnswer>> {
     check_key(&req.build_key)?;
-    let retry = state.config.heartbeat_interval_secs.clamp(1, 15);
+    // Asking again costs one indexed read; a build takes minutes, and a
+    // waiter should start within seconds of its end.
+    let retry = (state.config.heartbeat_interval_secs / 4).clamp(1, 5);
     let mut tx = leased_tx(&state, &agent, req.job_id).await?;
     let answer = super::claim(
         &mut tx,
