@@ -26,10 +26,16 @@ use crate::error::{AgentError, Result};
 use crate::guest_arch::GuestArch;
 use crate::outcome::Failure;
 use crate::process::{self, output, run_logged, tail_of_file, Cancel, Finished};
-use crate::sandbox::{self, BuildIdentity, SandboxConfig, View};
+use crate::sandbox::{self, BuildIdentity, Placed, SandboxConfig, View};
 
 /// Build log lines kept in a `build_failed` report.
 const LOG_TAIL_LINES: usize = 60;
+
+/// Where a build sees its source tree, whatever repository it came from.
+pub const SRC_INSIDE: &str = "/kbot/src";
+
+/// Where a build sees its object directory.
+pub const OBJ_INSIDE: &str = "/kbot/obj";
 
 /// The end of the build log read for a failed build's report: the log
 /// itself may be as large as the build's file size limit.
@@ -464,13 +470,16 @@ impl Builder {
     }
 
     /// `make` in the object directory with (host compiler, kernel
-    /// compiler), in the sandbox: the source and its git read-only, the
-    /// object directory (and a trusted build's ccache) writable.
+    /// compiler), in the sandbox: the source read-only at [`SRC_INSIDE`],
+    /// the object directory writable at [`OBJ_INSIDE`], the source's git
+    /// read-only where it is (and a trusted build's ccache writable). The
+    /// fixed paths make every repository's build of the same source the
+    /// same compiler command lines, which ccache then finds.
     fn make(&self, site: &Site, compiler: &(String, String), args: &[&str]) -> Command {
         let mut argv = vec![
             "-C".to_string(),
-            site.src.worktree.display().to_string(),
-            format!("O={}", site.obj.display()),
+            SRC_INSIDE.to_string(),
+            format!("O={OBJ_INSIDE}"),
             format!("ARCH={}", self.cfg.arch),
         ];
         if let Some(prefix) = &self.cfg.cross_compile {
@@ -482,10 +491,21 @@ impl Builder {
             ("KBUILD_BUILD_HOST".to_string(), "kbot-agent".to_string()),
         ];
         let mut view = View {
-            read_only: vec![site.src.worktree.clone(), site.src.mirror.clone()],
-            writable: vec![site.obj.to_path_buf()],
-            env: Vec::new(),
-            chdir: site.obj.to_path_buf(),
+            read_only: vec![site.src.mirror.clone()],
+            placed: vec![
+                Placed {
+                    host: site.src.worktree.clone(),
+                    inside: SRC_INSIDE.into(),
+                    writable: false,
+                },
+                Placed {
+                    host: site.obj.to_path_buf(),
+                    inside: OBJ_INSIDE.into(),
+                    writable: true,
+                },
+            ],
+            chdir: OBJ_INSIDE.into(),
+            ..View::default()
         };
         let (host_cc, cc) = match &site.ccache {
             Some(c) => {

@@ -285,10 +285,20 @@ pub struct View {
     pub read_only: Vec<PathBuf>,
     /// Mounted writable at the same path.
     pub writable: Vec<PathBuf>,
+    /// Mounted at another path.
+    pub placed: Vec<Placed>,
     /// The environment beyond the fixed allowlist.
     pub env: Vec<(String, String)>,
     /// The working directory inside.
     pub chdir: PathBuf,
+}
+
+/// A host directory mounted at a path of its own inside.
+#[derive(Debug, Clone)]
+pub struct Placed {
+    pub host: PathBuf,
+    pub inside: PathBuf,
+    pub writable: bool,
 }
 
 /// `program args` inside the sandbox: bwrap as the group leader, the
@@ -407,6 +417,10 @@ pub fn bwrap_args(view: &View, toolchain: &[HostPath], tmp_bytes: u64) -> Vec<Os
     }
     for p in &view.writable {
         push(&["--bind".as_ref(), p.as_ref(), p.as_ref()]);
+    }
+    for p in &view.placed {
+        let how = if p.writable { "--bind" } else { "--ro-bind" };
+        push(&[how.as_ref(), p.host.as_ref(), p.inside.as_ref()]);
     }
     push(&["--chdir".as_ref(), view.chdir.as_ref(), "--".as_ref()]);
     a
@@ -553,6 +567,11 @@ mod tests {
         let view = View {
             read_only: vec!["/w/worktrees/linux".into()],
             writable: vec!["/w/objs/tiny".into()],
+            placed: vec![Placed {
+                host: "/w/worktrees/linux-next".into(),
+                inside: "/kbot/src".into(),
+                writable: false,
+            }],
             env: vec![("KBUILD_BUILD_USER".into(), "kbot".into())],
             chdir: "/w/objs/tiny".into(),
         };
@@ -579,6 +598,10 @@ mod tests {
             &["--ro-bind", "/w/worktrees/linux", "/w/worktrees/linux"]
         ));
         assert!(window(&args, &["--bind", "/w/objs/tiny", "/w/objs/tiny"]));
+        assert!(window(
+            &args,
+            &["--ro-bind", "/w/worktrees/linux-next", "/kbot/src"]
+        ));
         let writable: Vec<_> = args
             .windows(2)
             .filter(|w| w[0] == "--bind")
