@@ -212,6 +212,65 @@ async fn stored(t: &TestServer, job_id: i64) -> i64 {
         .get(0)
 }
 
+/// The job's kernel shared through B (a claim, its files, `ready`) is
+/// served byte for byte by every replica, from the bucket.
+async fn kernel_through_b(
+    replicas: &Replicas,
+    s3: &S3Server,
+    agent: &TestAgent<'_>,
+    job: &kbot_api::agent::LeasedJob,
+) {
+    use kbot_api::builds::{BuildClaim, BuildReady, ClaimAnswer};
+    let b = through(agent, replicas.b()).client();
+    let key = "0123456789abcdef01234567";
+    let claim = BuildClaim {
+        job_id: job.job_id,
+        build_key: key.into(),
+        commit: job.commit.clone(),
+        arch: "x86_64".into(),
+    };
+    assert_eq!(
+        b.claim_build(&claim).await.expect("claim"),
+        ClaimAnswer::Build
+    );
+    let image: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+    let mut files = Vec::new();
+    for (name, content) in [
+        ("bzImage", image.clone()),
+        ("config", b"CONFIG_PIPE=y\n".to_vec()),
+    ] {
+        files.push(
+            b.upload_build_file(key, name, job.job_id, content)
+                .await
+                .expect("upload"),
+        );
+    }
+    let ready = BuildReady {
+        job_id: job.job_id,
+        release: "6.1.0".into(),
+        build_id: None,
+        build_secs: 60.0,
+        files,
+    };
+    b.build_ready(key, &ready).await.expect("ready");
+    for t in replicas.all() {
+        let (bytes, _) = through(agent, t)
+            .client()
+            .build_file(key, "bzImage")
+            .await
+            .expect("download");
+        assert!(
+            bytes.as_ref() == image.as_slice(),
+            "the image from every replica"
+        );
+        assert!(
+            !artifact_dir(t).join("builds").exists(),
+            "no build in a directory"
+        );
+    }
+    assert!(bucket_files(s3).contains(&format!("builds/{key}/bzImage")));
+}
+
 /// Leases through A, uploads through B (the same server on SQLite).
 async fn round_trip(backend: Backend) {
     let s3 = S3Server::start().await;
@@ -219,6 +278,7 @@ async fn round_trip(backend: Backend) {
     replicas.a.seed("dev", ONE_JOB, 1, 0).await;
     let agent = TestAgent::enroll(&replicas.a, "box-s3", "lkp-s3").await;
     let job = agent.lease().await.expect("a job");
+    kernel_through_b(&replicas, &s3, &agent, &job).await;
     let sent = upload("round-trip");
     let response = through(&agent, replicas.b())
         .put_result(job.job_id, &sent)
