@@ -19,6 +19,7 @@ pub mod programs;
 pub mod report;
 pub mod stats;
 pub mod table;
+pub mod text;
 pub mod units;
 
 pub use error::{Error, Result};

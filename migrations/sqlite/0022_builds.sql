@@ -33,3 +33,7 @@ CREATE TABLE build_files (
     bytes       BIGINT  NOT NULL,
     PRIMARY KEY (build_id, name)
 );
+
+-- The build a job's kernel came from (built by it, or downloaded): its log
+-- page links the kernel's files.
+ALTER TABLE jobs ADD COLUMN build_id BIGINT REFERENCES builds(id) ON DELETE SET NULL;

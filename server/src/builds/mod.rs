@@ -181,12 +181,14 @@ pub async fn claim(
     .bind(now)
     .fetch_optional(&mut **tx)
     .await?;
-    if inserted.is_some() {
+    if let Some(build) = inserted {
+        link_job(tx, job, build).await?;
         return Ok(ClaimAnswer::Build);
     }
     let row = load(tx, key)
         .await?
         .ok_or_else(|| Error::not_found("build", key))?;
+    link_job(tx, job, row.id).await?;
     if row.commit_sha != commit || row.arch != arch {
         return Err(Error::Conflict(format!(
             "build {key} is commit {} for {}, not {commit} for {arch}",
@@ -206,6 +208,30 @@ pub async fn claim(
             retry_after_secs,
         }),
         BuildState::Building => take_over(tx, &row, job, retry_after_secs).await,
+    }
+}
+
+/// Records that `job`'s kernel is `build`'s.
+async fn link_job(tx: &mut Tx, job: i64, build: i64) -> Result<()> {
+    sqlx::query("UPDATE jobs SET build_id = $1 WHERE id = $2")
+        .bind(build)
+        .bind(job)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// The build of `job`'s kernel, if it asked for one.
+pub async fn of_job(conn: &mut AnyConnection, job: i64) -> Result<Option<BuildView>> {
+    let key: Option<String> = sqlx::query_scalar(
+        "SELECT b.build_key FROM builds b JOIN jobs j ON j.build_id = b.id WHERE j.id = $1",
+    )
+    .bind(job)
+    .fetch_optional(&mut *conn)
+    .await?;
+    match key {
+        Some(key) => Ok(Some(view(conn, &key).await?)),
+        None => Ok(None),
     }
 }
 
@@ -327,7 +353,7 @@ pub async fn ready(
 /// The claimant found that the key does not build.
 pub async fn failed(tx: &mut Tx, key: &str, job: i64, log_tail: &str) -> Result<BuildView> {
     let row = claimed(tx, key, job).await?;
-    let tail = tail_of(log_tail, MAX_LOG_TAIL);
+    let tail = kbot_core::text::tail(log_tail, MAX_LOG_TAIL);
     sqlx::query("UPDATE builds SET state = 'failed', log_tail = $1, updated_at = $2 WHERE id = $3")
         .bind(tail)
         .bind(now_ms())
@@ -335,18 +361,6 @@ pub async fn failed(tx: &mut Tx, key: &str, job: i64, log_tail: &str) -> Result<
         .execute(&mut **tx)
         .await?;
     view(tx, key).await
-}
-
-/// The last `max` bytes of `text`, cut at a character boundary.
-fn tail_of(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut start = text.len() - max;
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
-    &text[start..]
 }
 
 #[cfg(test)]
@@ -361,12 +375,5 @@ mod tests {
         assert!(check_key("abc").is_err());
         assert!(check_file("bzImage").is_ok());
         assert!(check_file("../bzImage").is_err());
-    }
-
-    #[test]
-    fn tails_cut_at_characters() {
-        assert_eq!(tail_of("abcdef", 3), "def");
-        assert_eq!(tail_of("aé", 1), "");
-        assert_eq!(tail_of("short", 10), "short");
     }
 }

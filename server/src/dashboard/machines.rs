@@ -228,6 +228,8 @@ struct JobLogPage {
     failure: String,
     events: Vec<(String, String, String, String)>,
     console: Option<String>,
+    /// The build the job's kernel came from.
+    build: Option<kbot_api::builds::BuildView>,
 }
 
 /// The job a log page is about.
@@ -270,6 +272,8 @@ pub async fn job_log(State(state): State<AppState>, Path(id): Path<i64>) -> Page
         Some(path) => Some(tail(&state.artifacts.get(&path).await?)),
         None => None,
     };
+    let mut conn = state.db.read().acquire().await.map_err(Error::from)?;
+    let build = crate::builds::of_job(&mut conn, id).await?;
     render(&JobLogPage {
         job_id: id,
         submission_id: job.submission_id,
@@ -279,19 +283,17 @@ pub async fn job_log(State(state): State<AppState>, Path(id): Path<i64>) -> Page
         failure: job.failure,
         events,
         console,
+        build,
     })
 }
 
 /// The last [`CONSOLE_TAIL_BYTES`] of `text`, cut at a character boundary.
 fn tail(text: &str) -> String {
-    if text.len() <= CONSOLE_TAIL_BYTES {
+    let kept = kbot_core::text::tail(text, CONSOLE_TAIL_BYTES);
+    if kept.len() == text.len() {
         return text.to_owned();
     }
-    let mut start = text.len() - CONSOLE_TAIL_BYTES;
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
-    format!("[… {start} bytes before]\n{}", &text[start..])
+    format!("[… {} bytes before]\n{kept}", text.len() - kept.len())
 }
 
 #[cfg(test)]

@@ -256,14 +256,7 @@ pub async fn record_event(tx: &mut Tx, event: Event<'_>) -> Result<()> {
 pub const MAX_DETAIL_BYTES: usize = 16 * 1024;
 
 pub fn truncate(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
+    kbot_core::text::head(text, max)
 }
 
 pub fn failure_str(kind: FailureKind) -> &'static str {

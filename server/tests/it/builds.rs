@@ -265,6 +265,25 @@ async fn a_dead_builders_claim_passes_to_the_next_job_once() {
         share(&b.client(), &jb).await;
         assert_eq!(kernel_for(&c.client(), &jc, true).await, Got::Downloaded);
         assert_eq!(count(&t, "SELECT claims FROM builds").await, 2);
+        // c's log page names the build, its builder and its files.
+        let page = t
+            .http
+            .get(t.url(&format!("/jobs/{}/log", jc.job_id)))
+            .send()
+            .await
+            .expect("log page")
+            .text()
+            .await
+            .expect("text");
+        let key = key_of(&jc.commit);
+        for wanted in [
+            format!("Build <code>{key}</code>"),
+            format!("built by <a href=\"/jobs/{0}/log\">job {0}</a>", jb.job_id),
+            "claimed 2 times".to_string(),
+            format!("/api/v1/builds/{key}/files/bzImage"),
+        ] {
+            assert!(page.contains(&wanted), "{wanted} in {page}");
+        }
         t.stop().await;
     }
 }
