@@ -59,8 +59,9 @@ pub struct ZeroDayRow {
     pub base_stddev_pct: f64,
     pub head_mean: f64,
     pub head_stddev_pct: f64,
-    /// `100·(head − base)/base`, with a base mean of 0 taken as 1e-100; the
-    /// difference of the means for perf-profile and `%` stats.
+    /// `100·(head − base)/base`, with a base mean of 0 taken as 1e-100 (and
+    /// 0 when the means are equal: 0 → 0 is no change); the difference of
+    /// the means for perf-profile and `%` stats.
     pub change: f64,
     /// For a function stat, the runs of each side `(base, head)`: `lkp
     /// compare` then prints `fail:runs` (the means are the sums of the
@@ -442,6 +443,9 @@ fn table_row(metric: &str, base: &[Sample], head: &[Sample]) -> ZeroDayRow {
     let (head_mean, head_stddev_pct) = mean_stddev_pct(head);
     let change = if metrics::shows_absolute_change(metric) {
         head_mean - base_mean
+    } else if head_mean == base_mean {
+        // lkp's 1e-100 stand-in for a zero base makes 0 -> 0 a -100% change.
+        0.0
     } else {
         let b = if base_mean == 0.0 { 1e-100 } else { base_mean };
         100.0 * (head_mean - b) / b
@@ -461,6 +465,23 @@ mod tests {
     use super::*;
 
     const KPI: &str = "lmbench3.PIPE.bandwidth.MB/sec";
+
+    #[test]
+    fn zero_to_zero_is_no_change() {
+        let samples = |v: &[f64]| v.iter().map(|x| Sample::Value(*x)).collect::<Vec<_>>();
+        let row = table_row(
+            "pipe.context_switches",
+            &samples(&[0.0, 0.0]),
+            &samples(&[0.0, 0.0]),
+        );
+        assert_eq!(row.change, 0.0, "{row:?}");
+        let row = table_row(
+            "pipe.context_switches",
+            &samples(&[0.0, 0.0]),
+            &samples(&[2.0, 2.0]),
+        );
+        assert!(row.change > 1e90, "{row:?}");
+    }
 
     #[test]
     fn separated_kpi_changes() {
