@@ -3,7 +3,7 @@
 
 use clap::{Parser, Subcommand};
 
-use crate::{self as loadgen, history, pages, soak, LoadArgs};
+use crate::{self as loadgen, builds, history, pages, soak, LoadArgs};
 use kbot_server::error::Result;
 
 #[derive(Debug, Parser)]
@@ -29,6 +29,9 @@ pub enum Command {
     /// Long reliability run: agents heartbeat through simulated work across
     /// replicas, then stored results are counted against acknowledged ones.
     Soak(soak::SoakArgs),
+    /// Shared kernel builds at lab scale: agents of several tbox groups run
+    /// the jobs of many commits; each build key must be built once.
+    Builds(builds::BuildsArgs),
 }
 
 /// Runs the command line; the report to print.
@@ -36,13 +39,14 @@ pub async fn run(cli: &Cli) -> Result<String> {
     match &cli.command {
         None => loadgen::run(&cli.args).await.map(|r| r.to_string()),
         Some(Command::Seed(args)) => history::run(args).await.map(|s| format!("{s:?}")),
-        Some(Command::Soak(args)) => soak::run(args).await.and_then(|report| {
-            if report.holds() {
-                Ok(report.to_string())
-            } else {
-                Err(anyhow::anyhow!("{report}").into())
-            }
-        }),
+        Some(Command::Soak(args)) => {
+            let report = soak::run(args).await?;
+            verdict(report.holds(), report)
+        }
+        Some(Command::Builds(args)) => {
+            let report = builds::run(args).await?;
+            verdict(report.holds(), report)
+        }
         Some(Command::Pages(args)) => pages::run(args).await.map(|list| {
             let mut out = format!(
                 "{:>8} {:>8} {:>8} {:>9}  path",
@@ -54,5 +58,14 @@ pub async fn run(cli: &Cli) -> Result<String> {
             }
             out
         }),
+    }
+}
+
+/// A run's report to print, or as the error when the run broke its promise.
+fn verdict(holds: bool, report: impl std::fmt::Display) -> Result<String> {
+    if holds {
+        Ok(report.to_string())
+    } else {
+        Err(anyhow::anyhow!("{report}").into())
     }
 }

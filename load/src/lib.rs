@@ -8,7 +8,8 @@
 //! through the server library, so it needs no other part of the user API.
 //! [`soak`] is the long reliability run across replicas, [`history`] fills
 //! a store with a watched branch's history, [`pages`] measures dashboard
-//! latency, [`seed`] queues submissions.
+//! latency, [`seed`] queues submissions, [`builds`] checks that each kernel
+//! is built once across tbox groups.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -22,6 +23,7 @@ use kbot_server::auth;
 use kbot_server::db::Db;
 use kbot_server::error::Result;
 
+pub mod builds;
 pub mod cli;
 pub mod history;
 pub mod pages;
@@ -123,7 +125,7 @@ pub async fn run(args: &LoadArgs) -> Result<Report> {
     let mut agents = Vec::with_capacity(args.agents);
     for i in 0..args.agents {
         let token = auth::create_enrollment_token(&db, "kbot-load").await?;
-        agents.push(enroll(&http, &args.server, &token, i).await?);
+        agents.push(enroll(&http, &args.server, &token, i, "load-vm").await?);
     }
     db.close().await;
     eprintln!(
@@ -216,16 +218,18 @@ async fn seed_jobs(db: &Db, wanted: u64) -> Result<u64> {
     Ok(queued)
 }
 
+/// Enrols agent `load-agent-INDEX` in tbox group `group`.
 async fn enroll(
     http: &reqwest::Client,
     server: &str,
     token: &str,
     index: usize,
+    group: &str,
 ) -> Result<EnrollResponse> {
     let request = EnrollRequest {
         enrollment_token: token.to_string(),
         name: format!("load-agent-{index}"),
-        tbox_group: "load-vm".into(),
+        tbox_group: group.into(),
         backend: BootBackend::Host,
         hardware: Hardware {
             arch: std::env::consts::ARCH.into(),

@@ -43,6 +43,21 @@ pub async fn submission(
     runs: u32,
     priority: i64,
 ) -> Result<Seeded> {
+    let (base, head) = (format!("{:040x}", 0xb0), format!("{:040x}", 0xb1));
+    submission_at(db, repo, user, job_file, runs, priority, (&base, &head)).await
+}
+
+/// [`submission`] of the pair `(base_sha, head_sha)`, each commit created
+/// in `repo` or reused.
+pub async fn submission_at(
+    db: &Db,
+    repo: &str,
+    user: &str,
+    job_file: &str,
+    runs: u32,
+    priority: i64,
+    (base_sha, head_sha): (&str, &str),
+) -> Result<Seeded> {
     let atomic = atomic_jobs(job_file)?;
     let now = now_ms();
     let mut tx = db.begin().await?;
@@ -57,8 +72,7 @@ pub async fn submission(
     .await?
     .try_get("id")?;
     let mut commit_ids = Vec::new();
-    for (i, subject) in ["base commit", "head commit"].iter().enumerate() {
-        let sha = format!("{:040x}", 0xb0 + i);
+    for (sha, subject) in [(base_sha, "base commit"), (head_sha, "head commit")] {
         let id: i64 = sqlx::query(
             "INSERT INTO commits (repo_id, sha, parents, subject, author_name, author_email, \
                  authored_at, committed_at) \
@@ -67,7 +81,7 @@ pub async fn submission(
         )
         .bind(repo_id)
         .bind(sha)
-        .bind(*subject)
+        .bind(subject)
         .bind(now)
         .bind(now)
         .fetch_one(&mut *tx)
@@ -114,4 +128,16 @@ pub async fn submission(
         base_commit_id: pair.base_commit_id,
         head_commit_id: pair.head_commit_id,
     })
+}
+
+/// Caps a seeded submission at `runs_cap` runs per side; at the runs it has,
+/// the comparisons settle each pair on its first results instead of
+/// queueing more runs.
+pub async fn cap_runs(db: &Db, submission_id: i64, runs_cap: u32) -> Result<()> {
+    sqlx::query("UPDATE submissions SET runs_cap = $1 WHERE id = $2")
+        .bind(i64::from(runs_cap))
+        .bind(submission_id)
+        .execute(db.write())
+        .await?;
+    Ok(())
 }

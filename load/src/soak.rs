@@ -154,7 +154,7 @@ pub async fn run(args: &SoakArgs) -> Result<SoakReport> {
     for i in 0..args.agents {
         let server = &args.servers[i % args.servers.len()];
         let token = auth::create_enrollment_token(&db, "kbot-load soak").await?;
-        let enrolled = super::enroll(&http, server, &token, i).await?;
+        let enrolled = super::enroll(&http, server, &token, i, "load-vm").await?;
         let replicas = args.servers.iter().map(|server| {
             AgentClient::with_http(http.clone(), server, Some(enrolled.agent_token.clone()))
         });

@@ -1,0 +1,36 @@
+//! `kbot-load builds` at test scale against a real server, on SQLite and
+//! (with `KBOT_TEST_DATABASE_URL`) PostgreSQL: every commit built once, no
+//! job waiting on a failed build, every job ended.
+
+use kbot_load::builds::{self, BuildsArgs};
+use kbot_server::config::DbArgs;
+use kbot_testkit::{backends, TestServer};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn six_agents_on_two_groups_build_six_commits_once() {
+    for backend in backends() {
+        // A 1 s heartbeat interval makes the retry hint 1 s, keeping the
+        // waits short.
+        let t = TestServer::start_with(backend, |c| c.heartbeat_interval_secs = 1).await;
+        let args = BuildsArgs {
+            server: t.url(""),
+            db: DbArgs {
+                database_url: Some(t.store.database_url.clone()),
+            },
+            agents: 6,
+            groups: 2,
+            commits: 6,
+            build_ms: 200,
+            fail_every: 3,
+            image_kib: 64,
+        };
+        let report = builds::run(&args).await.expect("the builds run");
+        eprintln!("{backend:?}:\n{report}");
+        assert!(report.holds(), "{backend:?}:\n{report}");
+        assert_eq!(report.db.builds, 6, "{backend:?}:\n{report}");
+        assert_eq!(report.db.failed, 2, "commits 0 and 3 do not build");
+        assert_eq!(report.jobs, 12, "3 pairs x 2 groups x base and head");
+        assert_eq!(report.db.build_failed_jobs, 4, "2 commits x 2 groups");
+        t.stop().await;
+    }
+}
