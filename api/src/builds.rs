@@ -7,6 +7,7 @@
 //! | `PUT  /api/v1/builds/{key}/files/{name}?job_id=N` | the file's bytes | [`BuildFile`] |
 //! | `POST /api/v1/builds/{key}/ready` | [`BuildReady`] | [`BuildView`] |
 //! | `POST /api/v1/builds/{key}/failed` | [`BuildFailed`] | [`BuildView`] |
+//! | `GET  /api/v1/builds?limit=N&before=ID&commit=SHA` | | [`BuildView`]s, newest first |
 //! | `GET  /api/v1/builds/{key}` | | [`BuildView`] |
 //! | `GET  /api/v1/builds/{key}/files/{name}` | | the file's bytes, `x-kbot-sha256` |
 //!

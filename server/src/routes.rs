@@ -151,6 +151,7 @@ fn user_routes(t: RouteTable) -> RouteTable {
         .api(routes!(l::series_show))
         .api(routes!(g::list))
         .api(routes!(g::triage))
+        .api(routes!(builds::routes::list))
         .api(routes!(builds::routes::get))
         .api(routes!(builds::routes::file))
 }

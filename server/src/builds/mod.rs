@@ -100,6 +100,30 @@ async fn load(conn: &mut AnyConnection, key: &str) -> Result<Option<BuildRow>> {
         .await?)
 }
 
+/// Builds, newest first: those with an id below `before`, of `commit`
+/// when it is given.
+pub async fn list(
+    conn: &mut AnyConnection,
+    limit: u32,
+    before: Option<i64>,
+    commit: Option<&str>,
+) -> Result<Vec<BuildView>> {
+    let keys: Vec<String> = sqlx::query_scalar(
+        "SELECT build_key FROM builds WHERE id < $1 AND ($2 = '' OR commit_sha = $2) \
+         ORDER BY id DESC LIMIT $3",
+    )
+    .bind(before.unwrap_or(i64::MAX))
+    .bind(commit.unwrap_or(""))
+    .bind(i64::from(limit.clamp(1, 500)))
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut out = Vec::with_capacity(keys.len());
+    for key in keys {
+        out.push(view(conn, &key).await?);
+    }
+    Ok(out)
+}
+
 /// The build of `key` as the API shows it.
 pub async fn view(conn: &mut AnyConnection, key: &str) -> Result<BuildView> {
     let row = load(conn, key)

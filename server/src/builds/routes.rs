@@ -163,6 +163,43 @@ pub async fn failed(
     Ok(Json(view))
 }
 
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListQuery {
+    /// At most this many (default 50, at most 500).
+    pub limit: Option<u32>,
+    /// Only builds with a smaller id (paging, newest first).
+    pub before: Option<i64>,
+    /// Only builds of this commit (40 hex digits).
+    pub commit: Option<String>,
+}
+
+/// `GET /api/v1/builds?limit=N&before=ID&commit=SHA`, newest first.
+#[utoipa::path(
+    get,
+    operation_id = "list_builds",
+    path = "/api/v1/builds",
+    tag = "builds",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "Builds, newest first", body = Vec<BuildView>),
+        crate::error::PagedListErrors,
+    ),
+)]
+pub async fn list(
+    State(state): State<AppState>,
+    Query(q): Query<ListQuery>,
+) -> Result<Json<Vec<BuildView>>> {
+    let mut conn = state.db.read().acquire().await?;
+    let list = super::list(
+        &mut conn,
+        q.limit.unwrap_or(50),
+        q.before,
+        q.commit.as_deref(),
+    );
+    Ok(Json(list.await?))
+}
+
 /// `GET /api/v1/builds/{key}`: a build and its files.
 #[utoipa::path(
     get,

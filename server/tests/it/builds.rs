@@ -134,6 +134,12 @@ async fn agent_loop(agent: &TestAgent<'_>, builds: bool) -> Vec<Got> {
     got
 }
 
+async fn get_json<T: serde::de::DeserializeOwned>(t: &TestServer, path: &str) -> T {
+    let response = t.http.get(t.url(path)).send().await.expect("get");
+    assert_eq!(response.status(), 200, "{path}");
+    response.json().await.expect("json")
+}
+
 async fn count(t: &TestServer, sql: &str) -> i64 {
     sqlx::query_scalar(sql)
         .fetch_one(t.db().read())
@@ -174,6 +180,16 @@ async fn a_pair_on_three_tbox_groups_builds_each_commit_once() {
             count(&t, "SELECT COUNT(*) FROM jobs WHERE state = 'finished'").await,
             jobs
         );
+        // The API lists them, newest first, and by commit.
+        let listed: Vec<kbot_api::builds::BuildView> = get_json(&t, "/api/v1/builds").await;
+        assert_eq!(listed.len(), 2);
+        assert!(listed
+            .iter()
+            .all(|b| b.state == "ready" && b.files.len() == 3));
+        assert!(listed[0].created_at >= listed[1].created_at);
+        let path = format!("/api/v1/builds?commit={}", listed[1].commit);
+        let one: Vec<kbot_api::builds::BuildView> = get_json(&t, &path).await;
+        assert_eq!(one, vec![listed[1].clone()]);
         t.stop().await;
     }
 }

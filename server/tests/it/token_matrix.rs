@@ -49,6 +49,7 @@ const ROUTES: &[(&str, &str, Guard)] = &[
     ("PUT", "/api/v1/builds/{key}/files/{name}", Guard::Agent),
     ("POST", "/api/v1/builds/{key}/ready", Guard::Agent),
     ("POST", "/api/v1/builds/{key}/failed", Guard::Agent),
+    ("GET", "/api/v1/builds", Guard::Open),
     ("GET", "/api/v1/builds/{key}", Guard::Open),
     ("GET", "/api/v1/builds/{key}/files/{name}", Guard::Open),
     ("POST", "/api/v1/repos", Guard::User),
