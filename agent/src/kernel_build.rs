@@ -1050,7 +1050,18 @@ mod tests {
                 &["Image"],
             );
             let line = sandbox::describe(&make);
-            assert!(line.starts_with("make -C /src O=/obj"), "{line}");
+            // The source and object directories at their fixed places inside.
+            assert!(line.starts_with("make -C /kbot/src O=/kbot/obj"), "{line}");
+            let binds: Vec<String> = make
+                .get_args()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect();
+            assert!(binds
+                .windows(3)
+                .any(|w| w == ["--ro-bind", "/src", "/kbot/src"]));
+            assert!(binds
+                .windows(3)
+                .any(|w| w == ["--bind", "/obj", "/kbot/obj"]));
             assert!(
                 line.contains("ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu- CC="),
                 "{line}"
