@@ -9,11 +9,13 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 
-use kbot_agent::build_cache::{BuildCache, BuildKey, DEFAULT_ARCH};
+use kbot_agent::build_cache::BuildCache;
 use kbot_agent::kernel_build::{BuildConfig, Builder};
 use kbot_agent::process::Cancel;
-use kbot_api::agent::{KconfigSpec, RepoSpec};
+use kbot_api::agent::RepoSpec;
 use kbot_testkit::gitrepo::git;
+
+use super::keys::tiny as key;
 
 const MAKEFILE: &str = "\
 tinyconfig:
@@ -42,20 +44,6 @@ fn tree(dir: &Path, who: &str) -> String {
     git(dir, &["add", "-A"]);
     git(dir, &["commit", "-q", "-m", who]);
     git(dir, &["rev-parse", "HEAD"])
-}
-
-fn key(commit: &str) -> BuildKey {
-    BuildKey {
-        commit: commit.into(),
-        kconfig: KconfigSpec {
-            name: "tiny".into(),
-            base: Some("tinyconfig".into()),
-            fragment: String::new(),
-            full: None,
-        },
-        compiler: "gcc".into(),
-        arch: DEFAULT_ARCH.into(),
-    }
 }
 
 /// ccache's counter `name` in `dir`.

@@ -9,28 +9,16 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use kbot_agent::build_cache::{BuildCache, BuildKey, BuiltKernel, DEFAULT_ARCH};
+use kbot_agent::build_cache::{BuildCache, BuiltKernel};
 use kbot_agent::kernel_build::{BuildConfig, Builder};
 use kbot_agent::process::Cancel;
 use kbot_agent::spool::{Pending, Spool};
-use kbot_api::agent::{FailureKind, KconfigSpec, RepoSpec, ResultUpload};
+use kbot_api::agent::{FailureKind, RepoSpec, ResultUpload};
 use kbot_testkit::tmpfs::Tmpfs;
 
-const KIB: u64 = 1 << 10;
+use super::keys::tiny as key;
 
-fn key(commit: &str) -> BuildKey {
-    BuildKey {
-        commit: commit.to_string(),
-        kconfig: KconfigSpec {
-            name: "tiny".into(),
-            base: Some("tinyconfig".into()),
-            fragment: String::new(),
-            full: None,
-        },
-        compiler: "gcc".into(),
-        arch: DEFAULT_ARCH.into(),
-    }
-}
+const KIB: u64 = 1 << 10;
 
 /// Caches fake kernels of `size` bytes, oldest first, each used later than
 /// the one before.

@@ -12,6 +12,7 @@ mod daemon_against_server;
 mod disk_full;
 mod guest;
 mod guest_hang;
+mod keys;
 mod qemu_user;
 mod refused_results;
 mod shared_builds;

@@ -9,15 +9,17 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use kbot_agent::build_cache::{BuildCache, BuildKey, BuiltKernel, DEFAULT_ARCH};
+use kbot_agent::build_cache::{BuildCache, BuiltKernel};
 use kbot_agent::kernel_build::{BuildConfig, Builder};
 use kbot_agent::outcome::Failure;
 use kbot_agent::process::Cancel;
 use kbot_agent::shared_build::SharedBuilds;
-use kbot_api::agent::{FailureKind, JobState, KconfigSpec, LeasedJob, RepoSpec};
+use kbot_api::agent::{FailureKind, JobState, LeasedJob, RepoSpec};
 use kbot_testkit::agent::TestAgent;
 use kbot_testkit::gitrepo::git;
 use kbot_testkit::{TestServer, ONE_JOB};
+
+use super::keys::tiny as key;
 
 /// The kernel build's targets; `bzImage` fails where `broken` exists, and
 /// every build leaves a mark in its object directory.
@@ -48,20 +50,6 @@ fn kernel_tree(dir: &Path) -> (String, String) {
     git(dir, &["add", "-A"]);
     git(dir, &["commit", "-q", "-m", "broken"]);
     (good, git(dir, &["rev-parse", "HEAD"]))
-}
-
-fn key(commit: &str) -> BuildKey {
-    BuildKey {
-        commit: commit.into(),
-        kconfig: KconfigSpec {
-            name: "tiny".into(),
-            base: Some("tinyconfig".into()),
-            fragment: String::new(),
-            full: None,
-        },
-        compiler: "gcc".into(),
-        arch: DEFAULT_ARCH.into(),
-    }
 }
 
 /// One agent's builder in its own work directory.
