@@ -61,9 +61,19 @@ impl SharedBuilds {
             if cancel.is_cancelled() {
                 return Err(AgentError::Cancelled);
             }
-            match self.call(self.client.claim_build(&claim))? {
+            let answer = match self.call(self.client.claim_build(&claim)) {
+                Ok(a) => a,
+                Err(e) if unreachable(&e) => return local(builder, job, key, cancel, &e),
+                Err(e) => return Err(e),
+            };
+            match answer {
                 ClaimAnswer::Build => return self.build_and_share(builder, job, key, cancel),
-                ClaimAnswer::Ready { build } => return self.download(builder, key, &build),
+                ClaimAnswer::Ready { build } => {
+                    return match self.download(builder, key, &build) {
+                        Err(e) if unreachable(&e) => local(builder, job, key, cancel, &e),
+                        other => other,
+                    }
+                }
                 ClaimAnswer::Failed { build } => return Ok(Err(does_not_build(&build))),
                 ClaimAnswer::Wait {
                     builder_job_id,
@@ -200,6 +210,24 @@ impl SharedBuilds {
     ) -> Result<T> {
         self.runtime.block_on(f).map_err(AgentError::from)
     }
+}
+
+/// A server that cannot be reached now (or that has no shared builds, an
+/// older one): the job builds its kernel here rather than fail.
+fn unreachable(e: &AgentError) -> bool {
+    e.is_retryable() || matches!(e, AgentError::Api(api) if api.status() == Some(404))
+}
+
+/// Builds here without sharing, after `why` kept the server out of it.
+fn local(
+    builder: &Builder,
+    job: &LeasedJob,
+    key: &BuildKey,
+    cancel: &Cancel,
+    why: &AgentError,
+) -> Result<Built> {
+    tracing::warn!(build = %key.id(), error = %why, "shared builds unavailable; building here");
+    builder.kernel(&job.repo, key, cancel)
 }
 
 /// The failure of a job whose key another job found does not build.

@@ -193,5 +193,27 @@ async fn one_agent_builds_and_the_other_downloads() {
     assert_eq!(fc.kind, FailureKind::Infrastructure);
     assert!(fc.detail.contains("sha256"), "{}", fc.detail);
     assert_eq!(made(&wc), 0);
+
+    // No server to ask: the agent builds the kernel itself.
+    let wd = tmp.path().join("agent-d");
+    let offline = kbot_api::client::AgentClient::new("http://127.0.0.1:1", Some(c.token.clone()))
+        .expect("client");
+    let shared = SharedBuilds::new(offline, tokio::runtime::Handle::current());
+    let (job, commit, dir) = (leased[0].clone(), good.clone(), wd.clone());
+    let built = tokio::task::spawn_blocking(move || {
+        let on_state = |_: JobState, _: &str| {};
+        shared.kernel(
+            &builder(&dir),
+            &job,
+            &key(&commit),
+            &Cancel::new(),
+            &on_state,
+        )
+    })
+    .await
+    .expect("join")
+    .expect("no agent error");
+    assert!(built.is_ok(), "built here");
+    assert_eq!(made(&wd), 1);
     t.stop().await;
 }
