@@ -235,13 +235,16 @@ pub async fn claim(
     }
 }
 
-/// Records that `job`'s kernel is `build`'s.
+/// Records that `job`'s kernel is `build`'s (once: a waiter asks again
+/// every few seconds, and an unchanged row is not written again).
 async fn link_job(tx: &mut Tx, job: i64, build: i64) -> Result<()> {
-    sqlx::query("UPDATE jobs SET build_id = $1 WHERE id = $2")
-        .bind(build)
-        .bind(job)
-        .execute(&mut **tx)
-        .await?;
+    sqlx::query(
+        "UPDATE jobs SET build_id = $1 WHERE id = $2 AND (build_id IS NULL OR build_id <> $1)",
+    )
+    .bind(build)
+    .bind(job)
+    .execute(&mut **tx)
+    .await?;
     Ok(())
 }
 
@@ -291,8 +294,8 @@ async fn take_over(
 }
 
 /// The build `key` claimed by `job`, which must still hold the claim.
-async fn claimed(tx: &mut Tx, key: &str, job: i64) -> Result<BuildRow> {
-    let row = load(tx, key)
+async fn claimed(conn: &mut AnyConnection, key: &str, job: i64) -> Result<BuildRow> {
+    let row = load(conn, key)
         .await?
         .ok_or_else(|| Error::not_found("build", key))?;
     if row.state != BuildState::Building {
@@ -329,8 +332,8 @@ pub async fn record_file(tx: &mut Tx, key: &str, job: i64, file: &BuildFile) -> 
 }
 
 /// Checks that the claimant may write to `key` before it uploads a file.
-pub async fn check_claim(tx: &mut Tx, key: &str, job: i64) -> Result<()> {
-    claimed(tx, key, job).await.map(|_| ())
+pub async fn check_claim(conn: &mut AnyConnection, key: &str, job: i64) -> Result<()> {
+    claimed(conn, key, job).await.map(|_| ())
 }
 
 /// The claimant built the kernel: every file it names must be stored with

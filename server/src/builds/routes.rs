@@ -89,9 +89,11 @@ pub async fn upload_file(
     // The claim is checked before the upload and again when it is recorded:
     // a stranger's bytes never reach the store, and a claim lost meanwhile
     // records nothing.
-    let mut tx = leased_tx(&state, &agent, q.job_id).await?;
-    super::check_claim(&mut tx, &key, q.job_id).await?;
-    tx.rollback().await?;
+    // A read: no write lock is held for the check or the upload.
+    let mut conn = state.db.read().acquire().await?;
+    check_leased(&mut conn, q.job_id, agent.record.id).await?;
+    super::check_claim(&mut conn, &key, q.job_id).await?;
+    drop(conn);
     let file = BuildFile {
         name: name.clone(),
         sha256: hex::encode(Sha256::digest(&body)),
