@@ -112,10 +112,6 @@ impl JobRunner {
                 key.arch
             ),
         );
-        if let Some(k) = self.builder.cache().get(&key)? {
-            tracing::info!(commit = %key.commit, "kernel found in the build cache");
-            return Ok(Ok(k));
-        }
         match shared {
             Some(shared) => shared.kernel(&self.builder, job, &key, cancel, on_state),
             None => self.builder.kernel(&job.repo, &key, cancel),

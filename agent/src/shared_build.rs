@@ -41,7 +41,8 @@ impl SharedBuilds {
         SharedBuilds { client, runtime }
     }
 
-    /// The kernel of `key` for `job`: built here and shared, or downloaded.
+    /// The kernel of `key` for `job`: from the local build cache, else
+    /// built here and shared, or downloaded.
     pub fn kernel(
         &self,
         builder: &Builder,
@@ -50,6 +51,10 @@ impl SharedBuilds {
         cancel: &Cancel,
         on_state: OnState,
     ) -> Result<Built> {
+        if let Some(k) = builder.cache().get(key)? {
+            tracing::info!(commit = %key.commit, "kernel found in the build cache");
+            return Ok(Ok(k));
+        }
         let claim = BuildClaim {
             job_id: job.job_id,
             build_key: key.id(),
