@@ -6,6 +6,7 @@ use kbot_api::agent::{
     EnrollRequest, EnrollResponse, EventRequest, HeartbeatResponse, LeaseResponse, ResultUpload,
     UploadResponse,
 };
+use kbot_api::builds::{OrderHeartbeat, OrderLease, OrderLeaseResponse};
 use kbot_api::client::AgentClient;
 
 use crate::error::{AgentError, Result};
@@ -33,8 +34,23 @@ impl ApiClient {
         self.inner.enroll(req).await.map_err(AgentError::from)
     }
 
-    pub async fn lease(&self, wait_secs: u32) -> Result<LeaseResponse> {
-        self.inner.lease(wait_secs).await.map_err(AgentError::from)
+    /// A job; only one whose kernel is built when the agent cannot build.
+    pub async fn lease(&self, wait_secs: u32, can_build: bool) -> Result<LeaseResponse> {
+        self.inner
+            .lease_as(wait_secs, can_build)
+            .await
+            .map_err(AgentError::from)
+    }
+
+    pub async fn lease_order(&self, req: &OrderLease) -> Result<OrderLeaseResponse> {
+        self.inner.lease_order(req).await.map_err(AgentError::from)
+    }
+
+    pub async fn order_heartbeat(&self, order_id: i64) -> Result<OrderHeartbeat> {
+        self.inner
+            .order_heartbeat(order_id)
+            .await
+            .map_err(AgentError::from)
     }
 
     pub async fn heartbeat(&self, job_id: i64) -> Result<HeartbeatResponse> {

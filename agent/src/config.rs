@@ -94,6 +94,33 @@ pub struct RunArgs {
     pub json: bool,
 }
 
+/// The agent's roles (`--roles`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Roles {
+    pub build: bool,
+    pub test: bool,
+}
+
+/// `build`, `test` or both, comma-separated.
+fn parse_roles(s: &str) -> std::result::Result<Roles, String> {
+    let mut roles = Roles {
+        build: false,
+        test: false,
+    };
+    for role in s.split(',').map(str::trim) {
+        match role {
+            "build" => roles.build = true,
+            "test" => roles.test = true,
+            other => return Err(format!("unknown role {other:?}: give build, test or both")),
+        }
+    }
+    if roles.build || roles.test {
+        Ok(roles)
+    } else {
+        Err("give at least one role: build, test".into())
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum BackendArg {
     Qemu,
@@ -168,6 +195,18 @@ pub struct AgentArgs {
         global = true
     )]
     pub backend: BackendArg,
+    /// What this machine does: `build` kernels for the lab, `test` them, or
+    /// both (`build,test`, the default). A machine that only tests (a board,
+    /// a big server) gets only jobs whose kernel a builder made; one that
+    /// only builds takes build orders and never a test job.
+    #[arg(
+        long,
+        env = "KBOT_AGENT_ROLES",
+        default_value = "build,test",
+        value_parser = parse_roles,
+        global = true
+    )]
+    pub roles: Roles,
     /// State, spool, build cache, mirrors and worktrees.
     #[arg(
         long,

@@ -1,7 +1,11 @@
 //! The daemon: enrol once, then lease, run with heartbeats and state events,
-//! spool and upload; a background task drains the spool with backoff.
+//! spool and upload; a background task drains the spool with backoff. An
+//! agent with the build role leases build orders first (a dedicated
+//! builder only those), one with only the test role only jobs whose kernel
+//! is built.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,14 +15,16 @@ use tokio::sync::{mpsc, Notify};
 use kbot_api::agent::{
     BootBackend, EnrollRequest, EventRequest, FailureKind, Hardware, JobState, LeasedJob,
 };
+use kbot_api::builds::{BuildOrder, OrderLease};
 
 use crate::build_cache::{read_json, write_json};
 use crate::client::ApiClient;
+use crate::config::Roles;
 use crate::error::{AgentError, Result};
 use crate::job_runner::JobRunner;
 use crate::outcome::{Failure, Outcome};
 use crate::process::Cancel;
-use crate::shared_build::SharedBuilds;
+use crate::shared_build::{OrderDone, SharedBuilds};
 use crate::spool::{backoff, Pending, Spool};
 
 /// What enrolment gave the agent, kept across restarts.
@@ -38,6 +44,15 @@ pub struct Daemon {
     pub runner: Arc<JobRunner>,
     pub spool: Arc<Spool>,
     pub lease_wait_secs: u32,
+    pub roles: Roles,
+    /// Cleared when the server has no build orders (an older one).
+    pub orders: AtomicBool,
+}
+
+/// What one turn of the daemon's loop did.
+enum Turn {
+    Worked,
+    Idle,
 }
 
 /// Everything enrolment needs.
@@ -123,7 +138,26 @@ fn backend_name(b: BootBackend) -> &'static str {
 }
 
 impl Daemon {
-    /// Runs until the process is stopped; `max_jobs` bounds it for tests.
+    /// A daemon with `roles`.
+    pub fn new(
+        client: ApiClient,
+        runner: Arc<JobRunner>,
+        spool: Arc<Spool>,
+        lease_wait_secs: u32,
+        roles: Roles,
+    ) -> Daemon {
+        Daemon {
+            client,
+            runner,
+            spool,
+            lease_wait_secs,
+            roles,
+            orders: AtomicBool::new(true),
+        }
+    }
+
+    /// Runs until the process is stopped; `max_jobs` (jobs and build
+    /// orders) bounds it for tests.
     pub async fn run(&self, max_jobs: Option<usize>) -> Result<()> {
         let wake = Arc::new(Notify::new());
         let uploader = tokio::spawn(drain_forever(
@@ -135,11 +169,10 @@ impl Daemon {
         let mut done = 0usize;
         let mut attempt = 0;
         while max_jobs.is_none_or(|m| done < m) {
-            match self.client.lease(self.lease_wait_secs).await {
-                Ok(resp) => {
+            match self.turn(&wake).await {
+                Ok(turn) => {
                     attempt = 0;
-                    if let Some(job) = resp.job {
-                        self.run_job(job, &wake).await?;
+                    if let Turn::Worked = turn {
                         done += 1;
                     }
                 }
@@ -161,6 +194,79 @@ impl Daemon {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         uploader.abort();
+        Ok(())
+    }
+
+    /// Leases and runs one build order or job, as the roles say: orders
+    /// first (without waiting when the agent also tests), then jobs.
+    async fn turn(&self, wake: &Notify) -> Result<Turn> {
+        if self.roles.build && self.orders.load(Ordering::Relaxed) {
+            let req = OrderLease {
+                arch: self.runner.builder.arch().to_string(),
+                wait_secs: if self.roles.test { 0 } else { self.lease_wait_secs },
+                plan: !self.roles.test,
+            };
+            match self.client.lease_order(&req).await {
+                Ok(resp) => {
+                    if let Some(order) = resp.order {
+                        self.run_order(order).await?;
+                        return Ok(Turn::Worked);
+                    }
+                }
+                Err(AgentError::Api(e)) if e.status() == Some(404) && self.roles.test => {
+                    tracing::warn!("the server has no build orders; leasing jobs only");
+                    self.orders.store(false, Ordering::Relaxed);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if !self.roles.test {
+            return Ok(Turn::Idle);
+        }
+        let resp = self.client.lease(self.lease_wait_secs, self.roles.build).await?;
+        match resp.job {
+            Some(job) => {
+                self.run_job(job, wake).await?;
+                Ok(Turn::Worked)
+            }
+            None => Ok(Turn::Idle),
+        }
+    }
+
+    /// Builds (or finds) one ordered kernel and shares it, keeping the
+    /// order's lease with heartbeats.
+    async fn run_order(&self, order: BuildOrder) -> Result<()> {
+        let id = order.order_id;
+        tracing::info!(order = id, commit = %order.commit, kconfig = %order.kconfig.name,
+            leases = order.leases, "build order leased");
+        let cancel = Cancel::new();
+        let beats = tokio::spawn(order_heartbeat(
+            self.client.clone(),
+            id,
+            order.heartbeat_interval_secs,
+            cancel.clone(),
+        ));
+        let runner = self.runner.clone();
+        let shared = SharedBuilds::new(
+            self.client.inner().clone(),
+            tokio::runtime::Handle::current(),
+            true,
+        );
+        let c = cancel.clone();
+        let done = tokio::task::spawn_blocking(move || shared.order(&runner.builder, &order, &c))
+            .await
+            .map_err(|e| AgentError::Config(format!("build order task: {e}")))?;
+        beats.abort();
+        match done {
+            Ok(OrderDone::NotHere(why)) => {
+                tracing::warn!(order = id, %why, "build order not built here; it goes back with its lease");
+            }
+            Ok(d) => tracing::info!(order = id, done = ?d, "build order done"),
+            Err(AgentError::Cancelled) => tracing::warn!(order = id, "build order lost"),
+            // The agent's own trouble: the order's lease runs out and
+            // another builder takes it.
+            Err(e) => tracing::warn!(order = id, error = %e, "build order not done"),
+        }
         Ok(())
     }
 
@@ -199,6 +305,7 @@ impl Daemon {
         let shared = SharedBuilds::new(
             self.client.inner().clone(),
             tokio::runtime::Handle::current(),
+            self.roles.build,
         );
         let result = tokio::task::spawn_blocking(move || {
             let on_state = move |state: JobState, detail: &str| {
@@ -282,6 +389,24 @@ async fn heartbeat(client: ApiClient, job_id: i64, interval_secs: u32, cancel: C
             }
             Ok(_) => {}
             Err(e) => tracing::warn!(job = job_id, error = %e, "heartbeat failed"),
+        }
+    }
+}
+
+/// Keeps a build order's lease; a lost order cancels its build (another
+/// builder has it, or it is done).
+async fn order_heartbeat(client: ApiClient, order_id: i64, interval_secs: u32, cancel: Cancel) {
+    let mut tick = tokio::time::interval(Duration::from_secs(u64::from(interval_secs.max(1))));
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        match client.order_heartbeat(order_id).await {
+            Ok(_) => {}
+            Err(AgentError::Api(e)) if e.status() == Some(409) => {
+                cancel.cancel();
+                return;
+            }
+            Err(e) => tracing::warn!(order = order_id, error = %e, "order heartbeat failed"),
         }
     }
 }

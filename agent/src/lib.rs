@@ -160,7 +160,8 @@ pub fn job_runner(args: &AgentArgs) -> Result<JobRunner> {
         build.ccache_dir = Some(dir.clone());
     }
     build.sandbox = args.build_sandbox.sandbox();
-    if args.backend != config::BackendArg::Host {
+    // A machine that only tests never builds: it needs no build sandbox.
+    if args.backend != config::BackendArg::Host && args.roles.build {
         if let Some(id) = build.check_sandbox()? {
             tracing::info!(user = %build.sandbox.build_user, uid = id.uid,
                 "kernels are built in bubblewrap as the build user");
@@ -249,7 +250,25 @@ pub fn check_guest_perf(perf: &Path, guest_arch: &str) -> Result<()> {
     Ok(())
 }
 
+/// The roles the daemon acts on: a host-backend agent boots no kernel, so
+/// it builds none for the lab either.
+fn daemon_roles(args: &AgentArgs) -> Result<config::Roles> {
+    let mut roles = args.roles;
+    if args.backend == config::BackendArg::Host {
+        if !roles.test {
+            return Err(AgentError::Config(
+                "the host backend builds no kernels: a builder (KBOT_AGENT_ROLES=build) \
+                 uses the qemu or kexec backend, whose guest arch it builds for"
+                    .into(),
+            ));
+        }
+        roles.build = false;
+    }
+    Ok(roles)
+}
+
 async fn daemon(args: &AgentArgs) -> Result<()> {
+    let roles = daemon_roles(args)?;
     let hardware = fingerprint(args)?;
     tracing::info!(machine = %hwinfo::describe(&hardware), backend = ?args.backend, "starting");
     // Before enrolling: a configuration that cannot run jobs is refused
@@ -271,12 +290,13 @@ async fn daemon(args: &AgentArgs) -> Result<()> {
     std::fs::create_dir_all(&args.work_dir)
         .map_err(|e| AgentError::io(format!("creating {}", args.work_dir.display()), e))?;
     let id = daemon::enrol(&enrolment).await?;
-    let d = daemon::Daemon {
-        client: client::ApiClient::new(&args.server, Some(id.agent_token))?,
+    let d = daemon::Daemon::new(
+        client::ApiClient::new(&args.server, Some(id.agent_token))?,
         runner,
-        spool: Arc::new(spool::Spool::open(&args.work_dir.join("spool"))?),
-        lease_wait_secs: args.lease_wait_secs,
-    };
+        Arc::new(spool::Spool::open(&args.work_dir.join("spool"))?),
+        args.lease_wait_secs,
+        roles,
+    );
     d.run(None).await
 }
 

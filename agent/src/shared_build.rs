@@ -5,16 +5,23 @@
 //! into the local build cache; a key that does not build fails every job
 //! that needs it once, with the builder's log.
 //!
+//! A builder leases build orders instead ([`SharedBuilds::order`]): it
+//! claims the order's key as the order, and builds and shares it the same
+//! way. An agent that cannot build only downloads: the server gives it
+//! only jobs whose kernel is built.
+//!
 //! The job runs on a blocking thread; the calls go through the daemon's
-//! runtime. A claim lives as long as the builder job's lease, which the
-//! daemon's heartbeats keep while the job builds or waits.
+//! runtime. A claim lives as long as the builder's job or order lease,
+//! which the daemon's heartbeats keep while it builds or waits.
 
 use std::fs;
 use std::path::Path;
 use std::time::Duration;
 
-use kbot_api::agent::{FailureKind, JobState, LeasedJob};
-use kbot_api::builds::{BuildClaim, BuildFailed, BuildFile, BuildReady, BuildView, ClaimAnswer};
+use kbot_api::agent::{FailureKind, JobState, LeasedJob, RepoSpec};
+use kbot_api::builds::{
+    BuildClaim, BuildFailed, BuildFile, BuildOrder, BuildReady, BuildView, Claimant, ClaimAnswer,
+};
 use kbot_api::client::AgentClient;
 use sha2::{Digest, Sha256};
 use tokio::runtime::Handle;
@@ -22,7 +29,7 @@ use tokio::runtime::Handle;
 use crate::build_cache::{BuildKey, BuiltKernel};
 use crate::error::{AgentError, Result};
 use crate::job_runner::OnState;
-use crate::kernel_build::Builder;
+use crate::kernel_build::{effective_kconfig, Builder};
 use crate::outcome::Failure;
 use crate::process::Cancel;
 
@@ -31,14 +38,117 @@ use crate::process::Cancel;
 pub struct SharedBuilds {
     client: AgentClient,
     runtime: Handle,
+    /// False on a machine that only tests: it never builds a kernel.
+    can_build: bool,
 }
 
 type Built = std::result::Result<BuiltKernel, Failure>;
 
+/// A claim's answer once there is nothing to wait for.
+enum Final {
+    Build,
+    Ready(BuildView),
+    Failed(BuildView),
+}
+
+/// What a build order came to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OrderDone {
+    /// Built here and shared.
+    Built,
+    /// Another claimant had built it (or found it does not build).
+    Found,
+    /// It does not build: shared as failed.
+    DoesNotBuild,
+    /// This agent could not build it (its own trouble, or the order is for
+    /// another arch): the order goes back to the queue with the lease.
+    NotHere(String),
+}
+
 impl SharedBuilds {
-    /// Calls `client` on `runtime` (the daemon's).
-    pub fn new(client: AgentClient, runtime: Handle) -> SharedBuilds {
-        SharedBuilds { client, runtime }
+    /// Calls `client` on `runtime` (the daemon's); `can_build` is false on
+    /// a machine that only tests.
+    pub fn new(client: AgentClient, runtime: Handle, can_build: bool) -> SharedBuilds {
+        SharedBuilds {
+            client,
+            runtime,
+            can_build,
+        }
+    }
+
+    /// Builds the kernel of `order` here, or finds another claimant's, and
+    /// shares it: the order is done once its build is ready or failed.
+    pub fn order(&self, builder: &Builder, order: &BuildOrder, cancel: &Cancel) -> Result<OrderDone> {
+        if order.arch != builder.arch() {
+            return Ok(OrderDone::NotHere(format!(
+                "the order is for ARCH={}, this agent builds ARCH={}",
+                order.arch,
+                builder.arch()
+            )));
+        }
+        let key = BuildKey {
+            commit: order.commit.clone(),
+            kconfig: effective_kconfig(&order.kconfig),
+            compiler: order.compiler.clone(),
+            arch: order.arch.clone(),
+        };
+        let by = Claimant::Order(order.order_id);
+        Ok(match self.claim(by, &key, cancel, &|_, _| {})? {
+            Final::Build => match self.build_and_share(builder, by, &order.repo, &key, cancel)? {
+                Ok(_) => OrderDone::Built,
+                Err(f) if f.kind == FailureKind::BuildFailed => OrderDone::DoesNotBuild,
+                Err(f) => OrderDone::NotHere(f.detail),
+            },
+            _ => OrderDone::Found,
+        })
+    }
+
+    /// Claims `key` as `by` until the answer is not to wait: build it,
+    /// download it, or it does not build.
+    fn claim(
+        &self,
+        by: Claimant,
+        key: &BuildKey,
+        cancel: &Cancel,
+        on_state: OnState,
+    ) -> Result<Final> {
+        let (job_id, order_id) = by.ids();
+        let claim = BuildClaim {
+            job_id,
+            order_id,
+            build_key: key.id(),
+            commit: key.commit.clone(),
+            arch: key.arch.clone(),
+        };
+        let mut waiting_for = None;
+        loop {
+            if cancel.is_cancelled() {
+                return Err(AgentError::Cancelled);
+            }
+            match self.call(self.client.claim_build(&claim))? {
+                ClaimAnswer::Wait {
+                    builder_job_id,
+                    builder_order_id,
+                    retry_after_secs,
+                } => {
+                    let builder = match builder_order_id {
+                        Some(o) => format!("build order {o}"),
+                        None => format!("job {builder_job_id}"),
+                    };
+                    if waiting_for.as_ref() != Some(&builder) {
+                        on_state(
+                            JobState::Building,
+                            &format!("waiting for {builder} to build {}", claim.build_key),
+                        );
+                        waiting_for = Some(builder);
+                    }
+                    sleep(Duration::from_secs(retry_after_secs.into()), cancel)?;
+                }
+                ClaimAnswer::Build => return Ok(Final::Build),
+                ClaimAnswer::Ready { build } => return Ok(Final::Ready(build)),
+                ClaimAnswer::Failed { build } => return Ok(Final::Failed(build)),
+            }
+        }
     }
 
     /// The kernel of `key` for `job`: from the local build cache, else
@@ -55,49 +165,47 @@ impl SharedBuilds {
             tracing::info!(commit = %key.commit, "kernel found in the build cache");
             return Ok(Ok(k));
         }
-        let claim = BuildClaim {
-            job_id: job.job_id,
-            build_key: key.id(),
-            commit: key.commit.clone(),
-            arch: key.arch.clone(),
+        let by = Claimant::Job(job.job_id);
+        let answer = match self.claim(by, key, cancel, on_state) {
+            Err(e) if unreachable(&e) => return self.local(builder, job, key, cancel, e),
+            other => other?,
         };
-        let mut waiting_for = None;
-        loop {
-            if cancel.is_cancelled() {
-                return Err(AgentError::Cancelled);
+        match answer {
+            Final::Build if self.can_build => {
+                self.build_and_share(builder, by, &job.repo, key, cancel)
             }
-            let answer = match self.call(self.client.claim_build(&claim)) {
-                Ok(a) => a,
-                Err(e) if unreachable(&e) => return local(builder, job, key, cancel, &e),
-                Err(e) => return Err(e),
-            };
-            match answer {
-                ClaimAnswer::Build => return self.build_and_share(builder, job, key, cancel),
-                ClaimAnswer::Ready { build } => {
-                    return match self.download(builder, key, &build) {
-                        Err(e) if unreachable(&e) => local(builder, job, key, cancel, &e),
-                        other => other,
-                    }
-                }
-                ClaimAnswer::Failed { build } => return Ok(Err(does_not_build(&build))),
-                ClaimAnswer::Wait {
-                    builder_job_id,
-                    retry_after_secs,
-                } => {
-                    if waiting_for != Some(builder_job_id) {
-                        waiting_for = Some(builder_job_id);
-                        on_state(
-                            JobState::Building,
-                            &format!(
-                                "waiting for job {builder_job_id} to build {}",
-                                claim.build_key
-                            ),
-                        );
-                    }
-                    sleep(Duration::from_secs(retry_after_secs.into()), cancel)?;
-                }
-            }
+            Final::Build => Ok(Err(Failure::new(
+                FailureKind::Infrastructure,
+                format!(
+                    "no build of {} (key {}) is ready, and this agent does not build kernels \
+                     (KBOT_AGENT_ROLES has no build)",
+                    key.commit,
+                    key.id()
+                ),
+            ))),
+            Final::Ready(build) => match self.download(builder, key, &build) {
+                Err(e) if unreachable(&e) => self.local(builder, job, key, cancel, e),
+                other => other,
+            },
+            Final::Failed(build) => Ok(Err(does_not_build(&build))),
         }
+    }
+
+    /// Builds here without sharing, after `why` kept the server out of it;
+    /// a machine that does not build has no kernel then.
+    fn local(
+        &self,
+        builder: &Builder,
+        job: &LeasedJob,
+        key: &BuildKey,
+        cancel: &Cancel,
+        why: AgentError,
+    ) -> Result<Built> {
+        if !self.can_build {
+            return Err(why);
+        }
+        tracing::warn!(build = %key.id(), error = %why, "shared builds unavailable; building here");
+        builder.kernel(&job.repo, key, cancel)
     }
 
     /// Builds here, then shares: the files and `ready`, or `failed` for a
@@ -107,16 +215,19 @@ impl SharedBuilds {
     fn build_and_share(
         &self,
         builder: &Builder,
-        job: &LeasedJob,
+        by: Claimant,
+        repo: &RepoSpec,
         key: &BuildKey,
         cancel: &Cancel,
     ) -> Result<Built> {
-        let built = builder.kernel(&job.repo, key, cancel)?;
+        let built = builder.kernel(repo, key, cancel)?;
+        let (job_id, order_id) = by.ids();
         let shared = match &built {
-            Ok(kernel) => self.share(key, job.job_id, kernel),
+            Ok(kernel) => self.share(key, by, kernel),
             Err(f) if f.kind == FailureKind::BuildFailed => {
                 let failed = BuildFailed {
-                    job_id: job.job_id,
+                    job_id,
+                    order_id,
                     log_tail: f.detail.clone(),
                 };
                 self.call(self.client.build_failed(&key.id(), &failed))
@@ -133,7 +244,7 @@ impl SharedBuilds {
     }
 
     /// Uploads the kernel's files and says it is ready.
-    fn share(&self, key: &BuildKey, job_id: i64, kernel: &BuiltKernel) -> Result<()> {
+    fn share(&self, key: &BuildKey, by: Claimant, kernel: &BuiltKernel) -> Result<()> {
         let id = key.id();
         let mut files = Vec::new();
         for (name, path) in [
@@ -148,10 +259,12 @@ impl SharedBuilds {
                 }
                 Err(e) => return Err(AgentError::io(format!("reading {}", path.display()), e)),
             };
-            files.push(self.call(self.client.upload_build_file(&id, name, job_id, content))?);
+            files.push(self.call(self.client.upload_build_file(&id, name, by, content))?);
         }
+        let (job_id, order_id) = by.ids();
         let ready = BuildReady {
             job_id,
+            order_id,
             release: kernel.release.clone(),
             build_id: kernel.build_id.clone(),
             build_secs: kernel.build_secs,
@@ -221,18 +334,6 @@ impl SharedBuilds {
 /// older one): the job builds its kernel here rather than fail.
 fn unreachable(e: &AgentError) -> bool {
     e.is_retryable() || matches!(e, AgentError::Api(api) if api.status() == Some(404))
-}
-
-/// Builds here without sharing, after `why` kept the server out of it.
-fn local(
-    builder: &Builder,
-    job: &LeasedJob,
-    key: &BuildKey,
-    cancel: &Cancel,
-    why: &AgentError,
-) -> Result<Built> {
-    tracing::warn!(build = %key.id(), error = %why, "shared builds unavailable; building here");
-    builder.kernel(&job.repo, key, cancel)
 }
 
 /// The failure of a job whose key another job found does not build.

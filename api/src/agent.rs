@@ -66,6 +66,16 @@ pub struct EnrollResponse {
 pub struct LeaseRequest {
     /// How long the server may hold the request open waiting for work (bounded server-side).
     pub wait_secs: u32,
+    /// False for a machine that cannot build kernels (an agent with only
+    /// the `test` role): it gets only jobs whose kernel is built, or known
+    /// not to build, for its arch, and asking queues the build orders its
+    /// jobs need (`kbot_api::builds`).
+    #[serde(default = "can_build")]
+    pub can_build: bool,
+}
+
+fn can_build() -> bool {
+    true
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

@@ -111,6 +111,8 @@ fn agent_routes(t: RouteTable) -> RouteTable {
         .api(routes!(builds::routes::upload_file))
         .api(routes!(builds::routes::ready))
         .api(routes!(builds::routes::failed))
+        .api(routes!(builds::orders::routes::lease))
+        .api(routes!(builds::orders::routes::heartbeat))
 }
 
 /// Called by users and the CLI: writes need a user token, reads are open.
@@ -152,6 +154,7 @@ fn user_routes(t: RouteTable) -> RouteTable {
         .api(routes!(g::list))
         .api(routes!(g::triage))
         .api(routes!(builds::routes::list))
+        .api(routes!(builds::orders::routes::list))
         .api(routes!(builds::routes::get))
         .api(routes!(builds::routes::file))
 }

@@ -63,6 +63,13 @@ impl<'a> TestAgent<'a> {
         self.client().lease(wait_secs).await.expect("lease").job
     }
 
+    /// Leases as an agent that builds kernels or (`can_build` false) one
+    /// that only tests, waiting up to `wait_secs`.
+    pub async fn lease_as(&self, wait_secs: u32, can_build: bool) -> Option<LeasedJob> {
+        let resp = self.client().lease_as(wait_secs, can_build).await;
+        resp.expect("lease").job
+    }
+
     pub async fn heartbeat(&self, job_id: i64) -> reqwest::Response {
         self.t
             .http

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use kbot_agent::build_cache::BuildCache;
 use kbot_agent::client::ApiClient;
+use kbot_agent::config::Roles;
 use kbot_agent::daemon::{enrol, Daemon, Enrolment};
 use kbot_agent::host_backend::HostConfig;
 use kbot_agent::job_runner::{Backend, JobRunner};
@@ -70,12 +71,17 @@ fn host_daemon(
         runs_dir: work.join("runs"),
         state_dir: work.to_path_buf(),
     };
-    Daemon {
-        client: ApiClient::new(server_url, Some(token.to_string())).expect("client"),
-        runner: Arc::new(runner),
-        spool: Arc::new(Spool::open(&work.join("spool")).expect("spool")),
-        lease_wait_secs: 2,
-    }
+    Daemon::new(
+        ApiClient::new(server_url, Some(token.to_string())).expect("client"),
+        Arc::new(runner),
+        Arc::new(Spool::open(&work.join("spool")).expect("spool")),
+        2,
+        // A host-backend agent builds no kernels for the lab.
+        Roles {
+            build: false,
+            test: true,
+        },
+    )
 }
 
 /// The host-backend test agent's enrolment, its identity kept in `work`.

@@ -70,7 +70,7 @@ async fn kernel(
     job: LeasedJob,
     commit: String,
 ) -> Result<BuiltKernel, Failure> {
-    let shared = SharedBuilds::new(agent.client(), tokio::runtime::Handle::current());
+    let shared = SharedBuilds::new(agent.client(), tokio::runtime::Handle::current(), true);
     tokio::task::spawn_blocking(move || {
         let b = builder(&work);
         let on_state = |_: JobState, _: &str| {};
@@ -198,7 +198,7 @@ async fn one_agent_builds_and_the_other_downloads() {
     let wd = tmp.path().join("agent-d");
     let offline = kbot_api::client::AgentClient::new("http://127.0.0.1:1", Some(c.token.clone()))
         .expect("client");
-    let shared = SharedBuilds::new(offline, tokio::runtime::Handle::current());
+    let shared = SharedBuilds::new(offline, tokio::runtime::Handle::current(), true);
     let (job, commit, dir) = (leased[0].clone(), good.clone(), wd.clone());
     let built = tokio::task::spawn_blocking(move || {
         let on_state = |_: JobState, _: &str| {};

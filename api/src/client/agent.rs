@@ -9,7 +9,10 @@ use crate::agent::{
     EnrollRequest, EnrollResponse, EventRequest, HeartbeatResponse, LeaseRequest, LeaseResponse,
     ResultUpload, UploadResponse,
 };
-use crate::builds::{BuildClaim, BuildFailed, BuildFile, BuildReady, BuildView, ClaimAnswer};
+use crate::builds::{
+    BuildClaim, BuildFailed, BuildFile, BuildReady, BuildView, Claimant, ClaimAnswer,
+    OrderHeartbeat, OrderLease, OrderLeaseResponse,
+};
 
 /// A test machine's connection to one kbot server.
 #[derive(Debug, Clone)]
@@ -56,12 +59,18 @@ impl AgentClient {
 
     /// `POST /agents/lease`, which the server may hold up to `wait_secs`.
     pub async fn lease(&self, wait_secs: u32) -> Result<LeaseResponse> {
+        self.lease_as(wait_secs, true).await
+    }
+
+    /// `POST /agents/lease` for an agent that may not build kernels
+    /// (`can_build` false): only jobs whose kernel is built for it.
+    pub async fn lease_as(&self, wait_secs: u32, can_build: bool) -> Result<LeaseResponse> {
+        let req = LeaseRequest {
+            wait_secs,
+            can_build,
+        };
         self.http
-            .expect(
-                Method::POST,
-                "/agents/lease",
-                Some(&LeaseRequest { wait_secs }),
-            )
+            .expect(Method::POST, "/agents/lease", Some(&req))
             .await
     }
 
@@ -106,12 +115,12 @@ impl AgentClient {
         &self,
         key: &str,
         name: &str,
-        job_id: i64,
+        by: Claimant,
         content: Vec<u8>,
     ) -> Result<BuildFile> {
         self.http
             .put_bytes(
-                &format!("/builds/{key}/files/{name}?job_id={job_id}"),
+                &format!("/builds/{key}/files/{name}?{}", by.query()),
                 content,
             )
             .await
@@ -142,6 +151,25 @@ impl AgentClient {
             .get_bytes(
                 &format!("/builds/{key}/files/{name}"),
                 crate::builds::SHA256_HEADER,
+            )
+            .await
+    }
+
+    /// `POST /builds/orders/lease`: a kernel to build, waiting up to
+    /// `wait_secs` for one.
+    pub async fn lease_order(&self, req: &OrderLease) -> Result<OrderLeaseResponse> {
+        self.http
+            .expect(Method::POST, "/builds/orders/lease", Some(req))
+            .await
+    }
+
+    /// `POST /builds/orders/{id}/heartbeat`: extends the order's lease.
+    pub async fn order_heartbeat(&self, order_id: i64) -> Result<OrderHeartbeat> {
+        self.http
+            .expect::<(), _>(
+                Method::POST,
+                &format!("/builds/orders/{order_id}/heartbeat"),
+                None,
             )
             .await
     }

@@ -230,7 +230,7 @@ async fn crash_case(backend: Backend) {
     let mut idle = 0;
     let mut run = 0u32;
     while idle < 3 {
-        let Some(job) = agent.lease(1).await.expect("lease").job else {
+        let Some(job) = agent.lease(1, true).await.expect("lease").job else {
             idle += 1;
             continue;
         };

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail};
 use kbot_api::agent::{EventRequest, FailureKind, JobState, LeasedJob};
-use kbot_api::builds::{BuildClaim, BuildFailed, BuildReady, BuildView, ClaimAnswer};
+use kbot_api::builds::{BuildClaim, BuildFailed, BuildReady, BuildView, Claimant, ClaimAnswer};
 use kbot_api::client::AgentClient;
 use sha2::{Digest, Sha256};
 use sqlx::Row;
@@ -325,7 +325,8 @@ impl Agent {
     /// The claim loop: build it, wait as told, download it, or fail.
     async fn kernel(&self, job: &LeasedJob, tally: &mut Tally) -> anyhow::Result<Kernel> {
         let claim = BuildClaim {
-            job_id: job.job_id,
+            job_id: Some(job.job_id),
+            order_id: None,
             build_key: build_key(&job.commit),
             commit: job.commit.clone(),
             arch: std::env::consts::ARCH.into(),
@@ -402,7 +403,8 @@ impl Agent {
         if self.plan.failing.contains(&job.commit) {
             let log_tail = format!("fs/pipe.c:1: error: expected ';' (simulated, {key})");
             let failed = BuildFailed {
-                job_id: job.job_id,
+                job_id: Some(job.job_id),
+                order_id: None,
                 log_tail: log_tail.clone(),
             };
             self.client.build_failed(key, &failed).await?;
@@ -424,12 +426,13 @@ impl Agent {
         ] {
             let file = self
                 .client
-                .upload_build_file(key, name, job.job_id, content)
+                .upload_build_file(key, name, Claimant::Job(job.job_id), content)
                 .await?;
             files.push(file);
         }
         let ready = BuildReady {
-            job_id: job.job_id,
+            job_id: Some(job.job_id),
+            order_id: None,
             release: "6.1.0-kbot-load".into(),
             build_id: None,
             build_secs: self.plan.build.as_secs_f64(),

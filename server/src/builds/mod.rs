@@ -3,13 +3,14 @@
 //! waits for it and downloads the files from the artifact store
 //! (`kbot_api::builds` documents the protocol).
 //!
-//! A claim is held by a job, not an agent: it lasts while that job holds
-//! its lease. A builder that dies loses its lease to the reaper, and the
-//! next job to ask claims the build again (`claims` counts the claims). A
-//! key that does not build is `failed` for good: every job that needs it
-//! fails at once with the builder's log, instead of building it again.
+//! A claim is held by a job or a build order ([`orders`]), not an agent: it
+//! lasts while that job or order holds its lease. A builder that dies loses
+//! its lease, and the next job or order to ask claims the build again
+//! (`claims` counts the claims). A key that does not build is `failed` for
+//! good: every job that needs it fails at once with the builder's log,
+//! instead of building it again.
 
-use kbot_api::builds::{BuildFile, BuildView, ClaimAnswer};
+use kbot_api::builds::{BuildFile, BuildView, Claimant, ClaimAnswer};
 use sqlx::AnyConnection;
 
 use crate::db::{text_enum, NullableF64, Tx};
@@ -17,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::jobs::ACTIVE_STATES_SQL;
 use crate::time::now_ms;
 
+pub mod orders;
 pub mod routes;
 
 text_enum! {
@@ -41,6 +43,7 @@ struct BuildRow {
     #[sqlx(try_from = "String")]
     state: BuildState,
     job_id: Option<i64>,
+    order_id: Option<i64>,
     claims: i64,
     release: Option<String>,
     build_id: Option<String>,
@@ -48,18 +51,23 @@ struct BuildRow {
     log_tail: Option<String>,
     created_at: i64,
     updated_at: i64,
-    /// 1 while `job_id` is active and its lease has not expired.
+    /// 1 while `job_id` (or `order_id`) is active and its lease has not
+    /// expired.
     held: i64,
 }
 
 /// The build of key `$1`, its claim held at time `$2`.
 fn select_build() -> String {
     format!(
-        "SELECT b.id, b.build_key, b.commit_sha, b.arch, b.state, b.job_id, b.claims, \
-         b.release, b.build_id, b.build_secs, b.log_tail, b.created_at, b.updated_at, \
+        "SELECT b.id, b.build_key, b.commit_sha, b.arch, b.state, b.job_id, b.order_id, \
+         b.claims, b.release, b.build_id, b.build_secs, b.log_tail, b.created_at, \
+         b.updated_at, \
          CASE WHEN j.id IS NOT NULL AND j.lease_expires_at > $2 \
-         AND j.state IN {ACTIVE_STATES_SQL} THEN 1 ELSE 0 END AS held \
-         FROM builds b LEFT JOIN jobs j ON j.id = b.job_id WHERE b.build_key = $1"
+              AND j.state IN {ACTIVE_STATES_SQL} THEN 1 \
+              WHEN o.id IS NOT NULL AND o.state = 'leased' AND o.lease_expires_at > $2 THEN 1 \
+              ELSE 0 END AS held \
+         FROM builds b LEFT JOIN jobs j ON j.id = b.job_id \
+         LEFT JOIN build_orders o ON o.id = b.order_id WHERE b.build_key = $1"
     )
 }
 
@@ -140,6 +148,7 @@ async fn to_view(conn: &mut AnyConnection, row: BuildRow) -> Result<BuildView> {
         arch: row.arch,
         state: row.state.as_str().to_owned(),
         job_id: row.job_id,
+        order_id: row.order_id,
         claims: row.claims,
         release: row.release,
         build_id: row.build_id,
@@ -185,34 +194,36 @@ pub async fn stored_file(
     .ok_or_else(|| Error::not_found("build file", format!("{key}/{name}")))
 }
 
-/// What the claim by `job` of the build `key` gets; see the module doc.
+/// What the claim by `by` of the build `key` gets; see the module doc.
 pub async fn claim(
     tx: &mut Tx,
-    job: i64,
+    by: Claimant,
     (key, commit, arch): (&str, &str, &str),
     retry_after_secs: u32,
 ) -> Result<ClaimAnswer> {
     let now = now_ms();
+    let (job, order) = by.ids();
     let inserted: Option<i64> = sqlx::query_scalar(
-        "INSERT INTO builds (build_key, commit_sha, arch, state, job_id, claims, created_at, \
-         updated_at) VALUES ($1, $2, $3, 'building', $4, 1, $5, $5) \
+        "INSERT INTO builds (build_key, commit_sha, arch, state, job_id, order_id, claims, \
+         created_at, updated_at) VALUES ($1, $2, $3, 'building', $4, $5, 1, $6, $6) \
          ON CONFLICT (build_key) DO NOTHING RETURNING id",
     )
     .bind(key)
     .bind(commit)
     .bind(arch)
     .bind(job)
+    .bind(order)
     .bind(now)
     .fetch_optional(&mut **tx)
     .await?;
     if let Some(build) = inserted {
-        link_job(tx, job, build).await?;
+        link(tx, by, build, key).await?;
         return Ok(ClaimAnswer::Build);
     }
     let row = load(tx, key)
         .await?
         .ok_or_else(|| Error::not_found("build", key))?;
-    link_job(tx, job, row.id).await?;
+    link(tx, by, row.id, key).await?;
     if row.commit_sha != commit || row.arch != arch {
         return Err(Error::Conflict(format!(
             "build {key} is commit {} for {}, not {commit} for {arch}",
@@ -220,31 +231,49 @@ pub async fn claim(
         )));
     }
     match row.state {
-        BuildState::Ready => Ok(ClaimAnswer::Ready {
-            build: to_view(tx, row).await?,
-        }),
-        BuildState::Failed => Ok(ClaimAnswer::Failed {
-            build: to_view(tx, row).await?,
-        }),
-        BuildState::Building if row.job_id == Some(job) => Ok(ClaimAnswer::Build),
+        BuildState::Ready | BuildState::Failed => {
+            if let Claimant::Order(order) = by {
+                orders::done(tx, order, key).await?;
+            }
+            let build = to_view(tx, row).await?;
+            Ok(if build.state == "ready" {
+                ClaimAnswer::Ready { build }
+            } else {
+                ClaimAnswer::Failed { build }
+            })
+        }
+        BuildState::Building if holds(&row, by) => Ok(ClaimAnswer::Build),
         BuildState::Building if row.held == 1 => Ok(ClaimAnswer::Wait {
             builder_job_id: row.job_id.unwrap_or_default(),
+            builder_order_id: row.order_id,
             retry_after_secs,
         }),
-        BuildState::Building => take_over(tx, &row, job, retry_after_secs).await,
+        BuildState::Building => take_over(tx, &row, by, retry_after_secs).await,
     }
 }
 
-/// Records that `job`'s kernel is `build`'s (once: a waiter asks again
+/// Whether `by` holds (or last held) `row`'s claim.
+fn holds(row: &BuildRow, by: Claimant) -> bool {
+    (row.job_id, row.order_id) == by.ids()
+}
+
+/// Records that `by`'s kernel is `build`'s (once: a waiter asks again
 /// every few seconds, and an unchanged row is not written again).
-async fn link_job(tx: &mut Tx, job: i64, build: i64) -> Result<()> {
-    sqlx::query(
-        "UPDATE jobs SET build_id = $1 WHERE id = $2 AND (build_id IS NULL OR build_id <> $1)",
-    )
-    .bind(build)
-    .bind(job)
-    .execute(&mut **tx)
-    .await?;
+async fn link(tx: &mut Tx, by: Claimant, build: i64, key: &str) -> Result<()> {
+    let (sql, id) = match by {
+        Claimant::Job(job) => (
+            "UPDATE jobs SET build_id = $1 WHERE id = $2 \
+             AND (build_id IS NULL OR build_id <> $1)",
+            job,
+        ),
+        Claimant::Order(order) => (
+            "UPDATE build_orders SET build_key = (SELECT build_key FROM builds WHERE id = $1) \
+             WHERE id = $2 AND build_key IS NULL",
+            order,
+        ),
+    };
+    sqlx::query(sql).bind(build).bind(id).execute(&mut **tx).await?;
+    tracing::debug!(build = %key, %by, "linked");
     Ok(())
 }
 
@@ -262,39 +291,44 @@ pub async fn of_job(conn: &mut AnyConnection, job: i64) -> Result<Option<BuildVi
     }
 }
 
-/// The claim of a job that lost its lease passes to `job`, unless another
-/// claimant took it first (then `job` waits for that one).
+/// The claim of a job or order that lost its lease passes to `by`, unless
+/// another claimant took it first (then `by` waits for that one).
 async fn take_over(
     tx: &mut Tx,
     row: &BuildRow,
-    job: i64,
+    by: Claimant,
     retry_after_secs: u32,
 ) -> Result<ClaimAnswer> {
+    let (job, order) = by.ids();
     let taken = sqlx::query(
-        "UPDATE builds SET job_id = $1, claims = claims + 1, updated_at = $2 \
-         WHERE id = $3 AND state = 'building' AND COALESCE(job_id, 0) = $4",
+        "UPDATE builds SET job_id = $1, order_id = $2, claims = claims + 1, updated_at = $3 \
+         WHERE id = $4 AND state = 'building' AND COALESCE(job_id, 0) = $5 \
+         AND COALESCE(order_id, 0) = $6",
     )
     .bind(job)
+    .bind(order)
     .bind(now_ms())
     .bind(row.id)
     .bind(row.job_id.unwrap_or(0))
+    .bind(row.order_id.unwrap_or(0))
     .execute(&mut **tx)
     .await?
     .rows_affected();
     if taken == 1 {
-        tracing::info!(build = %row.build_key, job, lost = ?row.job_id,
-            "the build's claimant lost its lease; building it again");
+        tracing::info!(build = %row.build_key, %by, lost_job = ?row.job_id,
+            lost_order = ?row.order_id, "the build's claimant lost its lease; building it again");
         Ok(ClaimAnswer::Build)
     } else {
         Ok(ClaimAnswer::Wait {
             builder_job_id: 0,
+            builder_order_id: None,
             retry_after_secs,
         })
     }
 }
 
-/// The build `key` claimed by `job`, which must still hold the claim.
-async fn claimed(conn: &mut AnyConnection, key: &str, job: i64) -> Result<BuildRow> {
+/// The build `key` claimed by `by`, which must still hold the claim.
+async fn claimed(conn: &mut AnyConnection, key: &str, by: Claimant) -> Result<BuildRow> {
     let row = load(conn, key)
         .await?
         .ok_or_else(|| Error::not_found("build", key))?;
@@ -304,18 +338,18 @@ async fn claimed(conn: &mut AnyConnection, key: &str, job: i64) -> Result<BuildR
             row.state
         )));
     }
-    if row.job_id != Some(job) {
+    if !holds(&row, by) {
         return Err(Error::Conflict(format!(
-            "build {key} is claimed by job {:?}, not {job}",
-            row.job_id
+            "build {key} is claimed by job {:?} or order {:?}, not {by}",
+            row.job_id, row.order_id
         )));
     }
     Ok(row)
 }
 
 /// Records a file the claimant stored at [`object_key`].
-pub async fn record_file(tx: &mut Tx, key: &str, job: i64, file: &BuildFile) -> Result<()> {
-    let row = claimed(tx, key, job).await?;
+pub async fn record_file(tx: &mut Tx, key: &str, by: Claimant, file: &BuildFile) -> Result<()> {
+    let row = claimed(tx, key, by).await?;
     sqlx::query(
         "INSERT INTO build_files (build_id, name, object_key, sha256, bytes) \
          VALUES ($1, $2, $3, $4, $5) ON CONFLICT (build_id, name) DO UPDATE SET \
@@ -332,8 +366,8 @@ pub async fn record_file(tx: &mut Tx, key: &str, job: i64, file: &BuildFile) -> 
 }
 
 /// Checks that the claimant may write to `key` before it uploads a file.
-pub async fn check_claim(conn: &mut AnyConnection, key: &str, job: i64) -> Result<()> {
-    claimed(conn, key, job).await.map(|_| ())
+pub async fn check_claim(conn: &mut AnyConnection, key: &str, by: Claimant) -> Result<()> {
+    claimed(conn, key, by).await.map(|_| ())
 }
 
 /// The claimant built the kernel: every file it names must be stored with
@@ -341,9 +375,10 @@ pub async fn check_claim(conn: &mut AnyConnection, key: &str, job: i64) -> Resul
 pub async fn ready(
     tx: &mut Tx,
     key: &str,
+    by: Claimant,
     req: &kbot_api::builds::BuildReady,
 ) -> Result<BuildView> {
-    let row = claimed(tx, key, req.job_id).await?;
+    let row = claimed(tx, key, by).await?;
     let stored = files(tx, row.id).await?;
     for name in ["bzImage", "config"] {
         if !req.files.iter().any(|f| f.name == name) {
@@ -374,12 +409,15 @@ pub async fn ready(
     .bind(row.id)
     .execute(&mut **tx)
     .await?;
+    if let Claimant::Order(order) = by {
+        orders::done(tx, order, key).await?;
+    }
     view(tx, key).await
 }
 
 /// The claimant found that the key does not build.
-pub async fn failed(tx: &mut Tx, key: &str, job: i64, log_tail: &str) -> Result<BuildView> {
-    let row = claimed(tx, key, job).await?;
+pub async fn failed(tx: &mut Tx, key: &str, by: Claimant, log_tail: &str) -> Result<BuildView> {
+    let row = claimed(tx, key, by).await?;
     let tail = kbot_core::text::tail(log_tail, MAX_LOG_TAIL);
     sqlx::query("UPDATE builds SET state = 'failed', log_tail = $1, updated_at = $2 WHERE id = $3")
         .bind(tail)
@@ -387,6 +425,9 @@ pub async fn failed(tx: &mut Tx, key: &str, job: i64, log_tail: &str) -> Result<
         .bind(row.id)
         .execute(&mut **tx)
         .await?;
+    if let Claimant::Order(order) = by {
+        orders::done(tx, order, key).await?;
+    }
     view(tx, key).await
 }
 

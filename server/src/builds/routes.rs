@@ -1,12 +1,15 @@
 //! The shared-build endpoints: claims, file uploads and the build's end
-//! for agents with a leased job; the build and its files for anyone.
+//! for agents with a leased job or build order; the build and its files
+//! for anyone.
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderName, StatusCode};
 use axum::response::IntoResponse;
 use axum::Json;
-use kbot_api::builds::{BuildClaim, BuildFailed, BuildFile, BuildReady, BuildView, ClaimAnswer};
+use kbot_api::builds::{
+    BuildClaim, BuildFailed, BuildFile, BuildReady, BuildView, Claimant, ClaimAnswer,
+};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use utoipa::IntoParams;
@@ -14,7 +17,7 @@ use utoipa::IntoParams;
 use super::{check_file, check_key};
 use crate::auth::AgentAuth;
 use crate::db::Tx;
-use crate::error::{ApiJson, Result};
+use crate::error::{ApiJson, Error, Result};
 use crate::jobs::handlers::check_leased;
 use crate::state::AppState;
 
@@ -40,22 +43,19 @@ pub async fn claim(
     // Asking again costs one indexed read; a build takes minutes, and a
     // waiter should start within seconds of its end.
     let retry = (state.config.heartbeat_interval_secs / 4).clamp(1, 5);
-    let mut tx = leased_tx(&state, &agent, req.job_id).await?;
-    let answer = super::claim(
-        &mut tx,
-        req.job_id,
-        (&req.build_key, &req.commit, &req.arch),
-        retry,
-    )
-    .await?;
+    let by = claimant(req.job_id, req.order_id)?;
+    let mut tx = held_tx(&state, &agent, by).await?;
+    let answer = super::claim(&mut tx, by, (&req.build_key, &req.commit, &req.arch), retry).await?;
     tx.commit().await?;
     Ok(Json(answer))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
-pub struct JobParam {
-    /// The leased job that holds the build's claim.
-    pub job_id: i64,
+pub struct ClaimantParam {
+    /// The leased job that holds the build's claim (or `order_id`).
+    pub job_id: Option<i64>,
+    /// The leased build order that holds it (or `job_id`).
+    pub order_id: Option<i64>,
 }
 
 /// `PUT /api/v1/builds/{key}/files/{name}`: one file of a claimed build,
@@ -68,7 +68,7 @@ pub struct JobParam {
     params(
         ("key" = String, Path, description = "The build key"),
         ("name" = String, Path, description = "`bzImage`, `config` or `build.log`"),
-        JobParam,
+        ClaimantParam,
     ),
     request_body(content = Vec<u8>, content_type = "application/octet-stream"),
     responses(
@@ -81,18 +81,19 @@ pub async fn upload_file(
     State(state): State<AppState>,
     agent: AgentAuth,
     Path((key, name)): Path<(String, String)>,
-    Query(q): Query<JobParam>,
+    Query(q): Query<ClaimantParam>,
     body: Bytes,
 ) -> Result<Json<BuildFile>> {
     check_key(&key)?;
     check_file(&name)?;
+    let by = claimant(q.job_id, q.order_id)?;
     // The claim is checked before the upload and again when it is recorded:
     // a stranger's bytes never reach the store, and a claim lost meanwhile
     // records nothing.
     // A read: no write lock is held for the check or the upload.
     let mut conn = state.db.read().acquire().await?;
-    check_leased(&mut conn, q.job_id, agent.record.id).await?;
-    super::check_claim(&mut conn, &key, q.job_id).await?;
+    check_holder(&mut conn, &agent, by).await?;
+    super::check_claim(&mut conn, &key, by).await?;
     drop(conn);
     let file = BuildFile {
         name: name.clone(),
@@ -103,8 +104,8 @@ pub async fn upload_file(
         .artifacts
         .put_bytes(&super::object_key(&key, &name), body)
         .await?;
-    let mut tx = leased_tx(&state, &agent, q.job_id).await?;
-    super::record_file(&mut tx, &key, q.job_id, &file).await?;
+    let mut tx = held_tx(&state, &agent, by).await?;
+    super::record_file(&mut tx, &key, by, &file).await?;
     tx.commit().await?;
     Ok(Json(file))
 }
@@ -130,10 +131,11 @@ pub async fn ready(
     ApiJson(req): ApiJson<BuildReady>,
 ) -> Result<Json<BuildView>> {
     check_key(&key)?;
-    let mut tx = leased_tx(&state, &agent, req.job_id).await?;
-    let view = super::ready(&mut tx, &key, &req).await?;
+    let by = claimant(req.job_id, req.order_id)?;
+    let mut tx = held_tx(&state, &agent, by).await?;
+    let view = super::ready(&mut tx, &key, by, &req).await?;
     tx.commit().await?;
-    tracing::info!(build = %key, job = req.job_id, "kernel built and stored");
+    tracing::info!(build = %key, %by, "kernel built and stored");
     Ok(Json(view))
 }
 
@@ -158,10 +160,11 @@ pub async fn failed(
     ApiJson(req): ApiJson<BuildFailed>,
 ) -> Result<Json<BuildView>> {
     check_key(&key)?;
-    let mut tx = leased_tx(&state, &agent, req.job_id).await?;
-    let view = super::failed(&mut tx, &key, req.job_id, &req.log_tail).await?;
+    let by = claimant(req.job_id, req.order_id)?;
+    let mut tx = held_tx(&state, &agent, by).await?;
+    let view = super::failed(&mut tx, &key, by, &req.log_tail).await?;
     tx.commit().await?;
-    tracing::info!(build = %key, job = req.job_id, "kernel does not build");
+    tracing::info!(build = %key, %by, "kernel does not build");
     Ok(Json(view))
 }
 
@@ -267,9 +270,27 @@ pub async fn file(
     ))
 }
 
-/// A write transaction, after checking that `job` is leased to `agent`.
-async fn leased_tx(state: &AppState, agent: &AgentAuth, job: i64) -> Result<Tx> {
+/// The claimant a request names: a job or an order, not both.
+fn claimant(job_id: Option<i64>, order_id: Option<i64>) -> Result<Claimant> {
+    Claimant::from_ids(job_id, order_id)
+        .ok_or_else(|| Error::BadRequest("give exactly one of job_id and order_id".into()))
+}
+
+/// Checks that `agent` holds the lease of the job or order `by`.
+async fn check_holder(
+    conn: &mut sqlx::AnyConnection,
+    agent: &AgentAuth,
+    by: Claimant,
+) -> Result<()> {
+    match by {
+        Claimant::Job(job) => check_leased(conn, job, agent.record.id).await,
+        Claimant::Order(order) => super::orders::check_leased(conn, order, agent.record.id).await,
+    }
+}
+
+/// A write transaction, after checking that `agent` holds `by`'s lease.
+async fn held_tx(state: &AppState, agent: &AgentAuth, by: Claimant) -> Result<Tx> {
     let mut tx = state.db.begin().await?;
-    check_leased(&mut tx, job, agent.record.id).await?;
+    check_holder(&mut tx, agent, by).await?;
     Ok(tx)
 }

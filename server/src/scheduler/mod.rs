@@ -17,6 +17,11 @@
 //! kbot applied from mail (committed by the robot's address: a list series,
 //! its build probes and bisection, a `#kbot test` patch).
 //!
+//! An agent that cannot build kernels (only the `test` role) gets only
+//! jobs whose kernel's build order for its arch is done; asking for work
+//! first queues the orders its best queued jobs need
+//! ([`crate::builds::orders`]).
+//!
 //! Ranking the whole queue on every claim would cost O(queue); a claim ranks
 //! a window instead (see `candidates_sql`), so fair share and preference
 //! act among the 64 first jobs by priority and run order plus the agent's
@@ -38,12 +43,14 @@ use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, FromRow};
 
 use crate::auth::AgentRecord;
+use crate::builds::orders;
 use crate::db::{join_writes, Backend, Db, Tx};
 use crate::error::{Error, Result};
 use crate::jobs::{self, AnyQuery, Event};
 use crate::state::AppState;
 use crate::time::now_ms;
 use reply::leased_job;
+pub(crate) use reply::{kconfig_named, repo_spec};
 
 mod reply;
 pub mod routes;
@@ -59,12 +66,17 @@ const POLL_TICK: Duration = Duration::from_millis(500);
 /// losers do not collide again.
 const CONTENDED_BACKOFF: Duration = Duration::from_millis(5);
 
-/// Waits up to `wait` (already bounded by the caller) for a job for this agent.
+/// Waits up to `wait` (already bounded by the caller) for a job for this
+/// agent; one that cannot build gets only jobs whose kernel is built.
 pub async fn lease_with_wait(
     state: &AppState,
     agent: &AgentRecord,
     wait: Duration,
+    can_build: bool,
 ) -> Result<Option<LeasedJob>> {
+    // A host-backend agent boots no kernel: it needs no builds.
+    let built = (!can_build && agent.backend != BootBackend::Host)
+        .then(|| kbot_api::builds::kernel_arch(&agent.hardware.arch).to_owned());
     let deadline = tokio::time::Instant::now() + wait;
     let mut shutdown = state.shutdown.clone();
     loop {
@@ -73,7 +85,11 @@ pub async fn lease_with_wait(
         let notified = state.queue_changed.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        let tick = match lease_once(state, agent).await? {
+        if let Some(arch) = &built {
+            let group = orders::PlanFor::Group(&agent.tbox_group);
+            orders::plan(&state.db, arch, group).await?;
+        }
+        let tick = match lease_once(state, agent, built.as_deref()).await? {
             LeaseAttempt::Leased(job) => return Ok(Some(*job)),
             // Each pass fails an attempt of an unusable job, so this ends.
             LeaseAttempt::Unrunnable => continue,
@@ -106,11 +122,16 @@ pub enum LeaseAttempt {
     Unrunnable,
 }
 
-/// One claim attempt, and the leased job's details when it took one.
-pub async fn lease_once(state: &AppState, agent: &AgentRecord) -> Result<LeaseAttempt> {
+/// One claim attempt, and the leased job's details when it took one;
+/// `built` is the kernel arch of an agent that cannot build.
+pub async fn lease_once(
+    state: &AppState,
+    agent: &AgentRecord,
+    built: Option<&str>,
+) -> Result<LeaseAttempt> {
     let lease_ms = i64::from(state.config.lease_secs) * 1000;
     let mail_committer = &state.config.mail.report.robot_address;
-    let claim = match claim(&state.db, agent, lease_ms, mail_committer).await? {
+    let claim = match claim_built(&state.db, agent, lease_ms, mail_committer, built).await? {
         ClaimOutcome::Claimed(claim) => claim,
         ClaimOutcome::Contended => return Ok(LeaseAttempt::Contended),
         ClaimOutcome::Empty => {
@@ -157,7 +178,8 @@ pub struct Claim {
 /// [`WINDOW`] queued jobs in index order (priority, then seq: every pair's
 /// earliest runs, across submissions) that fit the agent, plus the next
 /// queued jobs of pairs this agent already ran ([`own_pairs_sql`]).
-/// Parameters $1-$10, and $13-$14 of [`mail_work`].
+/// Parameters $1-$10, $13-$14 of [`mail_work`] and $15-$16 of
+/// [`orders::built_for`].
 ///
 /// `CROSS JOIN` is SQLite's way to fix the join order (PostgreSQL plans it
 /// as an inner join): the window must walk the queue index in order and stop
@@ -169,11 +191,13 @@ fn candidates_sql(backend: Backend) -> String {
         "SELECT id FROM (SELECT w.id FROM jobs w CROSS JOIN atomic_jobs wa \
             WHERE wa.id = w.atomic_job_id AND w.state = 'queued' \
               AND (wa.tbox_group IS NULL OR wa.tbox_group = $1) AND {fits} AND {mail} \
+              AND {built} \
             ORDER BY w.priority DESC, w.seq, w.id LIMIT {WINDOW}) AS win \
          UNION \
          SELECT id FROM ({own}) AS own",
         fits = fits("w", 2),
         mail = mail_work("w"),
+        built = orders::built_for("w", "wa", 15, 16),
         own = own_pairs_sql(backend),
     )
 }
@@ -223,20 +247,23 @@ fn own_pairs_sql(backend: Backend) -> String {
         Backend::Sqlite => format!(
             "SELECT p.id FROM atomic_jobs pa CROSS JOIN jobs p \
              WHERE p.atomic_job_id = pa.id AND pa.preferred_agent_id = $6 AND p.state = 'queued' \
-               AND {fits} AND {mail} \
+               AND {fits} AND {mail} AND {built} \
              ORDER BY p.priority DESC, p.seq, p.id LIMIT 16",
             fits = fits("p", 7),
             mail = mail_work("p"),
+            built = orders::built_for("p", "pa", 15, 16),
         ),
         Backend::Postgres => format!(
             "SELECT p.id FROM atomic_jobs pa CROSS JOIN LATERAL \
                  (SELECT q.id, q.priority, q.seq FROM jobs q \
                   WHERE q.atomic_job_id = pa.id AND q.state = 'queued' AND {fits} AND {mail} \
+                    AND {built} \
                   ORDER BY q.priority DESC, q.seq, q.id LIMIT 16) AS p \
              WHERE pa.preferred_agent_id = $6 \
              ORDER BY p.priority DESC, p.seq, p.id LIMIT 16",
             fits = fits("q", 7),
             mail = mail_work("q"),
+            built = orders::built_for("q", "pa", 15, 16),
         ),
     }
 }
@@ -264,14 +291,32 @@ pub async fn claim(
     lease_ms: i64,
     mail_committer: &str,
 ) -> Result<ClaimOutcome> {
+    claim_built(db, agent, lease_ms, mail_committer, None).await
+}
+
+/// [`claim`], for an agent that cannot build when `built` names its
+/// kernel arch: only jobs whose kernel is built for it.
+pub async fn claim_built(
+    db: &Db,
+    agent: &AgentRecord,
+    lease_ms: i64,
+    mail_committer: &str,
+    built: Option<&str>,
+) -> Result<ClaimOutcome> {
     let (owned_db, agent) = (db.clone(), agent.clone());
     let mail_committer = mail_committer.to_owned();
+    let built = built.map(str::to_owned);
     db.on_writer(async move {
         // Two agents of different groups may claim the two sides of an
         // unpinned pair at the same moment; the loser's claim is rolled
         // back and retried (as is a take that found its pick gone).
         for attempt in 0..4u64 {
-            match try_claim(&owned_db, &agent, lease_ms, &mail_committer).await? {
+            let who = Who {
+                agent: &agent,
+                mail_committer: &mail_committer,
+                built: built.as_deref(),
+            };
+            match try_claim(&owned_db, &who, lease_ms).await? {
                 TryOutcome::Claimed(claim) => return Ok(ClaimOutcome::Claimed(claim)),
                 TryOutcome::Empty => return Ok(ClaimOutcome::Empty),
                 // A few milliseconds for the claims in the way to commit.
@@ -291,12 +336,16 @@ enum TryOutcome {
     Retry,
 }
 
-async fn try_claim(
-    db: &Db,
-    agent: &AgentRecord,
-    lease_ms: i64,
-    mail_committer: &str,
-) -> Result<TryOutcome> {
+/// Who a claim is for: the agent, the address of list work, and the kernel
+/// arch of an agent that cannot build.
+struct Who<'a> {
+    agent: &'a AgentRecord,
+    mail_committer: &'a str,
+    built: Option<&'a str>,
+}
+
+async fn try_claim(db: &Db, who: &Who<'_>, lease_ms: i64) -> Result<TryOutcome> {
+    let agent = who.agent;
     let now = now_ms();
     // Pick, then take. On PostgreSQL the pick runs inside the transaction
     // and locks its row (`SKIP LOCKED`: concurrent claimers pick different
@@ -310,7 +359,7 @@ async fn try_claim(
     let optimistic = db.backend() == Backend::Sqlite;
     let (mut tx, mut picked) = if optimistic {
         let mut reader = db.read().acquire().await?;
-        let picked = pick(db, reader.as_mut(), agent, mail_committer).await?;
+        let picked = pick(db, reader.as_mut(), who).await?;
         if picked.is_none() {
             // Nothing queued for this agent as of the last commit: no
             // reason to take the writer.
@@ -319,14 +368,14 @@ async fn try_claim(
         (db.begin_relaxed().await?, picked)
     } else {
         let mut tx = db.begin_relaxed().await?;
-        let picked = pick(db, &mut tx, agent, mail_committer).await?;
+        let picked = pick(db, &mut tx, who).await?;
         (tx, picked)
     };
     let mut retake = optimistic;
     let (claim, needs_pin) = loop {
         let Some(job) = picked else {
             tx.rollback().await?;
-            if !optimistic && queued_for(db, agent, mail_committer).await? {
+            if !optimistic && queued_for(db, who).await? {
                 // Every candidate is locked by a concurrent claim: those
                 // commit in a moment, so try again rather than long-poll.
                 return Ok(TryOutcome::Retry);
@@ -342,7 +391,7 @@ async fn try_claim(
             return Ok(TryOutcome::Retry);
         }
         retake = false;
-        picked = pick(db, &mut tx, agent, mail_committer).await?;
+        picked = pick(db, &mut tx, who).await?;
     };
     if !record_claim(&mut tx, agent, &claim, needs_pin, now).await? {
         tx.rollback().await?;
@@ -362,14 +411,9 @@ struct Picked {
 
 /// The best queued job for `agent` by the order in the module docs, with
 /// its pair's pins; on PostgreSQL its row stays locked for the transaction.
-async fn pick(
-    db: &Db,
-    conn: &mut AnyConnection,
-    agent: &AgentRecord,
-    mail_committer: &str,
-) -> Result<Option<Picked>> {
+async fn pick(db: &Db, conn: &mut AnyConnection, who: &Who<'_>) -> Result<Option<Picked>> {
     let sql = pick_sql(db.backend(), &db.skip_locked("j"));
-    let picked = bind_pick(sqlx::query(&sql), agent, mail_committer)
+    let picked = bind_pick(sqlx::query(&sql), who)
         .try_map(|row: AnyRow| Picked::from_row(&row))
         .fetch_optional(conn)
         .await?;
@@ -394,19 +438,19 @@ fn pick_sql(backend: Backend, lock: &str) -> String {
     )
 }
 
-/// Binds the pick's parameters for `agent`.
-fn bind_pick<'q>(
-    query: AnyQuery<'q>,
-    agent: &'q AgentRecord,
-    mail_committer: &'q str,
-) -> AnyQuery<'q> {
+/// Binds the pick's parameters for `who`.
+fn bind_pick<'q>(query: AnyQuery<'q>, who: &Who<'q>) -> AnyQuery<'q> {
+    let agent = who.agent;
     bind_candidates(query, agent)
         // ... ranked by the full order ...
         .bind(&agent.tbox_group)
         .bind(agent.id)
-        // ... and list work only where it may run.
+        // ... list work only where it may run ...
         .bind(i64::from(may_run_mail_work(agent)))
-        .bind(mail_committer)
+        .bind(who.mail_committer)
+        // ... and kernels built for an agent that cannot build.
+        .bind(i64::from(who.built.is_none()))
+        .bind(who.built.unwrap_or(""))
 }
 
 /// Binds [`candidates_sql`]'s parameters $1-$10 for `agent`.
@@ -431,14 +475,11 @@ fn bind_hardware<'q>(query: AnyQuery<'q>, agent: &'q AgentRecord) -> AnyQuery<'q
 /// any (PostgreSQL's pick skips rows other claims hold). The same query as
 /// the pick, so a job the pick can never take (its pair pinned to another
 /// group) does not count and the caller does not retry for it.
-async fn queued_for(db: &Db, agent: &AgentRecord, mail_committer: &str) -> Result<bool> {
-    let row = bind_pick(
-        sqlx::query(&pick_sql(db.backend(), "")),
-        agent,
-        mail_committer,
-    )
-    .fetch_optional(db.read())
-    .await?;
+async fn queued_for(db: &Db, who: &Who<'_>) -> Result<bool> {
+    let sql = pick_sql(db.backend(), "");
+    let row = bind_pick(sqlx::query(&sql), who)
+        .fetch_optional(db.read())
+        .await?;
     Ok(row.is_some())
 }
 

@@ -4,6 +4,7 @@
 
 use kbot_api::agent::{KconfigSpec, LeasedJob, RepoSpec};
 use kbot_core::job::AtomicJob;
+use sqlx::AnyConnection;
 
 use super::Claim;
 use crate::auth::AgentRecord;
@@ -20,6 +21,13 @@ struct LeaseRow {
     repo_name: String,
     repo_url: String,
     sha: String,
+    #[sqlx(flatten)]
+    kconfig: KconfigRow,
+}
+
+/// A `kconfigs` row's columns, all NULL where no row has the name.
+#[derive(sqlx::FromRow)]
+struct KconfigRow {
     kconfig_id: Option<i64>,
     base: Option<String>,
     fragment: Option<String>,
@@ -54,7 +62,7 @@ pub(super) async fn leased_job(
     let resolved = job
         .resolve(&agent.hardware)
         .map_err(|e| Error::Unrunnable(e.to_string()))?;
-    let kconfig = kconfig_spec(state, &job.kconfig, &row).await?;
+    let kconfig = kconfig_spec(state, &job.kconfig, &row.kconfig).await?;
     let commit = row.sha;
     Ok(LeasedJob {
         job_id: claim.job_id,
@@ -62,16 +70,7 @@ pub(super) async fn leased_job(
         attempt: u32::try_from(claim.attempts).unwrap_or(u32::MAX),
         lease_expires_at: claim.lease_expires_at,
         heartbeat_interval_secs: state.config.heartbeat_interval_secs,
-        repo: RepoSpec {
-            series_url: Some(format!(
-                "{}/git/{}.git",
-                state.config.mail.public_url, row.repo_name
-            )),
-            name: row.repo_name,
-            // The one place a stored URL leaves whole: the agent clones a
-            // private tree with it. Only an agent's token reads a lease.
-            url: row.repo_url,
-        },
+        repo: repo_spec(state, row.repo_name, row.repo_url),
         result_path: job.result_path(&commit),
         commit,
         run_index: u32::try_from(claim.run_index).unwrap_or(u32::MAX),
@@ -81,8 +80,47 @@ pub(super) async fn leased_job(
     })
 }
 
+/// Where an agent fetches repo `name` from: its URL, and the server's own
+/// git of it for the series kbot applied from lists.
+pub(crate) fn repo_spec(state: &AppState, name: String, url: String) -> RepoSpec {
+    RepoSpec {
+        series_url: Some(format!(
+            "{}/git/{}.git",
+            state.config.mail.public_url, name
+        )),
+        name,
+        // The one place a stored URL leaves whole: the agent clones a
+        // private tree with it. Only an agent's token reads a lease or an
+        // order.
+        url,
+    }
+}
+
+/// The kernel config named `name` (a make target when no `kconfigs` row
+/// has the name).
+pub(crate) async fn kconfig_named(
+    state: &AppState,
+    conn: &mut AnyConnection,
+    name: &str,
+) -> Result<KconfigSpec> {
+    let row = sqlx::query_as::<_, KconfigRow>(
+        "SELECT k.id AS kconfig_id, k.base, k.fragment, k.full_artifact \
+         FROM kconfigs k WHERE k.name = $1",
+    )
+    .bind(name)
+    .fetch_optional(conn)
+    .await?
+    .unwrap_or(KconfigRow {
+        kconfig_id: None,
+        base: None,
+        fragment: None,
+        full_artifact: None,
+    });
+    kconfig_spec(state, name, &row).await
+}
+
 /// The named kernel config from its `kconfigs` columns in `row`.
-async fn kconfig_spec(state: &AppState, name: &str, row: &LeaseRow) -> Result<KconfigSpec> {
+async fn kconfig_spec(state: &AppState, name: &str, row: &KconfigRow) -> Result<KconfigSpec> {
     if row.kconfig_id.is_none() {
         return Ok(KconfigSpec {
             name: name.to_string(),

@@ -33,7 +33,7 @@ pub async fn lease(
     let wait = Duration::from_secs(u64::from(
         req.wait_secs.min(state.config.max_lease_wait_secs),
     ));
-    let job = super::lease_with_wait(&state, &agent.record, wait).await?;
+    let job = super::lease_with_wait(&state, &agent.record, wait, req.can_build).await?;
     if let Some(job) = &job {
         tracing::info!(job_id = job.job_id, agent = %agent.record.name, attempt = job.attempt, "job leased");
     }

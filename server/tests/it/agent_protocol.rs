@@ -15,7 +15,10 @@ async fn lease(t: &TestServer, token: &str, wait_secs: u32) -> LeaseResponse {
         .http
         .post(t.url("/api/v1/agents/lease"))
         .bearer_auth(token)
-        .json(&LeaseRequest { wait_secs })
+        .json(&LeaseRequest {
+            wait_secs,
+            can_build: true,
+        })
         .send()
         .await
         .expect("lease");
@@ -191,7 +194,10 @@ async fn tokens_are_checked_by_kind_and_owner() {
             .http
             .post(t.url("/api/v1/agents/lease"))
             .bearer_auth(&user_token)
-            .json(&LeaseRequest { wait_secs: 0 })
+            .json(&LeaseRequest {
+                wait_secs: 0,
+                can_build: true,
+            })
             .send()
             .await
             .expect("lease");
@@ -201,7 +207,10 @@ async fn tokens_are_checked_by_kind_and_owner() {
             .http
             .post(t.url("/api/v1/agents/lease"))
             .bearer_auth("kbot_agt_not-a-token")
-            .json(&LeaseRequest { wait_secs: 0 })
+            .json(&LeaseRequest {
+                wait_secs: 0,
+                can_build: true,
+            })
             .send()
             .await
             .expect("lease");
@@ -260,7 +269,10 @@ async fn tokens_are_checked_by_kind_and_owner() {
             t.http
                 .post(t.url("/api/v1/agents/lease"))
                 .bearer_auth(token)
-                .json(&LeaseRequest { wait_secs: 0 })
+                .json(&LeaseRequest {
+                wait_secs: 0,
+                can_build: true,
+            })
                 .send()
         };
         let renewed = t.enroll("box-b", "grp").await;

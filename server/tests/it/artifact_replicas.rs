@@ -220,11 +220,12 @@ async fn kernel_through_b(
     agent: &TestAgent<'_>,
     job: &kbot_api::agent::LeasedJob,
 ) {
-    use kbot_api::builds::{BuildClaim, BuildReady, ClaimAnswer};
+    use kbot_api::builds::{Claimant, BuildClaim, BuildReady, ClaimAnswer};
     let b = through(agent, replicas.b()).client();
     let key = "0123456789abcdef01234567";
     let claim = BuildClaim {
-        job_id: job.job_id,
+        job_id: Some(job.job_id),
+        order_id: None,
         build_key: key.into(),
         commit: job.commit.clone(),
         arch: "x86_64".into(),
@@ -240,13 +241,14 @@ async fn kernel_through_b(
         ("config", b"CONFIG_PIPE=y\n".to_vec()),
     ] {
         files.push(
-            b.upload_build_file(key, name, job.job_id, content)
+            b.upload_build_file(key, name, Claimant::Job(job.job_id), content)
                 .await
                 .expect("upload"),
         );
     }
     let ready = BuildReady {
-        job_id: job.job_id,
+        job_id: Some(job.job_id),
+        order_id: None,
         release: "6.1.0".into(),
         build_id: None,
         build_secs: 60.0,

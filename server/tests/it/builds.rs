@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use kbot_api::agent::LeasedJob;
-use kbot_api::builds::{BuildClaim, BuildFailed, BuildFile, BuildReady, ClaimAnswer};
+use kbot_api::builds::{Claimant, BuildClaim, BuildFailed, BuildFile, BuildReady, ClaimAnswer};
 use kbot_api::client::AgentClient;
 use kbot_testkit::agent::{error_code, TestAgent};
 use kbot_testkit::{backends, TestServer, ONE_JOB};
@@ -15,26 +15,27 @@ use sha2::{Digest, Sha256};
 
 /// The build key an agent would make for `commit` (the test's agents all
 /// use one kconfig, compiler and arch).
-fn key_of(commit: &str) -> String {
+pub(super) fn key_of(commit: &str) -> String {
     hex::encode(&Sha256::digest(format!("{commit}\0x86_64").as_bytes())[..12])
 }
 
 fn claim_of(job: &LeasedJob) -> BuildClaim {
     BuildClaim {
-        job_id: job.job_id,
+        job_id: Some(job.job_id),
+        order_id: None,
         build_key: key_of(&job.commit),
         commit: job.commit.clone(),
         arch: "x86_64".into(),
     }
 }
 
-fn image_of(commit: &str) -> Vec<u8> {
+pub(super) fn image_of(commit: &str) -> Vec<u8> {
     format!("bzImage of {commit}\n").repeat(1000).into_bytes()
 }
 
 /// What one agent did for one job's kernel.
 #[derive(Debug, PartialEq)]
-enum Got {
+pub(super) enum Got {
     Built,
     Downloaded,
     DoesNotBuild,
@@ -42,7 +43,7 @@ enum Got {
 
 /// A faithful agent's side of the protocol: claim; build and share, or
 /// wait and ask again, or download and check the bytes.
-async fn kernel_for(client: &AgentClient, job: &LeasedJob, builds: bool) -> Got {
+pub(super) async fn kernel_for(client: &AgentClient, job: &LeasedJob, builds: bool) -> Got {
     let claim = claim_of(job);
     loop {
         match client.claim_build(&claim).await.expect("claim") {
@@ -52,7 +53,8 @@ async fn kernel_for(client: &AgentClient, job: &LeasedJob, builds: bool) -> Got 
             }
             ClaimAnswer::Build => {
                 let failed = BuildFailed {
-                    job_id: job.job_id,
+                    job_id: Some(job.job_id),
+                    order_id: None,
                     log_tail: "pipe.c:1: error: expected ';'".into(),
                 };
                 let view = client
@@ -90,22 +92,29 @@ async fn kernel_for(client: &AgentClient, job: &LeasedJob, builds: bool) -> Got 
 
 /// Uploads the job's kernel files and says the build is ready.
 async fn share(client: &AgentClient, job: &LeasedJob) {
-    let key = key_of(&job.commit);
+    share_as(client, Claimant::Job(job.job_id), &job.commit).await;
+}
+
+/// Uploads `commit`'s kernel files as `by` and says the build is ready.
+pub(super) async fn share_as(client: &AgentClient, by: Claimant, commit: &str) {
+    let key = key_of(commit);
     let mut files = Vec::new();
     for (name, content) in [
-        ("bzImage", image_of(&job.commit)),
+        ("bzImage", image_of(commit)),
         ("config", b"CONFIG_PIPE=y\n".to_vec()),
         ("build.log", b"  LD vmlinux\n".to_vec()),
     ] {
         files.push(
             client
-                .upload_build_file(&key, name, job.job_id, content)
+                .upload_build_file(&key, name, by, content)
                 .await
                 .expect("upload"),
         );
     }
+    let (job_id, order_id) = by.ids();
     let ready = BuildReady {
-        job_id: job.job_id,
+        job_id,
+        order_id,
         release: "6.1.0-kbot".into(),
         build_id: Some("ab12".into()),
         build_secs: 12.5,
@@ -116,7 +125,7 @@ async fn share(client: &AgentClient, job: &LeasedJob) {
 }
 
 /// Leases and runs every job it can get, returning what it did for each.
-async fn agent_loop(agent: &TestAgent<'_>, builds: bool) -> Vec<Got> {
+pub(super) async fn agent_loop(agent: &TestAgent<'_>, builds: bool) -> Vec<Got> {
     let client = agent.client();
     let mut got = Vec::new();
     while let Some(job) = agent.lease_waiting(1).await {
@@ -134,13 +143,13 @@ async fn agent_loop(agent: &TestAgent<'_>, builds: bool) -> Vec<Got> {
     got
 }
 
-async fn get_json<T: serde::de::DeserializeOwned>(t: &TestServer, path: &str) -> T {
+pub(super) async fn get_json<T: serde::de::DeserializeOwned>(t: &TestServer, path: &str) -> T {
     let response = t.http.get(t.url(path)).send().await.expect("get");
     assert_eq!(response.status(), 200, "{path}");
     response.json().await.expect("json")
 }
 
-async fn count(t: &TestServer, sql: &str) -> i64 {
+pub(super) async fn count(t: &TestServer, sql: &str) -> i64 {
     sqlx::query_scalar(sql)
         .fetch_one(t.db().read())
         .await
@@ -274,7 +283,7 @@ async fn a_dead_builders_claim_passes_to_the_next_job_once() {
         // a comes back late: its upload is refused, nothing is recorded.
         let late = a
             .client()
-            .upload_build_file(&key_of(&ja.commit), "bzImage", ja.job_id, b"stale".to_vec())
+            .upload_build_file(&key_of(&ja.commit), "bzImage", Claimant::Job(ja.job_id), b"stale".to_vec())
             .await
             .expect_err("a lost its claim");
         assert_eq!(late.status(), Some(409), "{late}");
@@ -338,28 +347,29 @@ async fn claims_and_files_are_checked() {
         );
         let not_claimant = b
             .client()
-            .upload_build_file(&key, "bzImage", jb.job_id, b"evil".to_vec())
+            .upload_build_file(&key, "bzImage", Claimant::Job(jb.job_id), b"evil".to_vec())
             .await
             .expect_err("b does not hold the claim");
         assert_eq!(not_claimant.status(), Some(409));
         let odd_name = a
             .client()
-            .upload_build_file(&key, "vmlinux", ja.job_id, b"x".to_vec())
+            .upload_build_file(&key, "vmlinux", Claimant::Job(ja.job_id), b"x".to_vec())
             .await
             .expect_err("not a build file");
         assert_eq!(odd_name.status(), Some(400));
         // `ready` must name the digests that were uploaded.
         let stored = a
             .client()
-            .upload_build_file(&key, "bzImage", ja.job_id, image_of(&ja.commit))
+            .upload_build_file(&key, "bzImage", Claimant::Job(ja.job_id), image_of(&ja.commit))
             .await
             .expect("upload");
         a.client()
-            .upload_build_file(&key, "config", ja.job_id, b"CONFIG_X=y\n".to_vec())
+            .upload_build_file(&key, "config", Claimant::Job(ja.job_id), b"CONFIG_X=y\n".to_vec())
             .await
             .expect("upload");
         let lie = BuildReady {
-            job_id: ja.job_id,
+            job_id: Some(ja.job_id),
+            order_id: None,
             release: "6.1.0".into(),
             build_id: None,
             build_secs: 1.0,

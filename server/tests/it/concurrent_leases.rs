@@ -48,7 +48,10 @@ async fn concurrent_claimers_never_share_a_job() {
                     let response = http
                         .post(&url)
                         .bearer_auth(&token)
-                        .json(&LeaseRequest { wait_secs: 0 })
+                        .json(&LeaseRequest {
+                            wait_secs: 0,
+                            can_build: true,
+                        })
                         .send()
                         .await
                         .expect("lease");

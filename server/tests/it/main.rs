@@ -12,6 +12,7 @@ mod artifact_replicas;
 mod bad_input;
 mod bisection;
 mod browser_session;
+mod build_orders;
 mod builds;
 mod concurrent_leases;
 mod culprit;

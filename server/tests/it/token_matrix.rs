@@ -16,6 +16,7 @@ use kbot_testkit::gitrepo;
 use std::collections::BTreeSet;
 
 use kbot_api::agent::{EnrollRequest, EventRequest, JobState, LeaseRequest, ResultUpload};
+use kbot_api::builds::OrderLease;
 use kbot_load::seed;
 use kbot_server::routes::route_list;
 use kbot_testkit::agent::TestAgent;
@@ -49,7 +50,10 @@ const ROUTES: &[(&str, &str, Guard)] = &[
     ("PUT", "/api/v1/builds/{key}/files/{name}", Guard::Agent),
     ("POST", "/api/v1/builds/{key}/ready", Guard::Agent),
     ("POST", "/api/v1/builds/{key}/failed", Guard::Agent),
+    ("POST", "/api/v1/builds/orders/lease", Guard::Agent),
+    ("POST", "/api/v1/builds/orders/{id}/heartbeat", Guard::Agent),
     ("GET", "/api/v1/builds", Guard::Open),
+    ("GET", "/api/v1/builds/orders", Guard::Open),
     ("GET", "/api/v1/builds/{key}", Guard::Open),
     ("GET", "/api/v1/builds/{key}/files/{name}", Guard::Open),
     ("POST", "/api/v1/repos", Guard::User),
@@ -303,8 +307,17 @@ fn concrete(path: &str, c: &Credentials) -> String {
 /// a lease, an event, a result; `{}` elsewhere (a user route may refuse it, after
 /// authentication).
 fn body(path: &str) -> serde_json::Value {
-    if path.ends_with("/lease") {
-        json!(LeaseRequest { wait_secs: 0 })
+    if path.ends_with("/orders/lease") {
+        json!(OrderLease {
+            arch: "x86_64".into(),
+            wait_secs: 0,
+            plan: true,
+        })
+    } else if path.ends_with("/lease") {
+        json!(LeaseRequest {
+            wait_secs: 0,
+            can_build: true,
+        })
     } else if path.ends_with("/events") {
         json!(EventRequest {
             state: JobState::Running,
