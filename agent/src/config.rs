@@ -646,6 +646,32 @@ mod tests {
     }
 
     #[test]
+    fn roles_default_to_both_and_parse_one_or_both() -> Result<(), clap::Error> {
+        let both = Roles {
+            build: true,
+            test: true,
+        };
+        assert_eq!(
+            Cli::try_parse_from(["kbot-agent", "hwinfo"])?.agent.roles,
+            both
+        );
+        let cli = Cli::try_parse_from(["kbot-agent", "--roles", "test", "hwinfo"])?;
+        assert_eq!(
+            cli.agent.roles,
+            Roles {
+                build: false,
+                test: true
+            }
+        );
+        let cli = Cli::try_parse_from(["kbot-agent", "--roles", "test, build", "hwinfo"])?;
+        assert_eq!(cli.agent.roles, both);
+        for bad in ["", "boot", "build,flash"] {
+            assert!(Cli::try_parse_from(["kbot-agent", "--roles", bad, "hwinfo"]).is_err());
+        }
+        Ok(())
+    }
+
+    #[test]
     fn the_qemu_clock_defaults_to_icount_and_wall_is_an_option() -> Result<(), clap::Error> {
         let cli = Cli::try_parse_from(["kbot-agent", "hwinfo"])?;
         assert_eq!(

@@ -203,7 +203,11 @@ impl Daemon {
         if self.roles.build && self.orders.load(Ordering::Relaxed) {
             let req = OrderLease {
                 arch: self.runner.builder.arch().to_string(),
-                wait_secs: if self.roles.test { 0 } else { self.lease_wait_secs },
+                wait_secs: if self.roles.test {
+                    0
+                } else {
+                    self.lease_wait_secs
+                },
                 plan: !self.roles.test,
             };
             match self.client.lease_order(&req).await {
@@ -223,7 +227,10 @@ impl Daemon {
         if !self.roles.test {
             return Ok(Turn::Idle);
         }
-        let resp = self.client.lease(self.lease_wait_secs, self.roles.build).await?;
+        let resp = self
+            .client
+            .lease(self.lease_wait_secs, self.roles.build)
+            .await?;
         match resp.job {
             Some(job) => {
                 self.run_job(job, wake).await?;

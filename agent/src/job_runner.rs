@@ -96,12 +96,7 @@ impl JobRunner {
         on_state: OnState,
         shared: Option<&SharedBuilds>,
     ) -> Result<std::result::Result<BuiltKernel, Failure>> {
-        let key = BuildKey {
-            commit: job.commit.clone(),
-            kconfig: effective_kconfig(&job.kconfig),
-            compiler: job.job.compiler.clone(),
-            arch: self.builder.arch().to_string(),
-        };
+        let key = job_key(job, self.builder.arch());
         on_state(
             JobState::Building,
             &format!(
@@ -140,6 +135,16 @@ impl JobRunner {
     /// Forgets the kexec'd job once its outcome is spooled.
     pub fn finish_kexec(&self) -> Result<()> {
         KexecMachine::new(&self.state_dir, RealSystem).finish()
+    }
+}
+
+/// The build key of `job`'s kernel for `ARCH=arch`.
+pub fn job_key(job: &LeasedJob, arch: &str) -> BuildKey {
+    BuildKey {
+        commit: job.commit.clone(),
+        kconfig: effective_kconfig(&job.kconfig),
+        compiler: job.job.compiler.clone(),
+        arch: arch.to_string(),
     }
 }
 

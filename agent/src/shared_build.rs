@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use kbot_api::agent::{FailureKind, JobState, LeasedJob, RepoSpec};
 use kbot_api::builds::{
-    BuildClaim, BuildFailed, BuildFile, BuildOrder, BuildReady, BuildView, Claimant, ClaimAnswer,
+    BuildClaim, BuildFailed, BuildFile, BuildOrder, BuildReady, BuildView, ClaimAnswer, Claimant,
 };
 use kbot_api::client::AgentClient;
 use sha2::{Digest, Sha256};
@@ -78,7 +78,12 @@ impl SharedBuilds {
 
     /// Builds the kernel of `order` here, or finds another claimant's, and
     /// shares it: the order is done once its build is ready or failed.
-    pub fn order(&self, builder: &Builder, order: &BuildOrder, cancel: &Cancel) -> Result<OrderDone> {
+    pub fn order(
+        &self,
+        builder: &Builder,
+        order: &BuildOrder,
+        cancel: &Cancel,
+    ) -> Result<OrderDone> {
         if order.arch != builder.arch() {
             return Ok(OrderDone::NotHere(format!(
                 "the order is for ARCH={}, this agent builds ARCH={}",

@@ -38,7 +38,7 @@ kernelrelease:
 ";
 
 /// A tree with a good commit and a broken one after it.
-fn kernel_tree(dir: &Path) -> (String, String) {
+pub(super) fn kernel_tree(dir: &Path) -> (String, String) {
     std::fs::create_dir_all(dir).expect("mkdir");
     git(dir, &["init", "-q", "-b", "master"]);
     std::fs::write(dir.join("Makefile"), MAKEFILE).expect("write");
@@ -53,7 +53,7 @@ fn kernel_tree(dir: &Path) -> (String, String) {
 }
 
 /// One agent's builder in its own work directory.
-fn builder(work: &Path) -> Builder {
+pub(super) fn builder(work: &Path) -> Builder {
     std::fs::create_dir_all(work).expect("mkdir");
     let cfg = BuildConfig::x86_64(work, 1);
     cfg.check_sandbox()
@@ -84,7 +84,7 @@ async fn kernel(
 
 /// How many images make built in `work` (each appends a line to a mark
 /// in its object directory).
-fn made(work: &Path) -> usize {
+pub(super) fn made(work: &Path) -> usize {
     let objs = work.join("objs");
     let Ok(dirs) = std::fs::read_dir(&objs) else {
         return 0;

@@ -10,7 +10,7 @@ use crate::agent::{
     ResultUpload, UploadResponse,
 };
 use crate::builds::{
-    BuildClaim, BuildFailed, BuildFile, BuildReady, BuildView, Claimant, ClaimAnswer,
+    BuildClaim, BuildFailed, BuildFile, BuildReady, BuildView, ClaimAnswer, Claimant,
     OrderHeartbeat, OrderLease, OrderLeaseResponse,
 };
 

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail};
 use kbot_api::agent::{EventRequest, FailureKind, JobState, LeasedJob};
-use kbot_api::builds::{BuildClaim, BuildFailed, BuildReady, BuildView, Claimant, ClaimAnswer};
+use kbot_api::builds::{BuildClaim, BuildFailed, BuildReady, BuildView, ClaimAnswer, Claimant};
 use kbot_api::client::AgentClient;
 use sha2::{Digest, Sha256};
 use sqlx::Row;

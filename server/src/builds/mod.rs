@@ -10,7 +10,7 @@
 //! good: every job that needs it fails at once with the builder's log,
 //! instead of building it again.
 
-use kbot_api::builds::{BuildFile, BuildView, Claimant, ClaimAnswer};
+use kbot_api::builds::{BuildFile, BuildView, ClaimAnswer, Claimant};
 use sqlx::AnyConnection;
 
 use crate::db::{text_enum, NullableF64, Tx};
@@ -272,7 +272,11 @@ async fn link(tx: &mut Tx, by: Claimant, build: i64, key: &str) -> Result<()> {
             order,
         ),
     };
-    sqlx::query(sql).bind(build).bind(id).execute(&mut **tx).await?;
+    sqlx::query(sql)
+        .bind(build)
+        .bind(id)
+        .execute(&mut **tx)
+        .await?;
     tracing::debug!(build = %key, %by, "linked");
     Ok(())
 }

@@ -8,7 +8,7 @@ use axum::http::{header, HeaderName, StatusCode};
 use axum::response::IntoResponse;
 use axum::Json;
 use kbot_api::builds::{
-    BuildClaim, BuildFailed, BuildFile, BuildReady, BuildView, Claimant, ClaimAnswer,
+    BuildClaim, BuildFailed, BuildFile, BuildReady, BuildView, ClaimAnswer, Claimant,
 };
 use serde::Deserialize;
 use sha2::{Digest, Sha256};

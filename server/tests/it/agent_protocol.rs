@@ -270,9 +270,9 @@ async fn tokens_are_checked_by_kind_and_owner() {
                 .post(t.url("/api/v1/agents/lease"))
                 .bearer_auth(token)
                 .json(&LeaseRequest {
-                wait_secs: 0,
-                can_build: true,
-            })
+                    wait_secs: 0,
+                    can_build: true,
+                })
                 .send()
         };
         let renewed = t.enroll("box-b", "grp").await;

@@ -220,7 +220,7 @@ async fn kernel_through_b(
     agent: &TestAgent<'_>,
     job: &kbot_api::agent::LeasedJob,
 ) {
-    use kbot_api::builds::{Claimant, BuildClaim, BuildReady, ClaimAnswer};
+    use kbot_api::builds::{BuildClaim, BuildReady, ClaimAnswer, Claimant};
     let b = through(agent, replicas.b()).client();
     let key = "0123456789abcdef01234567";
     let claim = BuildClaim {

@@ -4,7 +4,7 @@
 //! once for every group; a builder that dies loses its order with its
 //! lease, once. Each on SQLite and PostgreSQL, through the agent client.
 
-use kbot_api::builds::{BuildClaim, BuildOrder, Claimant, ClaimAnswer, OrderLease, OrderView};
+use kbot_api::builds::{BuildClaim, BuildOrder, ClaimAnswer, Claimant, OrderLease, OrderView};
 use kbot_api::client::AgentClient;
 use kbot_testkit::agent::TestAgent;
 use kbot_testkit::{backends, TestServer, ONE_JOB};

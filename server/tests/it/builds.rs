@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use kbot_api::agent::LeasedJob;
-use kbot_api::builds::{Claimant, BuildClaim, BuildFailed, BuildFile, BuildReady, ClaimAnswer};
+use kbot_api::builds::{BuildClaim, BuildFailed, BuildFile, BuildReady, ClaimAnswer, Claimant};
 use kbot_api::client::AgentClient;
 use kbot_testkit::agent::{error_code, TestAgent};
 use kbot_testkit::{backends, TestServer, ONE_JOB};
@@ -283,7 +283,12 @@ async fn a_dead_builders_claim_passes_to_the_next_job_once() {
         // a comes back late: its upload is refused, nothing is recorded.
         let late = a
             .client()
-            .upload_build_file(&key_of(&ja.commit), "bzImage", Claimant::Job(ja.job_id), b"stale".to_vec())
+            .upload_build_file(
+                &key_of(&ja.commit),
+                "bzImage",
+                Claimant::Job(ja.job_id),
+                b"stale".to_vec(),
+            )
             .await
             .expect_err("a lost its claim");
         assert_eq!(late.status(), Some(409), "{late}");
@@ -360,11 +365,21 @@ async fn claims_and_files_are_checked() {
         // `ready` must name the digests that were uploaded.
         let stored = a
             .client()
-            .upload_build_file(&key, "bzImage", Claimant::Job(ja.job_id), image_of(&ja.commit))
+            .upload_build_file(
+                &key,
+                "bzImage",
+                Claimant::Job(ja.job_id),
+                image_of(&ja.commit),
+            )
             .await
             .expect("upload");
         a.client()
-            .upload_build_file(&key, "config", Claimant::Job(ja.job_id), b"CONFIG_X=y\n".to_vec())
+            .upload_build_file(
+                &key,
+                "config",
+                Claimant::Job(ja.job_id),
+                b"CONFIG_X=y\n".to_vec(),
+            )
             .await
             .expect("upload");
         let lie = BuildReady {
