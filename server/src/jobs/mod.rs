@@ -18,6 +18,7 @@ use crate::db::{join_writes, text_enum, JsonText, Tx};
 use crate::error::{Error, Result};
 use crate::time::now_ms;
 
+pub mod build_spec;
 pub mod handlers;
 pub mod reaper;
 pub mod results;

@@ -50,7 +50,6 @@ use crate::jobs::{self, AnyQuery, Event};
 use crate::state::AppState;
 use crate::time::now_ms;
 use reply::leased_job;
-pub(crate) use reply::{kconfig_named, repo_spec};
 
 mod reply;
 pub mod routes;

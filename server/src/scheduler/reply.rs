@@ -2,13 +2,13 @@
 //! (the atomic job resolved on its machine, the repo and commit, the kernel
 //! config with its stored full config), read at once.
 
-use kbot_api::agent::{KconfigSpec, LeasedJob, RepoSpec};
+use kbot_api::agent::LeasedJob;
 use kbot_core::job::AtomicJob;
-use sqlx::AnyConnection;
 
 use super::Claim;
 use crate::auth::AgentRecord;
 use crate::error::{Error, Result};
+use crate::jobs::build_spec::{kconfig_spec, repo_spec, KconfigRow};
 use crate::state::AppState;
 
 /// What [`leased_job`] reads: the atomic job, where its commit is, and its
@@ -25,14 +25,6 @@ struct LeaseRow {
     kconfig: KconfigRow,
 }
 
-/// A `kconfigs` row's columns, all NULL where no row has the name.
-#[derive(sqlx::FromRow)]
-struct KconfigRow {
-    kconfig_id: Option<i64>,
-    base: Option<String>,
-    fragment: Option<String>,
-    full_artifact: Option<String>,
-}
 
 /// Everything the agent needs to run the claimed job, read at once with
 /// its kernel config's row (the job's `kconfig` names it).
@@ -77,64 +69,5 @@ pub(super) async fn leased_job(
         job,
         resolved,
         kconfig,
-    })
-}
-
-/// Where an agent fetches repo `name` from: its URL, and the server's own
-/// git of it for the series kbot applied from lists.
-pub(crate) fn repo_spec(state: &AppState, name: String, url: String) -> RepoSpec {
-    RepoSpec {
-        series_url: Some(format!("{}/git/{}.git", state.config.mail.public_url, name)),
-        name,
-        // The one place a stored URL leaves whole: the agent clones a
-        // private tree with it. Only an agent's token reads a lease or an
-        // order.
-        url,
-    }
-}
-
-/// The kernel config named `name` (a make target when no `kconfigs` row
-/// has the name).
-pub(crate) async fn kconfig_named(
-    state: &AppState,
-    conn: &mut AnyConnection,
-    name: &str,
-) -> Result<KconfigSpec> {
-    let row = sqlx::query_as::<_, KconfigRow>(
-        "SELECT k.id AS kconfig_id, k.base, k.fragment, k.full_artifact \
-         FROM kconfigs k WHERE k.name = $1",
-    )
-    .bind(name)
-    .fetch_optional(conn)
-    .await?
-    .unwrap_or(KconfigRow {
-        kconfig_id: None,
-        base: None,
-        fragment: None,
-        full_artifact: None,
-    });
-    kconfig_spec(state, name, &row).await
-}
-
-/// The named kernel config from its `kconfigs` columns in `row`.
-async fn kconfig_spec(state: &AppState, name: &str, row: &KconfigRow) -> Result<KconfigSpec> {
-    if row.kconfig_id.is_none() {
-        return Ok(KconfigSpec {
-            name: name.to_string(),
-            base: Some(name.to_string()),
-            fragment: String::new(),
-            full: None,
-        });
-    }
-    let full = match &row.full_artifact {
-        Some(path) => Some(state.artifacts.get(path).await?),
-        None => None,
-    };
-    Ok(KconfigSpec {
-        name: name.to_string(),
-        base: row.base.clone(),
-        // NOT NULL in a `kconfigs` row (NULL only where none joined).
-        fragment: row.fragment.clone().unwrap_or_default(),
-        full,
     })
 }

@@ -21,7 +21,7 @@ use sqlx::AnyConnection;
 
 use crate::db::{Db, Tx};
 use crate::error::{Error, Result};
-use crate::scheduler::{kconfig_named, repo_spec};
+use crate::jobs::build_spec::{kconfig_named, repo_spec};
 use crate::state::AppState;
 use crate::time::now_ms;
 
