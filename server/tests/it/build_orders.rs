@@ -114,6 +114,11 @@ async fn a_builder_builds_ahead_for_every_group_once() {
             count(&t, "SELECT COUNT(*) FROM jobs WHERE state = 'finished'").await,
             jobs
         );
+        // A job's log page names the order its kernel was built on.
+        let job = count(&t, "SELECT MIN(id) FROM jobs").await;
+        let page = t.http.get(t.url(&format!("/jobs/{job}/log"))).send().await;
+        let page = page.expect("log page").text().await.expect("text");
+        assert!(page.contains("built ahead on"), "{page}");
         t.stop().await;
     }
 }
