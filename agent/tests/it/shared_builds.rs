@@ -134,8 +134,12 @@ async fn one_agent_builds_and_the_other_downloads() {
     let artifacts = tmp.path().join("artifacts");
     let dir = artifacts.clone();
     let t = TestServer::start_with(kbot_testkit::Backend::Sqlite, |c| c.artifact_dir = dir).await;
+    // The pairs test the tree's two commits: a claim is for its job's
+    // commit only.
     for user in ["u1", "u2", "u3", "u4", "u5"] {
-        t.seed(user, ONE_JOB, 1, 0).await;
+        kbot_load::seed::submission_at(t.db(), "linux", user, ONE_JOB, 1, 0, (&good, &broken))
+            .await
+            .expect("seed");
     }
     let a = TestAgent::enroll(&t, "a", "group-a").await;
     let b = TestAgent::enroll(&t, "b", "group-b").await;

@@ -201,6 +201,7 @@ pub async fn claim(
     (key, commit, arch): (&str, &str, &str),
     retry_after_secs: u32,
 ) -> Result<ClaimAnswer> {
+    check_commit(tx, by, commit, arch).await?;
     let now = now_ms();
     let (job, order) = by.ids();
     let inserted: Option<i64> = sqlx::query_scalar(
@@ -250,6 +251,35 @@ pub async fn claim(
         }),
         BuildState::Building => take_over(tx, &row, by, retry_after_secs).await,
     }
+}
+
+/// A claimant builds only its own kernel: a job's commit, an order's
+/// commit and arch. (A claim for another commit would put a kernel of the
+/// claimant's choosing under a key other jobs download.)
+async fn check_commit(tx: &mut Tx, by: Claimant, commit: &str, arch: &str) -> Result<()> {
+    let (sql, id) = match by {
+        Claimant::Job(job) => (
+            "SELECT c.sha, CAST(NULL AS TEXT) AS arch FROM jobs j JOIN commits c ON c.id = j.commit_id \
+             WHERE j.id = $1",
+            job,
+        ),
+        Claimant::Order(order) => (
+            "SELECT commit_sha AS sha, arch FROM build_orders WHERE id = $1",
+            order,
+        ),
+    };
+    let (sha, want_arch): (String, Option<String>) = sqlx::query_as(sql)
+        .bind(id)
+        .fetch_optional(&mut **tx)
+        .await?
+        .ok_or_else(|| Error::not_found("claimant", by.to_string()))?;
+    if sha != commit || want_arch.as_deref().is_some_and(|a| a != arch) {
+        return Err(Error::Conflict(format!(
+            "{by} builds {sha}{}, not {commit} for {arch}",
+            want_arch.map(|a| format!(" for {a}")).unwrap_or_default()
+        )));
+    }
+    Ok(())
 }
 
 /// Whether `by` holds (or last held) `row`'s claim.

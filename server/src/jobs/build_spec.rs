@@ -55,7 +55,11 @@ pub(crate) async fn kconfig_named(
 }
 
 /// The named kernel config from its `kconfigs` columns in `row`.
-pub(crate) async fn kconfig_spec(state: &AppState, name: &str, row: &KconfigRow) -> Result<KconfigSpec> {
+pub(crate) async fn kconfig_spec(
+    state: &AppState,
+    name: &str,
+    row: &KconfigRow,
+) -> Result<KconfigSpec> {
     if row.kconfig_id.is_none() {
         return Ok(KconfigSpec {
             name: name.to_string(),

@@ -25,7 +25,6 @@ struct LeaseRow {
     kconfig: KconfigRow,
 }
 
-
 /// Everything the agent needs to run the claimed job, read at once with
 /// its kernel config's row (the job's `kconfig` names it).
 pub(super) async fn leased_job(

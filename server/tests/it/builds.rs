@@ -341,6 +341,12 @@ async fn claims_and_files_are_checked() {
             "commit": ja.commit, "arch": "x86_64"});
         let (status, code) = error_code(claim(&a, bad).await.expect("send")).await;
         assert_eq!((status, code.as_str()), (400, "bad_request"));
+        // A job claims its own commit's kernel only.
+        let other = format!("{:040x}", 0xbad);
+        let elsewhere = serde_json::json!({"job_id": ja.job_id, "build_key": key_of(&other),
+            "commit": other, "arch": "x86_64"});
+        let (status, code) = error_code(claim(&a, elsewhere).await.expect("send")).await;
+        assert_eq!((status, code.as_str()), (409, "conflict"), "{backend:?}");
         let theirs = serde_json::json!({"job_id": ja.job_id, "build_key": key,
             "commit": ja.commit, "arch": "x86_64"});
         let (status, _) = error_code(claim(&b, theirs).await.expect("send")).await;
