@@ -160,8 +160,8 @@ pub fn job_runner(args: &AgentArgs) -> Result<JobRunner> {
         build.ccache_dir = Some(dir.clone());
     }
     build.sandbox = args.build_sandbox.sandbox();
-    // A machine that only tests never builds: it needs no build sandbox.
-    if args.backend != config::BackendArg::Host && args.roles.build {
+    // A machine that only tests needs the sandbox too: QEMU runs in it.
+    if args.backend != config::BackendArg::Host {
         if let Some(id) = build.check_sandbox()? {
             tracing::info!(user = %build.sandbox.build_user, uid = id.uid,
                 "kernels are built in bubblewrap as the build user");
