@@ -12,7 +12,7 @@ use kbot_testkit::smtp_sink;
 
 use crate::sim::fleet::{Fleet, GOOD};
 use crate::sim::{id, list, poll, str_of, svgs, Sim, World, DEADLINE, KPI, REPO};
-use kbot_testkit::{backends, Backend};
+use kbot_testkit::{backends, Backend, THREE_RUN_JOB};
 use serde_json::{json, Value};
 
 /// A 20% drop of the higher-is-better KPI.
@@ -199,6 +199,67 @@ async fn a_bisection_stays_in_its_tbox_group() {
             "{backend:?}"
         );
         assert!(runs > 2 * 3, "{backend:?}: only {runs} runs");
+        sim.stop().await;
+    }
+}
+
+/// The same range bisected on two tbox groups (both find the regression)
+/// builds each commit once: the second group's probes download what the
+/// first built, and the other way round.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bisection_on_two_groups_builds_each_probe_once() {
+    let world = World::new();
+    let shas = world.range("shared", 8);
+    world.model.plant(&world.repo, &shas[4], SLOWER);
+    let groups = ["x86-4k", "x86-lab"];
+    for backend in backends() {
+        let sim = Sim::start(backend, &world).await;
+        let fleet = Fleet::enroll_groups(&sim, &[(groups[0], 1), (groups[1], 1)])
+            .await
+            .sharing_builds();
+        let mut origins = Vec::new();
+        for group in groups {
+            let job_file = format!("{THREE_RUN_JOB}tbox_group: {group}\n");
+            let body = json!({"repo": REPO, "job_file": job_file,
+                "base": world.repo.base, "head": shas[7]});
+            origins.push(id(&sim.post("/api/v1/submissions", body, 201).await));
+        }
+        let done = fleet.run_until(sim.ended(&origins, DEADLINE * 2)).await;
+        for d in &done {
+            assert_eq!(first_bad(d), shas[4], "{backend:?}: {d:#}");
+        }
+        let served: std::collections::BTreeSet<(String, &str)> = fleet
+            .served
+            .borrow()
+            .iter()
+            .map(|s| (s.commit.clone(), s.group))
+            .collect();
+        let commits: std::collections::BTreeSet<&String> = served.iter().map(|s| &s.0).collect();
+        let built = fleet.built.borrow().clone();
+        let mut once = built.clone();
+        once.sort();
+        once.dedup();
+        assert_eq!(
+            once.len(),
+            built.len(),
+            "{backend:?}: built twice: {built:?}"
+        );
+        assert_eq!(built.len(), commits.len(), "{backend:?}: {served:?}");
+        assert!(
+            served.len() > commits.len(),
+            "{backend:?}: the groups shared no commit: {served:?}"
+        );
+        let claims: i64 = sqlx::query_scalar("SELECT CAST(SUM(claims) AS BIGINT) FROM builds")
+            .fetch_one(sim.t.db().read())
+            .await
+            .expect("claims");
+        assert_eq!(claims as usize, commits.len(), "{backend:?}");
+        println!(
+            "{backend:?}: {} commits served on {} (commit, group) pairs, {} built",
+            commits.len(),
+            served.len(),
+            built.len()
+        );
         sim.stop().await;
     }
 }

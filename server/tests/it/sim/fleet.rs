@@ -10,11 +10,13 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use kbot_api::agent::{BootBackend, LeasedJob};
+use kbot_api::builds::{BuildClaim, ClaimAnswer, Claimant};
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 
 use super::repo::{Mark, Repo};
 use super::Sim;
+use crate::builds::{key_of, share_as};
 use kbot_testkit::agent::TestAgent;
 
 /// The KPI level of a commit without a planted regression.
@@ -150,6 +152,11 @@ pub struct Fleet<'a> {
     /// Each agent's tbox group.
     groups: Vec<&'static str>,
     pub served: RefCell<Vec<Served>>,
+    /// Whether the agents get each kernel through the server's shared
+    /// builds (claim, then build and share, wait, or download).
+    shared_builds: bool,
+    /// The commits the agents built (each claim answered `build`).
+    pub built: RefCell<Vec<String>>,
 }
 
 impl<'a> Fleet<'a> {
@@ -209,6 +216,40 @@ impl<'a> Fleet<'a> {
             groups: vec![GROUP; agents.len()],
             agents,
             served: RefCell::new(Vec::new()),
+            shared_builds: false,
+            built: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// The same fleet, getting each kernel through the server's shared
+    /// builds.
+    pub fn sharing_builds(mut self) -> Fleet<'a> {
+        self.shared_builds = true;
+        self
+    }
+
+    /// The job's kernel through the shared builds: built here (and shared)
+    /// when this agent is first, downloaded otherwise.
+    async fn kernel(&self, agent: &TestAgent<'_>, job: &LeasedJob) {
+        let client = agent.client();
+        let claim = BuildClaim {
+            job_id: Some(job.job_id),
+            order_id: None,
+            build_key: key_of(&job.commit),
+            commit: job.commit.clone(),
+            arch: "x86_64".into(),
+        };
+        loop {
+            match client.claim_build(&claim).await.expect("claim") {
+                ClaimAnswer::Build => {
+                    share_as(&client, Claimant::Job(job.job_id), &job.commit).await;
+                    self.built.borrow_mut().push(job.commit.clone());
+                    return;
+                }
+                ClaimAnswer::Wait { .. } => tokio::time::sleep(IDLE).await,
+                ClaimAnswer::Ready { .. } => return,
+                ClaimAnswer::Failed { build } => panic!("the sim's kernels build: {build:?}"),
+            }
         }
     }
 
@@ -248,6 +289,9 @@ impl<'a> Fleet<'a> {
     }
 
     async fn serve(&self, agent: &TestAgent<'_>, group: &'static str, job: &LeasedJob) {
+        if self.shared_builds {
+            self.kernel(agent, job).await;
+        }
         let outcome = self.sim.world.model.outcome(&job.commit, job.run_index);
         let response = match outcome {
             Ok(value) => agent.upload(job.job_id, value).await,
