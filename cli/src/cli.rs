@@ -4,7 +4,9 @@
 use clap::{Parser, Subcommand};
 
 use kbot_server::artifacts::ArtifactStore;
-use kbot_server::config::{Config, DbArgs, RetentionArgs, RetentionConfig, ServeArgs};
+use kbot_server::config::{
+    ArtifactStoreArgs, Config, DbArgs, RetentionArgs, RetentionConfig, ServeArgs,
+};
 use kbot_server::db::Db;
 use kbot_server::error::Error as ServerError;
 use kbot_server::server::{shutdown_signal, Server};
@@ -67,6 +69,9 @@ pub enum Command {
         /// Where the mirrors are (`<dir>/mirrors`), as for `serve`.
         #[arg(long, env = "KBOT_ARTIFACT_DIR", default_value = "./var/artifacts")]
         artifact_dir: std::path::PathBuf,
+        /// The artifact store of built kernels, as for `serve`.
+        #[command(flatten)]
+        artifact_store: ArtifactStoreArgs,
         #[command(flatten)]
         retention: RetentionArgs,
     },
@@ -145,22 +150,23 @@ pub async fn run(cli: Cli, renamed: &[Adopted]) -> Result<()> {
         Command::Gc {
             db,
             artifact_dir,
+            artifact_store,
             retention,
         } => {
             let url = db.resolve();
             let db = open(&db).await?;
             let mut config = Config::new(url, artifact_dir);
             config.retention = RetentionConfig::from_args(&retention);
+            config.artifact_store = artifact_store.into_settings();
             let (_stop, stopped) = tokio::sync::watch::channel(false);
-            // The retention pass prunes git refs and mail rows, no artifact.
-            let artifacts = ArtifactStore::directory(&config.artifact_dir)?;
+            let artifacts = ArtifactStore::open(&config)?;
             let state = AppState::new(db.clone(), config, artifacts, stopped);
             let pruned = lists::retention::prune(&state, kbot_server::time::now_ms()).await;
             db.close().await;
             let pruned = pruned?;
             eprintln!(
-                "deleted {} ref(s), dropped the raw text of {} message(s)",
-                pruned.refs, pruned.raw_mails
+                "deleted {} ref(s) and {} unused build(s), dropped the raw text of {} message(s)",
+                pruned.refs, pruned.builds, pruned.raw_mails
             );
             Ok(())
         }

@@ -136,6 +136,18 @@ impl ArtifactStore {
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 
+    /// Deletes an artifact; one that is not there is already deleted.
+    pub async fn delete(&self, key: &str) -> Result<()> {
+        let key = parse_key(key)?;
+        match self.store.delete(&key).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(source) => Err(Error::ArtifactStore {
+                key: key.to_string(),
+                source,
+            }),
+        }
+    }
+
     /// Reads an artifact back whole.
     pub async fn get_bytes(&self, key: &str) -> Result<Bytes> {
         let key = parse_key(key)?;

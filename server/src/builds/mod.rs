@@ -19,6 +19,7 @@ use crate::jobs::ACTIVE_STATES_SQL;
 use crate::time::now_ms;
 
 pub mod orders;
+pub mod retention;
 pub mod routes;
 
 text_enum! {

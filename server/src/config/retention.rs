@@ -1,8 +1,9 @@
-//! How long kbot keeps what outsiders' mail made (`KBOT_KEEP_*`), loaded
-//! once with the rest of [`crate::config::Config`]: the git refs of
-//! finished series and of `#kbot test` patches, and the raw text of list
-//! messages that are no patch. The pruning itself is the lists' retention
-//! pass (`lists::retention`), run by the server every
+//! How long kbot keeps what outsiders' mail made and what it built
+//! (`KBOT_KEEP_*`), loaded once with the rest of [`crate::config::Config`]:
+//! the git refs of finished series and of `#kbot test` patches, the raw
+//! text of list messages that are no patch, and built kernels nobody used.
+//! The pruning itself is the retention pass (`lists::retention`, which
+//! calls `builds::retention`), run by the server every
 //! `KBOT_GC_INTERVAL_HOURS` and once by `kbot-server gc`.
 
 use std::time::Duration;
@@ -27,6 +28,15 @@ pub struct RetentionArgs {
         default_value_t = 30
     )]
     pub keep_raw_mail_days: u32,
+    /// Days a built kernel nobody used stays in the artifact store (its
+    /// image, config and log, and its build orders): a job that needs it
+    /// later builds it again (0: forever).
+    #[arg(
+        long = "keep-builds-days",
+        env = "KBOT_KEEP_BUILDS_DAYS",
+        default_value_t = 30
+    )]
+    pub keep_builds_days: u32,
     /// How often `serve` runs the retention pass (0: never; `kbot-server gc`
     /// runs it once).
     #[arg(
@@ -42,15 +52,17 @@ pub struct RetentionArgs {
 pub struct RetentionConfig {
     pub keep_refs: Option<Duration>,
     pub keep_raw_mail: Option<Duration>,
+    pub keep_builds: Option<Duration>,
     pub gc_interval: Option<Duration>,
 }
 
 impl RetentionConfig {
-    /// Refs 90 days, raw replies 30 days, a pass a day.
+    /// Refs 90 days, raw replies and unused builds 30 days, a pass a day.
     pub fn defaults() -> RetentionConfig {
         RetentionConfig {
             keep_refs: Some(days(90)),
             keep_raw_mail: Some(days(30)),
+            keep_builds: Some(days(30)),
             gc_interval: Some(Duration::from_secs(24 * 3600)),
         }
     }
@@ -60,6 +72,7 @@ impl RetentionConfig {
         RetentionConfig {
             keep_refs: some(a.keep_refs_days, days),
             keep_raw_mail: some(a.keep_raw_mail_days, days),
+            keep_builds: some(a.keep_builds_days, days),
             gc_interval: some(a.gc_interval_hours, |h| {
                 Duration::from_secs(u64::from(h) * 3600)
             }),
@@ -93,6 +106,7 @@ mod tests {
         let d = parse(&[]);
         assert_eq!(d.keep_refs, Some(days(90)));
         assert_eq!(d.keep_raw_mail, Some(days(30)));
+        assert_eq!(d.keep_builds, Some(days(30)));
         assert_eq!(d.gc_interval, RetentionConfig::defaults().gc_interval);
         let forever = parse(&["--keep-refs-days", "0", "--gc-interval-hours", "0"]);
         assert_eq!((forever.keep_refs, forever.gc_interval), (None, None));

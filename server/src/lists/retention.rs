@@ -8,7 +8,8 @@
 //! together with any such ref whose series or regression is gone; then it
 //! packs the refs and lets git collect garbage (`gc --auto`). It drops the
 //! raw text of list messages that are no patch (replies, commands) read
-//! before the mail cutoff; their headers stay for threading.
+//! before the mail cutoff; their headers stay for threading. And it lets
+//! built kernels nobody used go (`builds::retention`).
 //!
 //! The server runs it every `KBOT_GC_INTERVAL_HOURS` ([`spawn_worker`]),
 //! `kbot-server gc` once.
@@ -16,6 +17,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use crate::builds;
 use crate::error::Result;
 use crate::repos;
 use crate::state::AppState;
@@ -27,6 +29,7 @@ use crate::worker::{self, Pace, Woken, Worker};
 pub struct Pruned {
     pub refs: usize,
     pub raw_mails: u64,
+    pub builds: u64,
 }
 
 /// One retention pass at `now` (Unix ms) with the server's settings.
@@ -42,9 +45,13 @@ pub async fn prune(state: &AppState, now: i64) -> Result<Pruned> {
     if let Some(keep) = retention.keep_raw_mail {
         pruned.raw_mails = drop_raw_replies(state, now.saturating_sub(millis(keep))).await?;
     }
+    if let Some(keep) = retention.keep_builds {
+        pruned.builds = builds::retention::prune(state, now.saturating_sub(millis(keep))).await?;
+    }
     tracing::info!(
         refs = pruned.refs,
         raw_mails = pruned.raw_mails,
+        builds = pruned.builds,
         "retention pass"
     );
     Ok(pruned)

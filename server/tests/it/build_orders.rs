@@ -234,3 +234,46 @@ async fn orders_are_checked() {
     assert_eq!(err.status(), Some(400));
     t.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unused_builds_leave_the_store_and_are_ordered_again() {
+    const DAY: i64 = 24 * 3600 * 1000;
+    for backend in backends() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().to_path_buf();
+        let t = TestServer::start_with(backend, |c| c.artifact_dir = dir).await;
+        t.seed("u1", ONE_JOB, 1, 0).await;
+        let a = TestAgent::enroll(&t, "board-a", "group-a").await;
+        let z = TestAgent::enroll(&t, "builder", "builders").await;
+        assert!(a.lease_as(0, false).await.is_none());
+        while let Some(order) = lease_order(&z.client()).await {
+            assert!(build_order(&z.client(), &order).await);
+        }
+        assert!(tester_loop(&a).await.iter().all(|g| *g == Got::Downloaded));
+        let files = || kbot_testkit::files_under(&tmp.path().join("builds"), None).len();
+        assert_eq!(files(), 6, "{backend:?}: two builds of three files");
+
+        // Used within the last 30 days: kept.
+        let state = &t.server.state;
+        let now = kbot_server::time::now_ms();
+        let kept = kbot_server::lists::retention::prune(state, now + DAY)
+            .await
+            .expect("pass");
+        assert_eq!(kept.builds, 0, "{backend:?}");
+        // Unused for longer: the builds, their files and orders go.
+        let pruned = kbot_server::lists::retention::prune(state, now + 31 * DAY)
+            .await
+            .expect("pass");
+        assert_eq!(pruned.builds, 2, "{backend:?}");
+        assert_eq!(files(), 0, "{backend:?}");
+        assert_eq!(count(&t, "SELECT COUNT(*) FROM builds").await, 0);
+        assert_eq!(count(&t, "SELECT COUNT(*) FROM build_orders").await, 0);
+        // A job that needs the kernels again has them ordered again.
+        t.seed("u2", ONE_JOB, 1, 0).await;
+        assert!(a.lease_as(0, false).await.is_none());
+        let orders: Vec<OrderView> = get_json(&t, "/api/v1/builds/orders").await;
+        assert_eq!(orders.len(), 2, "{backend:?}: {orders:?}");
+        assert!(orders.iter().all(|o| o.state == "queued"));
+        t.stop().await;
+    }
+}
