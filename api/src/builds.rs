@@ -165,14 +165,69 @@ pub struct BuildFailed {
     pub log_tail: String,
 }
 
+/// Where a build is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum BuildState {
+    /// Its claimant builds it.
+    Building,
+    /// Built: its files are in the store.
+    Ready,
+    /// It does not build: every job that needs it fails with its log.
+    Failed,
+}
+
+/// Where a build order is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OrderState {
+    /// No builder has it.
+    Queued,
+    /// A builder has it while its lease lasts.
+    Leased,
+    /// Its build is ready or failed.
+    Done,
+}
+
+impl BuildState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BuildState::Building => "building",
+            BuildState::Ready => "ready",
+            BuildState::Failed => "failed",
+        }
+    }
+}
+
+impl OrderState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OrderState::Queued => "queued",
+            OrderState::Leased => "leased",
+            OrderState::Done => "done",
+        }
+    }
+}
+
+impl std::fmt::Display for BuildState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::fmt::Display for OrderState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A build as stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct BuildView {
     pub build_key: String,
     pub commit: String,
     pub arch: String,
-    /// `building`, `ready` or `failed`.
-    pub state: String,
+    pub state: BuildState,
     /// The job that holds (or last held) the claim.
     pub job_id: Option<i64>,
     /// The build order that holds (or last held) the claim.
@@ -258,8 +313,7 @@ pub struct OrderView {
     pub kconfig: String,
     pub compiler: String,
     pub arch: String,
-    /// `queued`, `leased` or `done` (its build is ready or failed).
-    pub state: String,
+    pub state: OrderState,
     /// The agent that holds (or last held) it.
     pub agent: Option<String>,
     pub leases: i64,

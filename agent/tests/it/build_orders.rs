@@ -17,7 +17,7 @@ use kbot_agent::process::Cancel;
 use kbot_agent::shared_build::SharedBuilds;
 use kbot_agent::spool::Spool;
 use kbot_api::agent::{FailureKind, JobState};
-use kbot_api::builds::{BuildView, OrderView};
+use kbot_api::builds::{BuildView, OrderState, OrderView};
 use kbot_testkit::agent::TestAgent;
 use kbot_testkit::{TestServer, ONE_JOB};
 
@@ -95,7 +95,7 @@ async fn a_builder_builds_what_a_board_needs() {
     assert!(
         orders
             .iter()
-            .all(|o| o.state == "done" && o.agent.as_deref() == Some("builder-1")),
+            .all(|o| o.state == OrderState::Done && o.agent.as_deref() == Some("builder-1")),
         "{orders:?}"
     );
     let builds: Vec<BuildView> = get_json(&t, "/api/v1/builds").await;

@@ -31,6 +31,16 @@ text_enum! {
     }
 }
 
+impl From<BuildState> for kbot_api::builds::BuildState {
+    fn from(s: BuildState) -> Self {
+        match s {
+            BuildState::Building => Self::Building,
+            BuildState::Ready => Self::Ready,
+            BuildState::Failed => Self::Failed,
+        }
+    }
+}
+
 /// Most of a failed build's log kept (the compiler's last lines).
 pub const MAX_LOG_TAIL: usize = 64 * 1024;
 
@@ -147,7 +157,7 @@ async fn to_view(conn: &mut AnyConnection, row: BuildRow) -> Result<BuildView> {
         build_key: row.build_key,
         commit: row.commit_sha,
         arch: row.arch,
-        state: row.state.as_str().to_owned(),
+        state: row.state.into(),
         job_id: row.job_id,
         order_id: row.order_id,
         claims: row.claims,
@@ -237,8 +247,9 @@ pub async fn claim(
             if let Claimant::Order(order) = by {
                 orders::done(tx, order, key).await?;
             }
+            let ready = row.state == BuildState::Ready;
             let build = to_view(tx, row).await?;
-            Ok(if build.state == "ready" {
+            Ok(if ready {
                 ClaimAnswer::Ready { build }
             } else {
                 ClaimAnswer::Failed { build }

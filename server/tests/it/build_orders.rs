@@ -4,7 +4,9 @@
 //! once for every group; a builder that dies loses its order with its
 //! lease, once. Each on SQLite and PostgreSQL, through the agent client.
 
-use kbot_api::builds::{BuildClaim, BuildOrder, ClaimAnswer, Claimant, OrderLease, OrderView};
+use kbot_api::builds::{
+    BuildClaim, BuildOrder, ClaimAnswer, Claimant, OrderLease, OrderState, OrderView,
+};
 use kbot_api::client::AgentClient;
 use kbot_testkit::agent::TestAgent;
 use kbot_testkit::{backends, TestServer, ONE_JOB};
@@ -74,7 +76,7 @@ async fn a_builder_builds_ahead_for_every_group_once() {
         assert_eq!(orders.len(), 2, "{backend:?}: {orders:?}");
         assert!(orders
             .iter()
-            .all(|o| o.state == "queued" && o.arch == "x86_64"));
+            .all(|o| o.state == OrderState::Queued && o.arch == "x86_64"));
         // The builder takes both, and builds each once.
         let zc = z.client();
         let mut built = 0;
@@ -86,7 +88,7 @@ async fn a_builder_builds_ahead_for_every_group_once() {
         assert_eq!(built, 2);
         let orders: Vec<OrderView> = get_json(&t, "/api/v1/builds/orders").await;
         assert!(
-            orders.iter().all(|o| o.state == "done"
+            orders.iter().all(|o| o.state == OrderState::Done
                 && o.agent.as_deref() == Some("builder")
                 && o.build_key.as_deref() == Some(key_of(&o.commit).as_str())),
             "{orders:?}"
@@ -273,7 +275,7 @@ async fn unused_builds_leave_the_store_and_are_ordered_again() {
         assert!(a.lease_as(0, false).await.is_none());
         let orders: Vec<OrderView> = get_json(&t, "/api/v1/builds/orders").await;
         assert_eq!(orders.len(), 2, "{backend:?}: {orders:?}");
-        assert!(orders.iter().all(|o| o.state == "queued"));
+        assert!(orders.iter().all(|o| o.state == OrderState::Queued));
         t.stop().await;
     }
 }

@@ -7,7 +7,9 @@
 use std::time::Duration;
 
 use kbot_api::agent::LeasedJob;
-use kbot_api::builds::{BuildClaim, BuildFailed, BuildFile, BuildReady, ClaimAnswer, Claimant};
+use kbot_api::builds::{
+    BuildClaim, BuildFailed, BuildFile, BuildReady, BuildState, ClaimAnswer, Claimant,
+};
 use kbot_api::client::AgentClient;
 use kbot_testkit::agent::{error_code, TestAgent};
 use kbot_testkit::{backends, TestServer, ONE_JOB};
@@ -61,7 +63,7 @@ pub(super) async fn kernel_for(client: &AgentClient, job: &LeasedJob, builds: bo
                     .build_failed(&claim.build_key, &failed)
                     .await
                     .expect("failed");
-                assert_eq!(view.state, "failed");
+                assert_eq!(view.state, BuildState::Failed);
                 return Got::DoesNotBuild;
             }
             ClaimAnswer::Wait {
@@ -121,7 +123,7 @@ pub(super) async fn share_as(client: &AgentClient, by: Claimant, commit: &str) {
         files,
     };
     let view = client.build_ready(&key, &ready).await.expect("ready");
-    assert_eq!(view.state, "ready");
+    assert_eq!(view.state, BuildState::Ready);
 }
 
 /// Leases and runs every job it can get, returning what it did for each.
@@ -194,7 +196,7 @@ async fn a_pair_on_three_tbox_groups_builds_each_commit_once() {
         assert_eq!(listed.len(), 2);
         assert!(listed
             .iter()
-            .all(|b| b.state == "ready" && b.files.len() == 3));
+            .all(|b| b.state == BuildState::Ready && b.files.len() == 3));
         assert!(listed[0].created_at >= listed[1].created_at);
         let path = format!("/api/v1/builds?commit={}", listed[1].commit);
         let one: Vec<kbot_api::builds::BuildView> = get_json(&t, &path).await;

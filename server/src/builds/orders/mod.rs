@@ -19,13 +19,32 @@ use std::time::Duration;
 use kbot_api::builds::{machine_arch, BuildOrder, OrderView};
 use sqlx::AnyConnection;
 
-use crate::db::{Db, Tx};
+use crate::db::{text_enum, Db, Tx};
 use crate::error::{Error, Result};
 use crate::jobs::build_spec::{kconfig_named, repo_spec};
 use crate::state::AppState;
 use crate::time::now_ms;
 
 pub mod routes;
+
+text_enum! {
+    /// `build_orders.state`.
+    pub enum OrderState {
+        Queued = "queued",
+        Leased = "leased",
+        Done = "done",
+    }
+}
+
+impl From<OrderState> for kbot_api::builds::OrderState {
+    fn from(s: OrderState) -> Self {
+        match s {
+            OrderState::Queued => Self::Queued,
+            OrderState::Leased => Self::Leased,
+            OrderState::Done => Self::Done,
+        }
+    }
+}
 
 /// How many queued jobs one plan looks at, best first (the scheduler's
 /// own window is 64: a plan runs ahead of it).
@@ -286,7 +305,8 @@ struct ListRow {
     kconfig: String,
     compiler: String,
     arch: String,
-    state: String,
+    #[sqlx(try_from = "String")]
+    state: OrderState,
     agent: Option<String>,
     leases: i64,
     build_key: Option<String>,
@@ -320,7 +340,7 @@ pub async fn list(
             kconfig: r.kconfig,
             compiler: r.compiler,
             arch: r.arch,
-            state: r.state,
+            state: r.state.into(),
             agent: r.agent,
             leases: r.leases,
             build_key: r.build_key,
