@@ -226,11 +226,22 @@ async fn enroll(
     index: usize,
     group: &str,
 ) -> Result<EnrollResponse> {
+    enroll_as(http, server, token, (index, group), BootBackend::Host).await
+}
+
+/// [`enroll`] with `backend` (a qemu agent boots the kernels it tests).
+async fn enroll_as(
+    http: &reqwest::Client,
+    server: &str,
+    token: &str,
+    (index, group): (usize, &str),
+    backend: BootBackend,
+) -> Result<EnrollResponse> {
     let request = EnrollRequest {
         enrollment_token: token.to_string(),
         name: format!("load-agent-{index}"),
         tbox_group: group.into(),
-        backend: BootBackend::Host,
+        backend,
         hardware: Hardware {
             arch: std::env::consts::ARCH.into(),
             cpu_model: "simulated".into(),

@@ -23,6 +23,7 @@ async fn six_agents_on_two_groups_build_six_commits_once() {
             build_ms: 200,
             fail_every: 3,
             image_kib: 64,
+            builders: 0,
         };
         let report = builds::run(&args).await.expect("the builds run");
         eprintln!("{backend:?}:\n{report}");
@@ -31,6 +32,35 @@ async fn six_agents_on_two_groups_build_six_commits_once() {
         assert_eq!(report.db.failed, 2, "commits 0 and 3 do not build");
         assert_eq!(report.jobs, 12, "3 pairs x 2 groups x base and head");
         assert_eq!(report.db.build_failed_jobs, 4, "2 commits x 2 groups");
+        t.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_builders_build_ahead_for_six_agents_that_only_test() {
+    for backend in backends() {
+        let t = TestServer::start_with(backend, |c| c.heartbeat_interval_secs = 1).await;
+        let args = BuildsArgs {
+            server: t.url(""),
+            db: DbArgs {
+                database_url: Some(t.store.database_url.clone()),
+            },
+            agents: 6,
+            groups: 2,
+            commits: 6,
+            build_ms: 200,
+            fail_every: 3,
+            image_kib: 64,
+            builders: 2,
+        };
+        let report = builds::run(&args).await.expect("the lab run");
+        eprintln!("{backend:?}:\n{report}");
+        assert!(report.holds(), "{backend:?}:\n{report}");
+        assert_eq!(report.db.orders, 6, "{backend:?}:\n{report}");
+        assert_eq!(report.build_answers, 6, "the builders built each once");
+        assert_eq!(report.violations, 0, "no test agent built or waited");
+        assert_eq!(report.jobs, 12);
+        assert_eq!(report.db.build_failed_jobs, 4);
         t.stop().await;
     }
 }

@@ -7,6 +7,9 @@
 //! download it, checking its SHA-256, or fail at once with the builder's
 //! log.
 //!
+//! With `--builders B` the run is a lab instead ([`lab`]): B dedicated
+//! builders take build orders and the agents only test.
+//!
 //! The run holds when every build key was built once (the agents' `Build`
 //! answers, the `builds` rows and the claims they count all equal the keys
 //! asked for), no claim sent after a key's build had failed was told to
@@ -30,6 +33,7 @@ use kbot_server::jobs::ACTIVE_STATES_SQL;
 
 use crate::{ms, percentile, seed};
 
+mod lab;
 mod report;
 
 pub use report::{BuildCounts, BuildsReport};
@@ -78,6 +82,10 @@ pub struct BuildsArgs {
     /// Size of the simulated bzImage.
     #[arg(long, default_value_t = 1024)]
     pub image_kib: usize,
+    /// Dedicated builders (`KBOT_AGENT_ROLES=build`); with any, the agents
+    /// only test (`=test`) and get only jobs whose kernel is built.
+    #[arg(long, default_value_t = 0)]
+    pub builders: usize,
 }
 
 impl BuildsArgs {
@@ -98,16 +106,21 @@ pub async fn run(args: &BuildsArgs) -> Result<BuildsReport> {
     ensure_fresh(&db).await?;
     let plan = Arc::new(seed_commits(&db, args).await?);
     super::refresh_planner_stats(&db).await?;
-    let agents = enroll_agents(&db, args, &plan).await?;
-    eprintln!(
-        "enrolled {} agents in {} groups; {} commits seeded",
-        agents.len(),
-        args.groups,
-        args.seeded_commits()
-    );
     let started = Instant::now();
+    let tallies = if args.builders > 0 {
+        lab::run(&db, args, &plan).await?
+    } else {
+        let agents = enroll_agents(&db, args, &plan).await?;
+        eprintln!(
+            "enrolled {} agents in {} groups; {} commits seeded",
+            agents.len(),
+            args.groups,
+            args.seeded_commits()
+        );
+        super::run_all(agents.into_iter().map(Agent::work)).await?
+    };
     let mut tally = Tally::default();
-    for mine in super::run_all(agents.into_iter().map(Agent::work)).await? {
+    for mine in tallies {
         tally.merge(mine);
     }
     let seconds = started.elapsed().as_secs_f64();
@@ -115,6 +128,7 @@ pub async fn run(args: &BuildsArgs) -> Result<BuildsReport> {
     db.close().await;
     let mut report = tally.report(counts);
     report.agents = args.agents;
+    report.builders = args.builders;
     report.groups = args.groups;
     report.commits = args.seeded_commits();
     report.failing_commits = plan.failing.len();
@@ -196,7 +210,10 @@ async fn count(db: &Db) -> Result<BuildCounts> {
                 (SELECT COUNT(*) FROM jobs \
                  WHERE state = 'failed' AND failure = 'build_failed') AS build_failed, \
                 (SELECT COUNT(*) FROM jobs WHERE state = 'queued') AS queued, \
-                (SELECT COUNT(*) FROM jobs WHERE state IN {ACTIVE_STATES_SQL}) AS active"
+                (SELECT COUNT(*) FROM jobs WHERE state IN {ACTIVE_STATES_SQL}) AS active, \
+                (SELECT COUNT(*) FROM build_orders) AS orders, \
+                (SELECT CAST(COALESCE(SUM(leases), 0) AS BIGINT) FROM build_orders) \
+                 AS order_leases"
     ))
     .fetch_one(db.read())
     .await?;
@@ -210,6 +227,8 @@ async fn count(db: &Db) -> Result<BuildCounts> {
         build_failed_jobs: row.try_get("build_failed")?,
         queued_jobs: row.try_get("queued")?,
         active_jobs: row.try_get("active")?,
+        orders: row.try_get("orders")?,
+        order_leases: row.try_get("order_leases")?,
     })
 }
 
@@ -352,7 +371,7 @@ impl Agent {
                 }
                 ClaimAnswer::Ready { build } => {
                     self.lagged(key, waited, tally);
-                    self.download(&job.commit, &build, tally).await?;
+                    download(&self.client, &self.plan, (&job.commit, &build), tally).await?;
                     return Ok(Kernel::Booted);
                 }
                 ClaimAnswer::Failed { build } => {
@@ -442,35 +461,6 @@ impl Agent {
         Ok(())
     }
 
-    /// Downloads the image and checks it against the listed digest, the
-    /// one the server sent, and the builder's bytes.
-    async fn download(
-        &self,
-        commit: &str,
-        build: &BuildView,
-        tally: &mut Tally,
-    ) -> anyhow::Result<()> {
-        let key = build.build_key.as_str();
-        let listed = build
-            .files
-            .iter()
-            .find(|f| f.name == "bzImage")
-            .ok_or_else(|| anyhow!("build {key} lists no bzImage"))?;
-        let (bytes, sent) = self.client.build_file(key, "bzImage").await?;
-        tally.downloads += 1;
-        tally.downloaded_bytes += bytes.len() as u64;
-        let got = hex::encode(Sha256::digest(&bytes));
-        let expected = hex::encode(Sha256::digest(self.plan.image(commit)));
-        if got != listed.sha256 || sent.as_deref() != Some(got.as_str()) || got != expected {
-            bail!(
-                "build {key}: image SHA-256 {got}, listed {}, sent {sent:?}, built {expected}",
-                listed.sha256
-            );
-        }
-        tally.sha_checks += 1;
-        Ok(())
-    }
-
     /// Sleeps `span`, heartbeating every [`HEARTBEAT`] and at its end.
     async fn heartbeat_through(
         &self,
@@ -499,6 +489,35 @@ impl Agent {
     }
 }
 
+/// Downloads `commit`'s image of `build` and checks it against the listed
+/// digest, the one the server sent, and the builder's bytes.
+async fn download(
+    client: &AgentClient,
+    plan: &Plan,
+    (commit, build): (&str, &BuildView),
+    tally: &mut Tally,
+) -> anyhow::Result<()> {
+    let key = build.build_key.as_str();
+    let listed = build
+        .files
+        .iter()
+        .find(|f| f.name == "bzImage")
+        .ok_or_else(|| anyhow!("build {key} lists no bzImage"))?;
+    let (bytes, sent) = client.build_file(key, "bzImage").await?;
+    tally.downloads += 1;
+    tally.downloaded_bytes += bytes.len() as u64;
+    let got = hex::encode(Sha256::digest(&bytes));
+    let expected = hex::encode(Sha256::digest(plan.image(commit)));
+    if got != listed.sha256 || sent.as_deref() != Some(got.as_str()) || got != expected {
+        bail!(
+            "build {key}: image SHA-256 {got}, listed {}, sent {sent:?}, built {expected}",
+            listed.sha256
+        );
+    }
+    tally.sha_checks += 1;
+    Ok(())
+}
+
 /// One agent's counts, merged at the end.
 #[derive(Debug, Default)]
 struct Tally {
@@ -518,6 +537,10 @@ struct Tally {
     keys: HashSet<String>,
     claim_ms: Vec<f64>,
     lag_ms: Vec<f64>,
+    /// Leases of agents that only test (the plan of build orders included).
+    lease_ms: Vec<f64>,
+    /// Build orders the builders leased.
+    order_leases: u64,
 }
 
 impl Tally {
@@ -545,6 +568,8 @@ impl Tally {
         self.keys.extend(other.keys);
         self.claim_ms.extend(other.claim_ms);
         self.lag_ms.extend(other.lag_ms);
+        self.lease_ms.extend(other.lease_ms);
+        self.order_leases += other.order_leases;
     }
 
     /// The agents' side of the report, beside the store's `db`.
@@ -567,6 +592,9 @@ impl Tally {
             claim_p99_ms: percentile(&mut self.claim_ms, 0.99),
             lag_p50_ms: percentile(&mut self.lag_ms, 0.50),
             lag_max_ms: percentile(&mut self.lag_ms, 1.0),
+            lease_p50_ms: percentile(&mut self.lease_ms, 0.50),
+            lease_p99_ms: percentile(&mut self.lease_ms, 0.99),
+            order_leases: self.order_leases,
             retry_hints: self.retry_hints,
             db,
             ..BuildsReport::default()

@@ -19,12 +19,18 @@ pub struct BuildCounts {
     pub queued_jobs: i64,
     /// Jobs still leased (or in a later active state).
     pub active_jobs: i64,
+    /// Rows of `build_orders` (a lab run's kernels ordered ahead).
+    pub orders: i64,
+    /// `SUM(build_orders.leases)`: more than `orders` when a builder died.
+    pub order_leases: i64,
 }
 
 /// Counts of the agents, then of the database.
 #[derive(Debug, Default)]
 pub struct BuildsReport {
     pub agents: usize,
+    /// Dedicated builders (0: every agent builds what it is first to need).
+    pub builders: usize,
     pub groups: usize,
     pub commits: usize,
     /// Of those, commits seeded not to build.
@@ -59,16 +65,25 @@ pub struct BuildsReport {
     /// it (the cost of the retry hint).
     pub lag_p50_ms: f64,
     pub lag_max_ms: f64,
+    /// Lease latency of the agents that only test, without waiting.
+    pub lease_p50_ms: f64,
+    pub lease_p99_ms: f64,
+    /// Build orders the builders leased.
+    pub order_leases: u64,
     pub db: BuildCounts,
 }
 
 impl BuildsReport {
     /// Each key built once, nobody waited on a failed build, every job
-    /// ended, nothing failed.
+    /// ended, nothing failed; in a lab, each key ordered and leased once
+    /// and no test agent told to build or wait.
     pub fn holds(&self) -> bool {
         let built = i64::try_from(self.build_answers).unwrap_or(i64::MAX);
         let keys = i64::try_from(self.keys_asked).unwrap_or(i64::MAX);
-        built == self.db.builds
+        let leased = i64::try_from(self.order_leases).unwrap_or(i64::MAX);
+        let lab = self.builders == 0
+            || (self.db.orders == keys && self.db.order_leases == keys && leased == keys);
+        lab && built == self.db.builds
             && self.db.builds == self.db.claims
             && self.db.claims == keys
             && self.violations == 0
@@ -111,9 +126,23 @@ impl std::fmt::Display for BuildsReport {
              p50 {:.0} ms, max {:.0} ms after it",
             self.claim_p50_ms, self.claim_p99_ms, self.lag_p50_ms, self.lag_max_ms
         )?;
+        if self.builders > 0 {
+            writeln!(
+                f,
+                "lab: {} builders leased {} orders ({} in the store, {} leases); test agents' \
+                 leases p50 {:.1} ms, p99 {:.1} ms",
+                self.builders,
+                self.order_leases,
+                self.db.orders,
+                self.db.order_leases,
+                self.lease_p50_ms,
+                self.lease_p99_ms
+            )?;
+        }
         writeln!(
             f,
-            "build keys asked {}, waits on a failed build {}, errors {}",
+            "build keys asked {}, waits on a failed build (a lab: any build or wait a test \
+             agent was told) {}, errors {}",
             self.keys_asked, self.violations, self.errors
         )?;
         writeln!(
