@@ -10,6 +10,7 @@ use utoipa::IntoParams;
 use crate::auth::UserAuth;
 use crate::error::{ApiJson, Result};
 use crate::state::AppState;
+use crate::web::paging::Keyset;
 use kbot_api::submissions::{
     ComparisonView, EventView, SubmissionDetail, SubmissionResults, SubmissionView, SubmitRequest,
 };
@@ -36,22 +37,13 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(view)))
 }
 
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct ListQuery {
-    /// At most this many (default 50).
-    pub limit: Option<u32>,
-    /// Only submissions with a smaller id (paging, newest first).
-    pub before: Option<i64>,
-}
-
 /// `GET /api/v1/submissions?limit=N&before=ID`, newest first.
 #[utoipa::path(
     get,
     operation_id = "list_submissions",
     path = "/api/v1/submissions",
     tag = "submissions",
-    params(ListQuery),
+    params(Keyset),
     responses(
         (status = 200, description = "Submissions, newest first", body = Vec<SubmissionView>),
         crate::error::PagedListErrors,
@@ -59,9 +51,9 @@ pub struct ListQuery {
 )]
 pub async fn list(
     State(state): State<AppState>,
-    Query(q): Query<ListQuery>,
+    Query(q): Query<Keyset>,
 ) -> Result<Json<Vec<SubmissionView>>> {
-    let list = super::list_submissions(&state.db, q.limit.unwrap_or(50), q.before).await?;
+    let list = super::list_submissions(&state.db, q.limit(), q.before).await?;
     Ok(Json(list))
 }
 

@@ -6,13 +6,12 @@ use std::time::Duration;
 use axum::extract::{Path, Query, State};
 use axum::Json;
 use kbot_api::builds::{OrderHeartbeat, OrderLease, OrderLeaseResponse, OrderView};
-use serde::Deserialize;
-use utoipa::IntoParams;
 
 use super::PlanFor;
 use crate::auth::AgentAuth;
 use crate::error::{ApiJson, Error, Result};
 use crate::state::AppState;
+use crate::web::paging::Keyset;
 
 /// `POST /api/v1/builds/orders/lease`: a kernel to build, waiting up to
 /// `min(wait_secs, max_lease_wait_secs)` for one.
@@ -74,22 +73,13 @@ pub async fn heartbeat(
     }))
 }
 
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct ListQuery {
-    /// At most this many (default 50, at most 500).
-    pub limit: Option<u32>,
-    /// Only orders with a smaller id (paging, newest first).
-    pub before: Option<i64>,
-}
-
 /// `GET /api/v1/builds/orders?limit=N&before=ID`, newest first.
 #[utoipa::path(
     get,
     operation_id = "list_build_orders",
     path = "/api/v1/builds/orders",
     tag = "builds",
-    params(ListQuery),
+    params(Keyset),
     responses(
         (status = 200, description = "Build orders, newest first", body = Vec<OrderView>),
         crate::error::PagedListErrors,
@@ -97,9 +87,9 @@ pub struct ListQuery {
 )]
 pub async fn list(
     State(state): State<AppState>,
-    Query(q): Query<ListQuery>,
+    Query(q): Query<Keyset>,
 ) -> Result<Json<Vec<OrderView>>> {
     let mut conn = state.db.read().acquire().await?;
-    let orders = super::list(&mut conn, q.limit.unwrap_or(50), q.before).await?;
+    let orders = super::list(&mut conn, q.limit(), q.before).await?;
     Ok(Json(orders))
 }
