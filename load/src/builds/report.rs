@@ -120,12 +120,20 @@ impl std::fmt::Display for BuildsReport {
             self.downloaded_bytes as f64 / f64::from(1 << 20),
             self.sha_checks
         )?;
-        writeln!(
+        write!(
             f,
-            "claim latency p50 {:.1} ms, p99 {:.1} ms; a waiter learnt of its build's end \
-             p50 {:.0} ms, max {:.0} ms after it",
-            self.claim_p50_ms, self.claim_p99_ms, self.lag_p50_ms, self.lag_max_ms
+            "claim latency p50 {:.1} ms, p99 {:.1} ms; ",
+            self.claim_p50_ms, self.claim_p99_ms
         )?;
+        if self.wait_answers == 0 {
+            writeln!(f, "no claim waited")?;
+        } else {
+            writeln!(
+                f,
+                "a waiter learnt of its build's end p50 {:.0} ms, max {:.0} ms after it",
+                self.lag_p50_ms, self.lag_max_ms
+            )?;
+        }
         if self.builders > 0 {
             writeln!(
                 f,
