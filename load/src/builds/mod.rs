@@ -7,7 +7,7 @@
 //! download it, checking its SHA-256, or fail at once with the builder's
 //! log.
 //!
-//! With `--builders B` the run is a lab instead ([`lab`]): B dedicated
+//! With `--builders B` the run is a lab instead (`lab.rs`): B dedicated
 //! builders take build orders and the agents only test.
 //!
 //! The run holds when every build key was built once (the agents' `Build`
