@@ -101,7 +101,8 @@ pub async fn plan(db: &Db, kernel_arch: &str, who: PlanFor<'_>) -> Result<u64> {
          JOIN jobs j ON j.id = q.id JOIN atomic_jobs a ON a.id = j.atomic_job_id \
          JOIN submissions s ON s.id = j.submission_id JOIN commits c ON c.id = j.commit_id \
          WHERE NOT EXISTS (SELECT 1 FROM build_orders o WHERE o.commit_sha = c.sha \
-             AND o.kconfig = a.kconfig AND o.compiler = a.compiler AND o.arch = $4)",
+             AND o.kconfig = a.kconfig AND o.compiler = a.compiler AND o.arch = $4) \
+         ORDER BY c.sha, a.kconfig, a.compiler",
     )
     .bind(machine)
     .bind(group)
@@ -112,7 +113,9 @@ pub async fn plan(db: &Db, kernel_arch: &str, who: PlanFor<'_>) -> Result<u64> {
     if wanted.is_empty() {
         return Ok(0);
     }
-    let mut tx = db.begin().await?;
+    // One statement per order, each its own transaction: two plans that
+    // want the same orders would otherwise each hold one the other's
+    // insert waits for (PostgreSQL found the deadlock under 8 agents).
     let now = now_ms();
     let mut queued = 0;
     for (repo, sha, kconfig, compiler) in &wanted {
@@ -127,11 +130,10 @@ pub async fn plan(db: &Db, kernel_arch: &str, who: PlanFor<'_>) -> Result<u64> {
         .bind(compiler)
         .bind(kernel_arch)
         .bind(now)
-        .execute(&mut *tx)
+        .execute(db.write())
         .await?
         .rows_affected();
     }
-    tx.commit().await?;
     if queued > 0 {
         tracing::info!(arch = kernel_arch, group, queued, "build orders queued");
     }
