@@ -187,6 +187,9 @@ pub enum OrderState {
     Leased,
     /// Its build is ready or failed.
     Done,
+    /// Its builders lost it three times: the jobs that need it go out and
+    /// fail instead of waiting for it.
+    GivenUp,
 }
 
 impl BuildState {
@@ -205,6 +208,7 @@ impl OrderState {
             OrderState::Queued => "queued",
             OrderState::Leased => "leased",
             OrderState::Done => "done",
+            OrderState::GivenUp => "given_up",
         }
     }
 }

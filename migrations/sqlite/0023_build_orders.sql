@@ -8,7 +8,8 @@
 -- order's build key and claims that build as the order (builds.order_id):
 -- the claim holds while the order's lease does. An order is done once its
 -- build is ready or failed; only then does an agent that cannot build get
--- the jobs that need it.
+-- the jobs that need it. An order its builders lost three times is
+-- `given_up`: its jobs go out and fail, rather than wait for it forever.
 CREATE TABLE build_orders (
     id                INTEGER PRIMARY KEY,
     repo_id           BIGINT  NOT NULL REFERENCES repos(id) ON DELETE CASCADE,
@@ -16,7 +17,7 @@ CREATE TABLE build_orders (
     kconfig           TEXT    NOT NULL,
     compiler          TEXT    NOT NULL,
     arch              TEXT    NOT NULL,
-    state             TEXT    NOT NULL CHECK (state IN ('queued', 'leased', 'done')),
+    state             TEXT    NOT NULL CHECK (state IN ('queued', 'leased', 'done', 'given_up')),
     agent_id          BIGINT  REFERENCES agents(id) ON DELETE SET NULL,
     lease_expires_at  BIGINT,
     leases            BIGINT  NOT NULL DEFAULT 0,

@@ -279,3 +279,52 @@ async fn unused_builds_leave_the_store_and_are_ordered_again() {
         t.stop().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_its_builders_lose_three_times_is_given_up() {
+    for backend in backends() {
+        let t = TestServer::start(backend).await;
+        t.seed("u1", ONE_JOB, 1, 0).await;
+        let a = TestAgent::enroll(&t, "board-a", "group-a").await;
+        let z = TestAgent::enroll(&t, "builder", "builders").await;
+        assert!(a.lease_as(0, false).await.is_none());
+        let expire = |id: i64| {
+            sqlx::query("UPDATE build_orders SET lease_expires_at = 1 WHERE id = $1")
+                .bind(id)
+                .execute(t.db().write())
+        };
+        // Three builders in turn lose the first order with their lease.
+        let first = lease_order(&z.client()).await.expect("an order");
+        for lease in 1..=3 {
+            let order = lease_order(&z.client()).await;
+            if lease == 1 {
+                assert!(order.is_some_and(|o| o.order_id != first.order_id));
+                expire(first.order_id).await.expect("expire");
+                continue;
+            }
+            let order = order.expect("the lost order again");
+            assert_eq!(order.order_id, first.order_id, "{backend:?}");
+            assert_eq!(order.leases, lease);
+            expire(first.order_id).await.expect("expire");
+        }
+        // The fourth try gives it up: its job goes to the board, which
+        // fails it rather than wait.
+        let job = a
+            .lease_as(0, false)
+            .await
+            .expect("the given-up order's job");
+        assert_eq!(job.commit, first.commit, "{backend:?}");
+        let orders: Vec<OrderView> = get_json(&t, "/api/v1/builds/orders").await;
+        let given: Vec<&OrderView> = orders
+            .iter()
+            .filter(|o| o.state == OrderState::GivenUp)
+            .collect();
+        assert_eq!(given.len(), 1, "{backend:?}: {orders:?}");
+        assert_eq!(given[0].leases, 3);
+        assert!(
+            lease_order(&z.client()).await.is_none(),
+            "nothing left to build"
+        );
+        t.stop().await;
+    }
+}

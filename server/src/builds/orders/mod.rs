@@ -12,7 +12,9 @@
 //! for the kernels of the jobs it could run, a dedicated builder for those
 //! of every queued job that a kernel-booting agent of its arch could run.
 //! A builder that dies loses the order with its lease, and the next
-//! builder leases it again (`leases` counts them).
+//! builder leases it again (`leases` counts them). An order lost
+//! [`MAX_LEASES`] times is given up: its jobs go to the machines that only
+//! test, which fail them (no kernel), instead of waiting for it forever.
 
 use std::time::Duration;
 
@@ -33,6 +35,7 @@ text_enum! {
         Queued = "queued",
         Leased = "leased",
         Done = "done",
+        GivenUp = "given_up",
     }
 }
 
@@ -42,6 +45,7 @@ impl From<OrderState> for kbot_api::builds::OrderState {
             OrderState::Queued => Self::Queued,
             OrderState::Leased => Self::Leased,
             OrderState::Done => Self::Done,
+            OrderState::GivenUp => Self::GivenUp,
         }
     }
 }
@@ -49,6 +53,9 @@ impl From<OrderState> for kbot_api::builds::OrderState {
 /// How many queued jobs one plan looks at, best first (the scheduler's
 /// own window is 64: a plan runs ahead of it).
 const PLAN_WINDOW: i64 = 256;
+
+/// Leases an order gets before it is given up (each lost with its builder).
+pub const MAX_LEASES: i64 = 3;
 
 /// How often a builder's long-poll looks for a new order.
 const POLL_TICK: Duration = Duration::from_millis(500);
@@ -61,7 +68,7 @@ pub fn built_for(job: &str, atomic: &str, flag: u32, arch: u32) -> String {
         "(${flag} = 1 OR EXISTS (SELECT 1 FROM commits oc CROSS JOIN build_orders bo \
              WHERE oc.id = {job}.commit_id AND bo.commit_sha = oc.sha \
                AND bo.kconfig = {atomic}.kconfig AND bo.compiler = {atomic}.compiler \
-               AND bo.arch = ${arch} AND bo.state = 'done'))"
+               AND bo.arch = ${arch} AND bo.state IN ('done', 'given_up')))"
     )
 }
 
@@ -81,6 +88,7 @@ type Wanted = (i64, String, String, String);
 /// Queues an order for each kernel of `kernel_arch` that the best queued
 /// jobs for `who` need and nobody ordered; returns how many it queued.
 pub async fn plan(db: &Db, kernel_arch: &str, who: PlanFor<'_>) -> Result<u64> {
+    give_up_lost(db, now_ms()).await?;
     let group = match who {
         PlanFor::Group(g) => g,
         PlanFor::Builders => "",
@@ -143,7 +151,37 @@ pub async fn plan(db: &Db, kernel_arch: &str, who: PlanFor<'_>) -> Result<u64> {
 /// The condition that order `o` may be leased at `$now`: queued, or its
 /// builder's lease ran out.
 fn leasable(now: u32) -> String {
-    format!("(state = 'queued' OR (state = 'leased' AND lease_expires_at < ${now}))")
+    format!(
+        "(state = 'queued' OR (state = 'leased' AND lease_expires_at < ${now} \
+          AND leases < {MAX_LEASES}))"
+    )
+}
+
+/// Gives up the orders whose last lease ran out after [`MAX_LEASES`]
+/// (read first: usually there are none, and no write is taken).
+async fn give_up_lost(db: &Db, now: i64) -> Result<()> {
+    let lost = "state = 'leased' AND lease_expires_at < $1 AND leases >= $2";
+    let any: Option<i64> =
+        sqlx::query_scalar(&format!("SELECT id FROM build_orders WHERE {lost} LIMIT 1"))
+            .bind(now)
+            .bind(MAX_LEASES)
+            .fetch_optional(db.read())
+            .await?;
+    if any.is_some() {
+        let given = sqlx::query(&format!(
+            "UPDATE build_orders SET state = 'given_up', updated_at = $1 WHERE {lost}"
+        ))
+        .bind(now)
+        .bind(MAX_LEASES)
+        .execute(db.write())
+        .await?
+        .rows_affected();
+        tracing::warn!(
+            given,
+            "build orders given up: their builders lost them {MAX_LEASES} times"
+        );
+    }
+    Ok(())
 }
 
 /// Waits up to `wait` for an order of `kernel_arch` and leases it to
