@@ -15,9 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use kbot_api::agent::{BootBackend, EventRequest, FailureKind, JobState, LeasedJob};
-use kbot_api::builds::{
-    kernel_arch, BuildClaim, BuildFailed, BuildOrder, BuildReady, ClaimAnswer, Claimant, OrderLease,
-};
+use kbot_api::builds::{kernel_arch, BuildClaim, BuildOrder, ClaimAnswer, Claimant, OrderLease};
 use kbot_api::client::AgentClient;
 
 use kbot_server::auth;
@@ -226,38 +224,7 @@ impl LabAgent {
             self.client.order_heartbeat(order.order_id).await?;
             tally.heartbeats += 1;
         }
-        if self.plan.failing.contains(&order.commit) {
-            let failed = BuildFailed {
-                job_id: None,
-                order_id: Some(order.order_id),
-                log_tail: format!("fs/pipe.c:1: error: expected ';' (simulated, {key})"),
-            };
-            self.client.build_failed(&key, &failed).await?;
-            self.plan.end(&key, true);
-            tally.builds_failed += 1;
-            return Ok(());
-        }
-        let mut files = Vec::new();
-        for (name, content) in [
-            ("bzImage", self.plan.image(&order.commit)),
-            ("config", b"CONFIG_PIPE=y\n".to_vec()),
-        ] {
-            files.push(
-                self.client
-                    .upload_build_file(&key, name, by, content)
-                    .await?,
-            );
-        }
-        let ready = BuildReady {
-            job_id: None,
-            order_id: Some(order.order_id),
-            release: "6.1.0-kbot-load".into(),
-            build_id: None,
-            build_secs: self.plan.build.as_secs_f64(),
-            files,
-        };
-        self.client.build_ready(&key, &ready).await?;
-        self.plan.end(&key, false);
+        super::end_build(&self.client, &self.plan, (&key, by, &order.commit), tally).await?;
         Ok(())
     }
 }

@@ -419,46 +419,13 @@ impl Agent {
     async fn build(&self, job: &LeasedJob, key: &str, tally: &mut Tally) -> anyhow::Result<Kernel> {
         self.heartbeat_through(job.job_id, self.plan.build, tally)
             .await?;
-        if self.plan.failing.contains(&job.commit) {
-            let log_tail = format!("fs/pipe.c:1: error: expected ';' (simulated, {key})");
-            let failed = BuildFailed {
-                job_id: Some(job.job_id),
-                order_id: None,
-                log_tail: log_tail.clone(),
-            };
-            self.client.build_failed(key, &failed).await?;
-            self.plan.end(key, true);
-            tally.builds_failed += 1;
-            return Ok(Kernel::DoesNotBuild(log_tail));
-        }
-        self.share(job, key).await?;
-        self.plan.end(key, false);
-        Ok(Kernel::Booted)
-    }
-
-    /// Uploads the image and the config, then says the build is ready.
-    async fn share(&self, job: &LeasedJob, key: &str) -> anyhow::Result<()> {
-        let mut files = Vec::new();
-        for (name, content) in [
-            ("bzImage", self.plan.image(&job.commit)),
-            ("config", b"CONFIG_PIPE=y\n".to_vec()),
-        ] {
-            let file = self
-                .client
-                .upload_build_file(key, name, Claimant::Job(job.job_id), content)
-                .await?;
-            files.push(file);
-        }
-        let ready = BuildReady {
-            job_id: Some(job.job_id),
-            order_id: None,
-            release: "6.1.0-kbot-load".into(),
-            build_id: None,
-            build_secs: self.plan.build.as_secs_f64(),
-            files,
-        };
-        self.client.build_ready(key, &ready).await?;
-        Ok(())
+        let by = Claimant::Job(job.job_id);
+        Ok(
+            match end_build(&self.client, &self.plan, (key, by, &job.commit), tally).await? {
+                Some(log_tail) => Kernel::DoesNotBuild(log_tail),
+                None => Kernel::Booted,
+            },
+        )
     }
 
     /// Sleeps `span`, heartbeating every [`HEARTBEAT`] and at its end.
@@ -487,6 +454,48 @@ impl Agent {
         }
         Ok(())
     }
+}
+
+/// The end of `commit`'s simulated build of `key`, claimed `by` a job or an
+/// order: `failed` for a commit that does not build (its log tail
+/// returned), else its image and config uploaded and `ready`.
+async fn end_build(
+    client: &AgentClient,
+    plan: &Plan,
+    (key, by, commit): (&str, Claimant, &str),
+    tally: &mut Tally,
+) -> anyhow::Result<Option<String>> {
+    let (job_id, order_id) = by.ids();
+    if plan.failing.contains(commit) {
+        let log_tail = format!("fs/pipe.c:1: error: expected ';' (simulated, {key})");
+        let failed = BuildFailed {
+            job_id,
+            order_id,
+            log_tail: log_tail.clone(),
+        };
+        client.build_failed(key, &failed).await?;
+        plan.end(key, true);
+        tally.builds_failed += 1;
+        return Ok(Some(log_tail));
+    }
+    let mut files = Vec::new();
+    for (name, content) in [
+        ("bzImage", plan.image(commit)),
+        ("config", b"CONFIG_PIPE=y\n".to_vec()),
+    ] {
+        files.push(client.upload_build_file(key, name, by, content).await?);
+    }
+    let ready = BuildReady {
+        job_id,
+        order_id,
+        release: "6.1.0-kbot-load".into(),
+        build_id: None,
+        build_secs: plan.build.as_secs_f64(),
+        files,
+    };
+    client.build_ready(key, &ready).await?;
+    plan.end(key, false);
+    Ok(None)
 }
 
 /// Downloads `commit`'s image of `build` and checks it against the listed
