@@ -14,6 +14,7 @@ use crate::qemu::{
     Accel, Clock, GuestOutput, QemuConfig, QemuVersion, Topology, DEFAULT_CONSOLE_KEEP_KIB,
     DEFAULT_RESULTS_MAX_MIB, ICOUNT_SMP_SINCE,
 };
+use crate::roles::{parse_roles, Roles};
 use crate::sandbox::{self, Limits, SandboxConfig};
 
 #[derive(Debug, Parser)]
@@ -92,33 +93,6 @@ pub struct RunArgs {
     /// Print the metrics as JSON instead of `name value` lines.
     #[arg(long)]
     pub json: bool,
-}
-
-/// The agent's roles (`--roles`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Roles {
-    pub build: bool,
-    pub test: bool,
-}
-
-/// `build`, `test` or both, comma-separated.
-fn parse_roles(s: &str) -> std::result::Result<Roles, String> {
-    let mut roles = Roles {
-        build: false,
-        test: false,
-    };
-    for role in s.split(',').map(str::trim) {
-        match role {
-            "build" => roles.build = true,
-            "test" => roles.test = true,
-            other => return Err(format!("unknown role {other:?}: give build, test or both")),
-        }
-    }
-    if roles.build || roles.test {
-        Ok(roles)
-    } else {
-        Err("give at least one role: build, test".into())
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

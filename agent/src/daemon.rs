@@ -19,11 +19,11 @@ use kbot_api::builds::{BuildOrder, OrderLease};
 
 use crate::build_cache::{read_json, write_json};
 use crate::client::ApiClient;
-use crate::config::Roles;
 use crate::error::{AgentError, Result};
 use crate::job_runner::JobRunner;
 use crate::outcome::{Failure, Outcome};
 use crate::process::Cancel;
+use crate::roles::Roles;
 use crate::shared_build::{OrderDone, SharedBuilds};
 use crate::spool::{backoff, Pending, Spool};
 

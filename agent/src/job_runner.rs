@@ -7,7 +7,7 @@ use kbot_api::agent::{FailureKind, JobState, LeasedJob};
 use crate::build_cache::{BuildKey, BuiltKernel};
 use crate::error::{AgentError, Result};
 use crate::host_backend::{self, HostConfig};
-use crate::kernel_build::{effective_kconfig, Builder};
+use crate::kernel_build::{server_key, Builder};
 use crate::kexec::{BootStep, KexecMachine, RealSystem};
 use crate::outcome::{Failure, Outcome};
 use crate::process::Cancel;
@@ -140,12 +140,7 @@ impl JobRunner {
 
 /// The build key of `job`'s kernel for `ARCH=arch`.
 pub fn job_key(job: &LeasedJob, arch: &str) -> BuildKey {
-    BuildKey {
-        commit: job.commit.clone(),
-        kconfig: effective_kconfig(&job.kconfig),
-        compiler: job.job.compiler.clone(),
-        arch: arch.to_string(),
-    }
+    server_key(&job.commit, &job.kconfig, &job.job.compiler, arch)
 }
 
 fn with_kconfig(out: Outcome, kernel: &BuiltKernel) -> Outcome {

@@ -897,6 +897,17 @@ pub fn builtin_kconfig(name: &str) -> Option<KconfigSpec> {
         })
 }
 
+/// The build key of a kernel the server names (a job's or a build order's):
+/// its kconfig as [`effective_kconfig`] reads it.
+pub fn server_key(commit: &str, kconfig: &KconfigSpec, compiler: &str, arch: &str) -> BuildKey {
+    BuildKey {
+        commit: commit.to_string(),
+        kconfig: effective_kconfig(kconfig),
+        compiler: compiler.to_string(),
+        arch: arch.to_string(),
+    }
+}
+
 /// The server sends a kconfig it has no record of as a bare make target of
 /// the same name; for the agent's built-in names that means the built-in.
 pub fn effective_kconfig(spec: &KconfigSpec) -> KconfigSpec {

@@ -31,6 +31,7 @@ pub mod outcome;
 pub mod perf;
 pub mod process;
 pub mod qemu;
+pub mod roles;
 pub mod sandbox;
 pub mod shared_build;
 pub mod spool;
@@ -252,7 +253,7 @@ pub fn check_guest_perf(perf: &Path, guest_arch: &str) -> Result<()> {
 
 /// The roles the daemon acts on: a host-backend agent boots no kernel, so
 /// it builds none for the lab either.
-fn daemon_roles(args: &AgentArgs) -> Result<config::Roles> {
+fn daemon_roles(args: &AgentArgs) -> Result<roles::Roles> {
     let mut roles = args.roles;
     if args.backend == config::BackendArg::Host {
         if !roles.test {

@@ -29,7 +29,7 @@ use tokio::runtime::Handle;
 use crate::build_cache::{BuildKey, BuiltKernel};
 use crate::error::{AgentError, Result};
 use crate::job_runner::OnState;
-use crate::kernel_build::{effective_kconfig, Builder};
+use crate::kernel_build::{server_key, Builder};
 use crate::outcome::Failure;
 use crate::process::Cancel;
 
@@ -91,12 +91,7 @@ impl SharedBuilds {
                 builder.arch()
             )));
         }
-        let key = BuildKey {
-            commit: order.commit.clone(),
-            kconfig: effective_kconfig(&order.kconfig),
-            compiler: order.compiler.clone(),
-            arch: order.arch.clone(),
-        };
+        let key = server_key(&order.commit, &order.kconfig, &order.compiler, &order.arch);
         let by = Claimant::Order(order.order_id);
         Ok(match self.claim(by, &key, cancel, &|_, _| {})? {
             Final::Build => match self.build_and_share(builder, by, &order.repo, &key, cancel)? {

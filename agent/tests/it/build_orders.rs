@@ -9,11 +9,11 @@ use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
 
 use kbot_agent::client::ApiClient;
-use kbot_agent::config::Roles;
 use kbot_agent::daemon::Daemon;
 use kbot_agent::host_backend::HostConfig;
 use kbot_agent::job_runner::{job_key, Backend, JobRunner};
 use kbot_agent::process::Cancel;
+use kbot_agent::roles::Roles;
 use kbot_agent::shared_build::SharedBuilds;
 use kbot_agent::spool::Spool;
 use kbot_api::agent::{FailureKind, JobState};

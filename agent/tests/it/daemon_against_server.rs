@@ -8,11 +8,11 @@ use std::sync::Arc;
 
 use kbot_agent::build_cache::BuildCache;
 use kbot_agent::client::ApiClient;
-use kbot_agent::config::Roles;
 use kbot_agent::daemon::{enrol, Daemon, Enrolment};
 use kbot_agent::host_backend::HostConfig;
 use kbot_agent::job_runner::{Backend, JobRunner};
 use kbot_agent::kernel_build::{BuildConfig, Builder};
+use kbot_agent::roles::Roles;
 use kbot_agent::spool::Spool;
 use kbot_api::agent::BootBackend;
 use kbot_testkit::gitrepo::git;
