@@ -41,6 +41,9 @@ pub enum CommandKind {
     },
     /// Run one job locally without a server and print its metrics.
     Run(RunArgs),
+    /// Build one kernel here without a server (or take it from the build
+    /// cache) and print its image's path: a lab machine's own kernel.
+    Build(BuildArgs),
     /// Measure guest noise (qemu backend): boot a built kernel several times,
     /// run one kbot-bench command several times per boot, and print each
     /// execution's KPI as a JSON line (`scripts/guest-noise` makes the table).
@@ -73,6 +76,22 @@ pub struct NoiseArgs {
     /// `--prefix`/`--json`.
     #[arg(last = true, required = true)]
     pub bench_args: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct BuildArgs {
+    /// The kernel repository (a path or URL git clones).
+    #[arg(long)]
+    pub repo: String,
+    /// The commit to build.
+    #[arg(long)]
+    pub commit: String,
+    /// A kconfig shipped with the agent (`qemu-x86_64-kexec`, ...) or a make
+    /// target (`defconfig`).
+    #[arg(long)]
+    pub kconfig: String,
+    #[arg(long, default_value = "gcc-12")]
+    pub compiler: String,
 }
 
 #[derive(Debug, Args)]

@@ -74,7 +74,7 @@ impl JobRunner {
                     Ok(k) => k,
                     Err(f) => return Ok(Outcome::Failed(f)),
                 };
-                on_state(JobState::Booting, &format!("kexec into {}", kernel.release));
+                on_state(JobState::Booting, &kexec_detail(&kernel));
                 match KexecMachine::new(&self.state_dir, RealSystem).boot_into(job, &kernel)? {
                     BootStep::AlreadyRunning => {
                         on_state(JobState::Running, "the built kernel is already running");
@@ -166,6 +166,18 @@ fn governor(job: &LeasedJob) -> &str {
 
 fn short(commit: &str) -> &str {
     commit.get(..12).unwrap_or(commit)
+}
+
+/// The event before a kexec: which kernel, so a run's log names the kernel
+/// its machine left for (releases repeat from commit to commit).
+fn kexec_detail(kernel: &BuiltKernel) -> String {
+    format!(
+        "kexec into {} ({} on {}, build id {})",
+        kernel.release,
+        short(&kernel.key.commit),
+        kernel.key.kconfig.name,
+        kernel.build_id.as_deref().map_or("none", short)
+    )
 }
 
 /// Creates a run's directory: traversable, not listable, by others (a root

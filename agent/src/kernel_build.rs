@@ -882,6 +882,10 @@ const BUILTIN_KCONFIGS: &[(&str, &str)] = &[
         "qemu-arm64-64k",
         include_str!("../kconfigs/qemu-arm64-64k.config"),
     ),
+    (
+        "qemu-x86_64-kexec",
+        include_str!("../kconfigs/qemu-x86_64-kexec.config"),
+    ),
 ];
 
 /// A built-in kconfig: `tinyconfig` plus the named fragment.

@@ -1,8 +1,8 @@
 //! The `kexec` boot backend's state machine around the reboot.
 //!
-//! Before: persist the job and the identity of the built kernel, `kexec -l`
-//! it, `kexec -e`; if kexec cannot load or jump, fall back to a normal
-//! reboot. After: the systemd unit restarts the agent, which finds the
+//! Before: persist the job and the identity of the built kernel, load it
+//! (kexec_file_load(2)), sync and jump; if kexec cannot load or jump, fall
+//! back to a normal reboot. After: the systemd unit restarts the agent, which finds the
 //! persisted job and checks that the running kernel is the one it built
 //! (release string and GNU build id) before running the workload; any other
 //! kernel fails the job as `boot_failed`. The machine-changing calls sit
@@ -133,13 +133,19 @@ impl<S: KexecSystem> KexecMachine<S> {
         if self.is_running(&pending.release, pending.build_id.as_deref())? {
             return Ok(Some(Resumed::Verified(pending)));
         }
-        let detail = format!(
-            "after {:?} the running kernel is {} (build id {:?}), not the built {} (build id {:?}){}",
-            pending.departure,
+        let how = match pending.departure {
+            Departure::Kexec => "kexec",
+            Departure::Reboot => "reboot",
+        };
+        let detail =
+            format!(
+            "after the {how} the machine runs {} (build id {}), not the built {} (build id {}): \
+             the kernel did not come up, or did not stay up, and the machine restarted on its \
+             own kernel{}",
             self.sys.running_release()?,
-            self.sys.running_build_id(),
+            self.sys.running_build_id().as_deref().unwrap_or("none"),
             pending.release,
-            pending.build_id,
+            pending.build_id.as_deref().unwrap_or("none"),
             pending.note.as_ref().map(|n| format!("; {n}")).unwrap_or_default()
         );
         Ok(Some(Resumed::WrongKernel(
@@ -159,7 +165,8 @@ impl<S: KexecSystem> KexecMachine<S> {
     }
 }
 
-/// The real machine: /proc, /sys, kexec-tools and systemctl.
+/// The real machine: /proc and /sys, kexec_file_load(2) (kexec-tools'
+/// `kexec -l` where the running kernel lacks it), reboot(2).
 pub struct RealSystem;
 
 impl KexecSystem for RealSystem {
@@ -181,22 +188,85 @@ impl KexecSystem for RealSystem {
     }
 
     fn kexec_load(&self, kernel: &Path, cmdline: &str) -> Result<()> {
-        process::output(
-            Command::new("kexec")
-                .arg("-l")
-                .arg(kernel)
-                .arg(format!("--command-line={cmdline}")),
-        )
-        .map(|_| ())
+        let file_load = kexec_file_load(kernel, cmdline);
+        match file_load {
+            Ok(()) => Ok(()),
+            // A kernel without KEXEC_FILE: kexec-tools' kexec_load(2).
+            Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => process::output(
+                Command::new("kexec")
+                    .arg("-l")
+                    .arg(kernel)
+                    .arg(format!("--command-line={cmdline}")),
+            )
+            .map(|_| ()),
+            Err(e) => Err(AgentError::io(
+                format!("kexec_file_load of {}", kernel.display()),
+                e,
+            )),
+        }
     }
 
     fn kexec_exec(&self) -> Result<()> {
-        // `kexec -e` does not return when it works.
-        process::output(Command::new("kexec").arg("-e")).map(|_| ())
+        // reboot(2) leaves without unmounting: what the agent persisted
+        // (the pending job) must be on the disk first.
+        // SAFETY: sync(2) and reboot(2) take no pointers.
+        unsafe { libc::sync() };
+        let rc = unsafe { libc::reboot(libc::LINUX_REBOOT_CMD_KEXEC) };
+        Err(AgentError::io(
+            "reboot(LINUX_REBOOT_CMD_KEXEC)",
+            if rc == 0 {
+                std::io::Error::other("returned")
+            } else {
+                std::io::Error::last_os_error()
+            },
+        ))
     }
 
     fn reboot(&self) -> Result<()> {
-        process::output(Command::new("systemctl").arg("reboot")).map(|_| ())
+        // SAFETY: sync(2) takes no pointers.
+        unsafe { libc::sync() };
+        match process::output(Command::new("systemctl").arg("reboot")) {
+            Ok(_) => Ok(()),
+            // No systemd (a minimal lab image): the machine's firmware
+            // boots its default kernel.
+            Err(e) => {
+                tracing::warn!(error = %e, "systemctl reboot failed; reboot(2)");
+                // SAFETY: reboot(2) takes no pointers.
+                unsafe { libc::reboot(libc::LINUX_REBOOT_CMD_RESTART) };
+                Err(AgentError::io(
+                    "reboot(LINUX_REBOOT_CMD_RESTART)",
+                    std::io::Error::last_os_error(),
+                ))
+            }
+        }
+    }
+}
+
+/// Loads `kernel` with `cmdline` and no initramfs for the next
+/// reboot(LINUX_REBOOT_CMD_KEXEC).
+fn kexec_file_load(kernel: &Path, cmdline: &str) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    const KEXEC_FILE_NO_INITRAMFS: libc::c_ulong = 0x4;
+    let image = std::fs::File::open(kernel)?;
+    let cmdline = std::ffi::CString::new(cmdline)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let bytes = cmdline.as_bytes_with_nul();
+    // SAFETY: the fd is open for the call, and the command line pointer and
+    // its length (with the NUL the kernel requires) come from one CString.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_kexec_file_load,
+            image.as_raw_fd(),
+            -1 as libc::c_int,
+            bytes.len() as libc::c_ulong,
+            bytes.as_ptr(),
+            KEXEC_FILE_NO_INITRAMFS,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }
 

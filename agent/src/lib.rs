@@ -68,6 +68,7 @@ pub async fn run_cli(cli: Cli) -> Result<()> {
             Ok(())
         }
         CommandKind::Run(args) => local_run::run(&cli.agent, &args).await,
+        CommandKind::Build(args) => local_run::build(&cli.agent, args).await,
         CommandKind::GuestNoise(args) => guest_noise::run(&cli.agent, args).await,
         CommandKind::Daemon => daemon(&cli.agent).await,
     }
@@ -141,8 +142,8 @@ pub fn find_binary(p: &Path) -> PathBuf {
         .unwrap_or_else(|| p.to_path_buf())
 }
 
-/// Assembles the job runner from the configuration.
-pub fn job_runner(args: &AgentArgs) -> Result<JobRunner> {
+/// The kernel builder `args` configure: its build cache, ccache and sandbox.
+pub fn builder(args: &AgentArgs) -> Result<Builder> {
     let work = &args.work_dir;
     std::fs::create_dir_all(work)
         .map_err(|e| AgentError::io(format!("creating {}", work.display()), e))?;
@@ -161,13 +162,27 @@ pub fn job_runner(args: &AgentArgs) -> Result<JobRunner> {
         build.ccache_dir = Some(dir.clone());
     }
     build.sandbox = args.build_sandbox.sandbox();
-    // A machine that only tests needs the sandbox too: QEMU runs in it.
-    if args.backend != config::BackendArg::Host {
+    // A qemu machine that only tests needs the sandbox too: QEMU runs in
+    // it. A kexec machine that only tests runs nothing of the job's but
+    // the kernel it boots.
+    let sandboxed = match args.backend {
+        config::BackendArg::Qemu => true,
+        config::BackendArg::Kexec => args.roles.build,
+        config::BackendArg::Host => false,
+    };
+    if sandboxed {
         if let Some(id) = build.check_sandbox()? {
             tracing::info!(user = %build.sandbox.build_user, uid = id.uid,
                 "kernels are built in bubblewrap as the build user");
         }
     }
+    Ok(Builder::new(build, cache))
+}
+
+/// Assembles the job runner from the configuration.
+pub fn job_runner(args: &AgentArgs) -> Result<JobRunner> {
+    let work = &args.work_dir;
+    let builder = builder(args)?;
     let kbot_bench = find_binary(&args.kbot_bench);
     let backend = match args.backend {
         config::BackendArg::Host => Backend::Host,
@@ -189,7 +204,7 @@ pub fn job_runner(args: &AgentArgs) -> Result<JobRunner> {
     };
     Ok(JobRunner {
         backend,
-        builder: Builder::new(build, cache),
+        builder,
         host: HostConfig {
             kbot_bench,
             run_timeout: args.run_timeout(),

@@ -1,10 +1,10 @@
 //! `kbot-agent run JOBFILE`: one job on this machine without a server, its
-//! metrics printed (to reproduce a report).
+//! metrics printed (to reproduce a report); `kbot-agent build`: one kernel.
 
 use kbot_api::agent::{KconfigSpec, LeasedJob, RepoSpec};
 use kbot_core::job::parse_job_file;
 
-use crate::config::{AgentArgs, BackendArg, RunArgs};
+use crate::config::{AgentArgs, BackendArg, BuildArgs, RunArgs};
 use crate::error::{AgentError, Result};
 use crate::outcome::Outcome;
 use crate::process::Cancel;
@@ -53,6 +53,38 @@ pub async fn run(args: &AgentArgs, run: &RunArgs) -> Result<()> {
         });
     }
     Ok(())
+}
+
+/// Builds the kernel `args` names (or finds it in the build cache) and
+/// prints the path of its image.
+pub async fn build(agent: &AgentArgs, args: BuildArgs) -> Result<()> {
+    let builder = crate::builder(agent)?;
+    let kconfig = KconfigSpec {
+        name: args.kconfig.clone(),
+        base: Some(args.kconfig.clone()),
+        fragment: String::new(),
+        full: None,
+    };
+    let key =
+        crate::kernel_build::server_key(&args.commit, &kconfig, &args.compiler, builder.arch());
+    let repo = RepoSpec {
+        name: repo_name(&args.repo),
+        url: args.repo,
+        series_url: None,
+    };
+    let built = tokio::task::spawn_blocking(move || builder.kernel(&repo, &key, &Cancel::new()))
+        .await
+        .map_err(|e| AgentError::Config(format!("build task: {e}")))??;
+    match built {
+        Ok(kernel) => {
+            println!("{}", kernel.image().display());
+            Ok(())
+        }
+        Err(f) => Err(AgentError::Command {
+            command: "kbot-agent build".into(),
+            detail: f.detail,
+        }),
+    }
 }
 
 /// The jobs of a JOBFILE: a leased job (JSON) as is, or each atomic job of

@@ -131,6 +131,9 @@ pub struct RunResult {
     pub metrics: BTreeMap<String, f64>,
     /// The agent that ran it (`None` when its agent is gone).
     pub agent: Option<String>,
+    /// How that agent boots the kernel under test: `qemu`, `kexec` or
+    /// `host` (the running kernel, not the run's commit).
+    pub backend: Option<crate::agent::BootBackend>,
     pub tbox_group: Option<String>,
     /// The machine under test as the agent enrolled it (a qemu agent's
     /// guest): `uname -m` and page size in bytes.

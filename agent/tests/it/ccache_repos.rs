@@ -35,8 +35,8 @@ const PIPE_C: &str = "\
 size_t pipe_write(const char *buf, size_t n) { size_t s = 0; while (n--) s += (size_t)*buf++; return s; }
 ";
 
-/// A repository holding the stand-in tree, committed by `who`.
-fn tree(dir: &Path, who: &str) -> String {
+/// A repository holding the stand-in tree, committed by `who`; its commit.
+pub(super) fn tree(dir: &Path, who: &str) -> String {
     std::fs::create_dir_all(dir).expect("mkdir");
     git(dir, &["init", "-q", "-b", "master"]);
     std::fs::write(dir.join("Makefile"), MAKEFILE).expect("write");

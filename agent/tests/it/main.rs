@@ -7,6 +7,7 @@
 //! `kbot_agent::tied`). `tests/no_orphans.rs` stays a binary of its own: it
 //! is its own harness, re-running itself as a stand-in agent to SIGKILL.
 
+mod build_command;
 mod build_orders;
 mod ccache_repos;
 mod daemon_against_server;

@@ -109,7 +109,7 @@ pub fn backend_str(backend: BootBackend) -> &'static str {
     }
 }
 
-fn parse_backend(s: &str) -> Result<BootBackend> {
+pub fn parse_backend(s: &str) -> Result<BootBackend> {
     match s {
         "qemu" => Ok(BootBackend::Qemu),
         "kexec" => Ok(BootBackend::Kexec),

@@ -13,7 +13,7 @@ mod agent;
 mod cache;
 pub mod limit;
 
-pub use agent::{backend_str, AgentRecord, AgentRow, AgentState, AGENT_COLUMNS};
+pub use agent::{backend_str, parse_backend, AgentRecord, AgentRow, AgentState, AGENT_COLUMNS};
 pub use cache::AgentTokenCache;
 pub use limit::SignInLimiter;
 

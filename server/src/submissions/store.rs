@@ -265,6 +265,7 @@ struct RunResultRow {
     // of the whole results view.
     tuning: JsonOrDefault<BTreeMap<String, String>>,
     agent: Option<String>,
+    backend: Option<String>,
     tbox_group: Option<String>,
     arch: Option<String>,
     page_size: Option<i64>,
@@ -280,6 +281,7 @@ impl From<RunResultRow> for RunResult {
             run_index: to_u32(r.run_index),
             metrics: r.metrics.0,
             agent: r.agent,
+            backend: r.backend.and_then(|b| crate::auth::parse_backend(&b).ok()),
             tbox_group: r.tbox_group,
             arch: r.arch,
             page_size: r.page_size.and_then(|p| u64::try_from(p).ok()),
@@ -292,7 +294,8 @@ impl From<RunResultRow> for RunResult {
 pub async fn run_results(db: &Db, submission_id: i64) -> Result<Vec<RunResult>> {
     let rows = sqlx::query_as::<_, RunResultRow>(
         "SELECT j.id AS job_id, a.position, j.side, c.sha, j.run_index, \
-                r.metrics, r.tuning, ag.name AS agent, ag.tbox_group, ag.arch, ag.page_size \
+                r.metrics, r.tuning, ag.name AS agent, ag.backend, ag.tbox_group, ag.arch, \
+                ag.page_size \
          FROM results r \
          JOIN jobs j ON j.id = r.job_id \
          JOIN atomic_jobs a ON a.id = j.atomic_job_id \

@@ -138,6 +138,11 @@ async fn host_backend_pairs_are_marked_a_a_and_booted_pairs_are_not() {
             assert!(!c.tests_the_commits, "{}", c.metric);
             assert_eq!(c.boot_note.as_deref(), Some(AA_NOTE), "{}", c.metric);
         }
+        // Each run says how its machine got the kernel.
+        assert!(!results.runs.is_empty());
+        for r in &results.runs {
+            assert_eq!(r.backend, Some(BootBackend::Host), "run {}", r.job_id);
+        }
         let results: SubmissionResults = get(
             &t,
             &user,
@@ -148,6 +153,10 @@ async fn host_backend_pairs_are_marked_a_a_and_booted_pairs_are_not() {
         for c in &results.comparisons {
             assert!(c.tests_the_commits, "{}", c.metric);
             assert_eq!(c.boot_note, None, "{}", c.metric);
+        }
+        assert!(!results.runs.is_empty());
+        for r in &results.runs {
+            assert_eq!(r.backend, Some(BootBackend::Qemu), "run {}", r.job_id);
         }
         let raw: serde_json::Value = get(
             &t,
