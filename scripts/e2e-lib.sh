@@ -57,9 +57,9 @@ e2e_start_server() {
 }
 
 # e2e_start_x86_agent NAME GROUP WORK_DIR CCACHE_DIR LOG ICOUNT_SHIFT [ROLES]:
-# an x86_64 qemu kbot-agent (one socket, two cores, 512 MiB guest) enrolled in
-# tbox group GROUP, with KBOT_AGENT_ROLES=ROLES (default build,test). Sets
-# `agent`, its pid.
+# an x86_64 qemu kbot-agent (one socket, two cores, a guest of
+# KBOT_GUEST_MEMORY_MIB, default 512 MiB) enrolled in tbox group GROUP, with
+# KBOT_AGENT_ROLES=ROLES (default build,test). Sets `agent`, its pid.
 e2e_start_x86_agent() {
   local token
   mkdir -p "$3"
@@ -68,7 +68,7 @@ e2e_start_x86_agent() {
   KBOT_SERVER_URL="$url" KBOT_ENROLLMENT_TOKEN="$token" KBOT_AGENT_NAME="$1" \
   KBOT_TBOX_GROUP="$2" KBOT_BACKEND=qemu KBOT_WORK_DIR="$3" KBOT_CCACHE_DIR="$4" \
   KBOT_BENCH="$bench" KBOT_BUSYBOX=/bin/busybox KBOT_GUEST_SOCKETS=1 KBOT_GUEST_CORES=2 \
-  KBOT_GUEST_MEMORY_MIB=512 KBOT_LEASE_WAIT_SECS=10 KBOT_QEMU_ICOUNT_SHIFT="$6" \
+  KBOT_GUEST_MEMORY_MIB="${KBOT_GUEST_MEMORY_MIB:-512}" KBOT_LEASE_WAIT_SECS=10 KBOT_QEMU_ICOUNT_SHIFT="$6" \
   KBOT_AGENT_ROLES="${7:-build,test}" \
     "$bin/kbot-agent" daemon > "$5" 2>&1 &
   agent=$!
