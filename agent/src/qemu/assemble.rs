@@ -174,6 +174,13 @@ pub(super) fn assemble(a: Assembly) -> Outcome {
         page_size.to_string(),
     );
     let seen = body(&sections, "nproc").trim().to_string();
+    if seen.parse::<u32>().is_ok_and(|n| n < a.topology.cpus()) {
+        // Recorded as a condition below; said here because it is usually
+        // the kernel's configuration, not the machine.
+        tracing::warn!(online = %seen, configured = a.topology.cpus(),
+            "the guest brought up fewer CPUs than QEMU gave it (a kernel without ACPI \
+             finds one CPU per socket in SeaBIOS's MP table)");
+    }
     tuning.insert(
         conditions::GUEST_CPUS.to_string(),
         format!("{seen} online of {} configured", a.topology.cpus()),
