@@ -137,16 +137,19 @@ impl<S: KexecSystem> KexecMachine<S> {
             Departure::Kexec => "kexec",
             Departure::Reboot => "reboot",
         };
-        let detail =
-            format!(
-            "after the {how} the machine runs {} (build id {}), not the built {} (build id {}): \
-             the kernel did not come up, or did not stay up, and the machine restarted on its \
-             own kernel{}",
-            self.sys.running_release()?,
-            self.sys.running_build_id().as_deref().unwrap_or("none"),
-            pending.release,
-            pending.build_id.as_deref().unwrap_or("none"),
-            pending.note.as_ref().map(|n| format!("; {n}")).unwrap_or_default()
+        let running = identity(
+            &self.sys.running_release()?,
+            self.sys.running_build_id().as_deref(),
+        );
+        let built = identity(&pending.release, pending.build_id.as_deref());
+        let note = pending
+            .note
+            .as_ref()
+            .map(|n| format!("; {n}"))
+            .unwrap_or_default();
+        let detail = format!(
+            "after the {how} the machine runs {running}, not the built {built}: the kernel did \
+             not come up, or did not stay up, and the machine restarted on its own kernel{note}"
         );
         Ok(Some(Resumed::WrongKernel(
             pending,
@@ -163,6 +166,11 @@ impl<S: KexecSystem> KexecMachine<S> {
             _ => Ok(()),
         }
     }
+}
+
+/// A kernel as the failure detail names it: release and GNU build id.
+fn identity(release: &str, build_id: Option<&str>) -> String {
+    format!("{release} (build id {})", build_id.unwrap_or("none"))
 }
 
 /// The real machine: /proc and /sys, kexec_file_load(2) (kexec-tools'

@@ -59,12 +59,7 @@ pub async fn run(args: &AgentArgs, run: &RunArgs) -> Result<()> {
 /// prints the path of its image.
 pub async fn build(agent: &AgentArgs, args: BuildArgs) -> Result<()> {
     let builder = crate::builder(agent)?;
-    let kconfig = KconfigSpec {
-        name: args.kconfig.clone(),
-        base: Some(args.kconfig.clone()),
-        fragment: String::new(),
-        full: None,
-    };
+    let kconfig = KconfigSpec::make_target(&args.kconfig);
     let key =
         crate::kernel_build::server_key(&args.commit, &kconfig, &args.compiler, builder.arch());
     let repo = RepoSpec {

@@ -132,6 +132,19 @@ pub struct KconfigSpec {
     pub full: Option<String>,
 }
 
+impl KconfigSpec {
+    /// The bare make target `name` (`defconfig`), or an agent's built-in
+    /// kconfig of that name: what a name with no `kconfigs` row means.
+    pub fn make_target(name: &str) -> KconfigSpec {
+        KconfigSpec {
+            name: name.to_string(),
+            base: Some(name.to_string()),
+            fragment: String::new(),
+            full: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct HeartbeatResponse {
     pub lease_expires_at: i64,

@@ -61,12 +61,7 @@ pub(crate) async fn kconfig_spec(
     row: &KconfigRow,
 ) -> Result<KconfigSpec> {
     if row.kconfig_id.is_none() {
-        return Ok(KconfigSpec {
-            name: name.to_string(),
-            base: Some(name.to_string()),
-            fragment: String::new(),
-            full: None,
-        });
+        return Ok(KconfigSpec::make_target(name));
     }
     let full = match &row.full_artifact {
         Some(path) => Some(state.artifacts.get(path).await?),

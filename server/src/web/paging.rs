@@ -81,6 +81,24 @@ pub fn filter(value: &Option<String>) -> Option<&str> {
     value.as_deref().map(str::trim).filter(|v| !v.is_empty())
 }
 
+/// `?limit=N&before=ID` of an API list, newest first (keyset paging: the
+/// next page asks for ids below the last one it got).
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct Keyset {
+    /// At most this many (default 50, at most 500).
+    pub limit: Option<u32>,
+    /// Only items with a smaller id (paging, newest first).
+    pub before: Option<i64>,
+}
+
+impl Keyset {
+    /// The page size asked for, 50 by default.
+    pub fn limit(&self) -> u32 {
+        self.limit.unwrap_or(50)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,23 +124,5 @@ mod tests {
         let pager = Pager::new("/x", &[("q", "a b".into())], p, true);
         assert_eq!(pager.prev.as_deref(), Some("/x?q=a+b&page=1"));
         assert_eq!(pager.next.as_deref(), Some("/x?q=a+b&page=3"));
-    }
-}
-
-/// `?limit=N&before=ID` of an API list, newest first (keyset paging: the
-/// next page asks for ids below the last one it got).
-#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct Keyset {
-    /// At most this many (default 50, at most 500).
-    pub limit: Option<u32>,
-    /// Only items with a smaller id (paging, newest first).
-    pub before: Option<i64>,
-}
-
-impl Keyset {
-    /// The page size asked for, 50 by default.
-    pub fn limit(&self) -> u32 {
-        self.limit.unwrap_or(50)
     }
 }
