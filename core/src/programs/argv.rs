@@ -230,12 +230,30 @@ pub fn kbot_bench_invocations(
         "bw_pipe" => vec![bench(
             job,
             "bw_pipe",
-            strings(["-m", &n("size")?, "-M", &n("total")?, "-P", &n("nr_threads")?, "--sched", p.get("sched")?]),
+            strings([
+                "-m",
+                &n("size")?,
+                "-M",
+                &n("total")?,
+                "-P",
+                &n("nr_threads")?,
+                "-N",
+                &n("repetitions")?,
+                "--sched",
+                p.get("sched")?,
+            ]),
         )],
         "lat_pipe" => vec![bench(
             job,
             "lat_pipe",
-            strings(["-P", &n("nr_threads")?, "--sched", p.get("sched")?]),
+            strings([
+                "-P",
+                &n("nr_threads")?,
+                "-N",
+                &n("repetitions")?,
+                "--sched",
+                p.get("sched")?,
+            ]),
         )],
         "will-it-scale" => {
             let (points, secs) = wis_points(&p)?;
@@ -346,13 +364,15 @@ pub fn upstream_invocations(
                 &n("total")?,
                 "-P",
                 &n("nr_threads")?,
+                "-N",
+                &n("repetitions")?,
             ]),
             Tool::Lmbench,
         )],
         "lat_pipe" => vec![upstream(
             job,
             "lat_pipe",
-            strings(["-P", &n("nr_threads")?]),
+            strings(["-P", &n("nr_threads")?, "-N", &n("repetitions")?]),
             Tool::Lmbench,
         )],
         "will-it-scale" => {

@@ -385,6 +385,19 @@ fn invocations_follow_lkp_and_the_cli_contract() {
     assert_eq!(up[1].program, "bw_pipe");
     assert_eq!(up[1].args, ["-P", "44"]);
 
+    // A short job asks for fewer samples; both tools take lmbench's -N.
+    let few = only("bw_pipe: {size: 64k, total: 8m, repetitions: 3}\n");
+    let r = few.resolve(&two_cpus()).expect("resolves");
+    let inv = kbot_bench_invocations(&few, &r).expect("maps");
+    assert_eq!(
+        inv[0].args.join(" "),
+        "bw_pipe -m 65536 -M 8388608 -P 1 -N 3 --sched DEFAULT --prefix bw_pipe --json"
+    );
+    let up = upstream_invocations(&few, &r)
+        .expect("maps")
+        .expect("exists");
+    assert_eq!(up[0].args.join(" "), "-m 65536 -M 8388608 -P 1 -N 3");
+
     let wis = only("nr_task: 100%\nwill-it-scale: {test: pipe1, mode: thread}\n");
     let r = wis.resolve(&two_cpus()).expect("resolves");
     let inv = kbot_bench_invocations(&wis, &r).expect("maps");

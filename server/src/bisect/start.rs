@@ -7,7 +7,7 @@ use kbot_core::metrics::Impact;
 use kbot_core::stats::{MetricComparison, Outcome};
 
 use super::store;
-use crate::comparisons::{BootedCommits, PairComparison};
+use crate::comparisons::{PairComparison, Settled};
 use crate::db::Tx;
 use crate::error::Result;
 use crate::regressions;
@@ -118,13 +118,13 @@ pub async fn start(
 /// one commit (and the submission asked for it), else a report of the pair
 /// when it is reportable. Bisection and verification pairs are read by their
 /// bisection instead; a pair that did not boot its commits blames none.
-pub async fn on_pair_settled(
-    tx: &mut Tx,
-    state: &AppState,
-    submission_id: i64,
-    pc: &PairComparison,
-    booted: &BootedCommits,
-) -> Result<()> {
+pub async fn on_pair_settled(tx: &mut Tx, state: &AppState, settled: &Settled<'_>) -> Result<()> {
+    let Settled {
+        submission_id,
+        pc,
+        booted,
+        head_patch_id,
+    } = *settled;
     let origin = store::origin_job(tx, pc.atomic_job_id).await?;
     if matches!(origin.kind.as_str(), "bisect" | "verify") {
         return Ok(());
@@ -150,7 +150,12 @@ pub async fn on_pair_settled(
         }
         _ => {
             let mail = &state.config.mail;
-            let report = crate::mail::enqueue_pair_report(tx, mail, submission_id, pc).await?;
+            // A regression's culprit is its change, found again elsewhere
+            // (picked, landed, posted anew) by patch-id.
+            let culprit = regressed
+                .map(|_| crate::mail::culprit::key(head_patch_id, pc.head.repo_id, &pc.head.sha));
+            let report =
+                crate::mail::enqueue_pair_report(tx, mail, submission_id, pc, culprit).await?;
             (None, report)
         }
     };
@@ -178,9 +183,7 @@ pub async fn on_pair_settled(
 pub fn settled<'a>(
     tx: &'a mut Tx,
     state: &'a AppState,
-    submission_id: i64,
-    pc: &'a PairComparison,
-    booted: &'a BootedCommits,
+    settled: &'a Settled<'a>,
 ) -> BoxFuture<'a, Result<()>> {
-    Box::pin(on_pair_settled(tx, state, submission_id, pc, booted))
+    Box::pin(on_pair_settled(tx, state, settled))
 }

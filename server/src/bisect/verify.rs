@@ -6,7 +6,7 @@
 
 use kbot_core::job::AtomicJob;
 use kbot_core::metrics::Impact;
-use kbot_core::stats::Outcome;
+use kbot_core::stats::{MetricComparison, Outcome};
 
 use super::store::{self, BisectionRow, BisectionState, Conclusion};
 use crate::comparisons::{self, PairComparison};
@@ -107,7 +107,7 @@ pub(super) async fn check_verification(state: &AppState, b: &BisectionRow) -> Re
     });
     let mut conclusion = Conclusion::ended(BisectionState::NotConfirmed);
     let mut report = None;
-    let mut duplicate_commit = None;
+    let mut duplicate = None;
     match (confirmed, &compared) {
         (Some(m), Some(pc)) => {
             let patch_id = patch_id_of(state, b, &pc.head.sha).await;
@@ -116,8 +116,8 @@ pub(super) async fn check_verification(state: &AppState, b: &BisectionRow) -> Re
                 None => None,
             };
             conclusion.patch_id = patch_id;
-            duplicate_commit = Some(pc.head.sha.clone());
             if let Some(earlier) = earlier {
+                duplicate = Some((earlier, pc, m));
                 conclusion.state = BisectionState::Duplicate;
                 conclusion.duplicate_of = Some(earlier);
                 conclusion.reason = Some(format!(
@@ -137,6 +137,11 @@ pub(super) async fn check_verification(state: &AppState, b: &BisectionRow) -> Re
             ));
         }
     }
+    // Outside the transaction: git reads where the duplicate landed.
+    let landing = match duplicate {
+        Some((_, pc, _)) => Some(where_landed(state, b, &pc.head).await?),
+        None => None,
+    };
     let mut tx = state.db.begin().await?;
     if !store::take(&mut tx, b).await? {
         return Ok(());
@@ -162,11 +167,14 @@ pub(super) async fn check_verification(state: &AppState, b: &BisectionRow) -> Re
         let reason = conclusion.reason.as_deref().unwrap_or_default();
         regressions::mark_by_robot(&mut tx, b.id, regressions::TriageState::Duplicate, reason)
             .await?;
-        // A new version of a posted patch that still regresses hears so in
-        // its thread, with a link to the report that stands.
-        if let (Some(earlier), Some(commit)) = (conclusion.duplicate_of, &duplicate_commit) {
-            let mail = &state.config.mail;
-            crate::mail::thread::enqueue_still_there(&mut tx, mail, commit, earlier).await?;
+        if let (Some((earlier, pc, m)), Some(landing)) = (duplicate, &landing) {
+            let found = Duplicate {
+                earlier,
+                commit: &pc.head,
+                verified: m,
+                patch_id: conclusion.patch_id.as_deref(),
+            };
+            answer_duplicate(state, &mut tx, b, &found, landing).await?;
         }
     }
     store::conclude(&mut tx, b, &conclusion).await?;
@@ -196,6 +204,64 @@ fn not_confirmed_reason(
             m.change
         ),
     }
+}
+
+/// A confirmed regression whose patch was reported by bisection `earlier`.
+struct Duplicate<'a> {
+    earlier: i64,
+    commit: &'a StoredCommit,
+    verified: &'a MetricComparison,
+    patch_id: Option<&'a str>,
+}
+
+/// The tree a commit is on, and its branches that hold it.
+struct Landed {
+    tree: String,
+    branches: Vec<String>,
+}
+
+async fn where_landed(state: &AppState, b: &BisectionRow, commit: &StoredCommit) -> Result<Landed> {
+    let repo = repos::repo_by_id(&state.db, b.repo_id).await?;
+    let branches = match repos::mirror_for(state, &repo.name)
+        .branches_containing(&commit.sha)
+        .await
+    {
+        Ok(branches) => branches,
+        Err(e) => {
+            // The answer still names the tree and the commit.
+            tracing::warn!(bisection = b.id, sha = %commit.sha, error = %e, "no branches");
+            Vec::new()
+        }
+    };
+    Ok(Landed {
+        tree: crate::web::without_credentials(&repo.url),
+        branches,
+    })
+}
+
+/// The report that stands takes the duplicate: its regression is linked to
+/// that report and to the regression reported, and the report's author
+/// hears where the change was found again ([`crate::mail::landed`]).
+async fn answer_duplicate(
+    state: &AppState,
+    tx: &mut Tx,
+    b: &BisectionRow,
+    found: &Duplicate<'_>,
+    landed: &Landed,
+) -> Result<()> {
+    let Some(report) = crate::mail::landed::report_of_bisection(tx, found.earlier).await? else {
+        return Ok(());
+    };
+    regressions::link_report(tx, b.id, report.id).await?;
+    regressions::robot_duplicate_of(tx, b.id, found.earlier).await?;
+    let landing = crate::mail::landed::Landing {
+        commit: found.commit,
+        tree: &landed.tree,
+        branches: &landed.branches,
+        patch_id: found.patch_id,
+        measured: found.verified,
+    };
+    crate::mail::landed::answer(tx, &state.config.mail, &landing, &report).await
 }
 
 async fn patch_id_of(state: &AppState, b: &BisectionRow, sha: &str) -> Option<String> {

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use kbot_core::job::AtomicJob;
-use kbot_core::stats::{self, Comparison, StatsConfig};
+use kbot_core::stats::{self, Comparison, Outcome, StatsConfig};
 use kbot_core::table::{self, RowFilter, TableInput};
 use tokio::sync::broadcast::{self, error::RecvError};
 
@@ -130,6 +130,17 @@ pub async fn evaluate(
         Some(_) => Some(booted_commits(&state.db, atomic_job_id).await?),
         None => None,
     };
+    let head_patch_id = match &compared {
+        Some(pc)
+            if pc
+                .comparison
+                .acting()
+                .any(|m| m.kbot.outcome == Outcome::Different) =>
+        {
+            head_patch_id(state, pc).await
+        }
+        _ => None,
+    };
 
     let mut tx = state.db.begin().await?;
     // Another replica may be doing the same: whoever locks the row decides.
@@ -161,7 +172,13 @@ pub async fn evaluate(
         if let (Some(pc), Some(booted)) = (&compared, &booted) {
             // Same transaction: the report or bisection exists if and only
             // if the verdict is recorded.
-            on_settled(&mut tx, state, info.submission_id, pc, booted).await?;
+            let settled = Settled {
+                submission_id: info.submission_id,
+                pc,
+                booted,
+                head_patch_id: head_patch_id.as_deref(),
+            };
+            on_settled(&mut tx, state, &settled).await?;
         }
     }
     tx.commit().await?;
@@ -176,6 +193,29 @@ pub async fn evaluate(
     } else {
         tracing::info!(atomic_job_id, compared = compared.is_some(), "pair settled");
         Ok(Evaluation::Settled)
+    }
+}
+
+/// The pair head's `git patch-id`; `None` (logged) when git cannot say.
+async fn head_patch_id(state: &AppState, pc: &PairComparison) -> Option<String> {
+    let repo = match crate::repos::repo_by_id(&state.db, pc.head.repo_id).await {
+        Ok(repo) => repo,
+        Err(e) => {
+            tracing::warn!(sha = %pc.head.sha, error = %e, "no repository for the patch-id");
+            return None;
+        }
+    };
+    match crate::repos::mirror_for(state, &repo.name)
+        .patch_id(&pc.head.sha)
+        .await
+    {
+        Ok(id) => id,
+        Err(e) => {
+            // The report still goes out; only the de-duplication by
+            // patch-id is lost for this commit.
+            tracing::warn!(sha = %pc.head.sha, error = %e, "no patch-id");
+            None
+        }
     }
 }
 
@@ -207,13 +247,19 @@ fn extra_runs(
 /// bisection, or a report), in the transaction that records its verdict:
 /// the bisection or report exists if and only if the verdict is recorded.
 /// The server passes `bisect::on_pair_settled` (see `server.rs`).
-pub type OnSettled = for<'a> fn(
-    &'a mut Tx,
-    &'a AppState,
-    i64,
-    &'a PairComparison,
-    &'a BootedCommits,
-) -> BoxFuture<'a, Result<()>>;
+pub type OnSettled =
+    for<'a> fn(&'a mut Tx, &'a AppState, &'a Settled<'a>) -> BoxFuture<'a, Result<()>>;
+
+/// A pair whose verdict is being recorded, as [`OnSettled`] gets it.
+pub struct Settled<'a> {
+    pub submission_id: i64,
+    pub pc: &'a PairComparison,
+    pub booted: &'a BootedCommits,
+    /// The head's `git patch-id` when a KPI the job acts on changed: the
+    /// same change on another commit is the same culprit. Read before the
+    /// transaction (git never runs inside one).
+    pub head_patch_id: Option<&'a str>,
+}
 
 /// Starts the comparison worker; it runs until the server shuts down.
 pub fn spawn_worker(state: AppState, on_settled: OnSettled) -> tokio::task::JoinHandle<()> {

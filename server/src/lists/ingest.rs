@@ -255,6 +255,7 @@ fn new_message<'a>(
         has_diff: m.patch.is_some(),
         base_commit: m.base_commit.as_deref(),
         prerequisites: &m.prerequisite_patch_ids,
+        change_id: m.change_id.as_deref(),
         raw: &raw.bytes,
         origin: &raw.origin,
     }

@@ -61,6 +61,8 @@ pub struct ListMessage {
     pub base_commit: Option<String>,
     /// The `prerequisite-patch-id:` lines, in order.
     pub prerequisite_patch_ids: Vec<String>,
+    /// b4's `change-id:` line: the same on every version of a series.
+    pub change_id: Option<String>,
 }
 
 /// Parses one raw message; refuses one larger than [`MAX_MESSAGE_BYTES`],
@@ -89,6 +91,7 @@ pub fn parse(raw: &[u8]) -> Result<ListMessage> {
     let patch = diff_in(&body).or_else(|| attached_patch(&message));
     let base_commit = trailer_hashes(&body, "base-commit:").into_iter().next();
     let prerequisite_patch_ids = trailer_hashes(&body, "prerequisite-patch-id:");
+    let change_id = change_id(&body);
     Ok(ListMessage {
         message_id,
         in_reply_to,
@@ -109,6 +112,7 @@ pub fn parse(raw: &[u8]) -> Result<ListMessage> {
         patch,
         base_commit,
         prerequisite_patch_ids,
+        change_id,
     })
 }
 
@@ -267,6 +271,20 @@ fn is_signature(lines: &[&str], i: usize) -> bool {
 }
 
 /// The 40-hex values of the unquoted lines `key <hex>` of a body.
+/// b4 writes `change-id: 20240101-topic-0123456789ab`; anything of at most
+/// 100 letters, digits, `.`, `_` and `-` is taken.
+fn change_id(body: &str) -> Option<String> {
+    body.lines()
+        .filter_map(|line| line.trim().strip_prefix("change-id:"))
+        .map(str::trim)
+        .find(|v| {
+            (1..=100).contains(&v.len())
+                && v.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        })
+        .map(str::to_owned)
+}
+
 fn trailer_hashes(body: &str, key: &str) -> Vec<String> {
     body.lines()
         .filter_map(|line| line.trim().strip_prefix(key))
@@ -373,6 +391,7 @@ index 1111111..2222222 100644\r
 base-commit: 0123456789abcdef0123456789abcdef01234567\r
 prerequisite-patch-id: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r
 prerequisite-patch-id: bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb\r
+change-id: 20240101-thing-fix-0123456789ab\r
 -- \r
 2.43.0\r
 \r
@@ -408,6 +427,23 @@ prerequisite-patch-id: bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb\r
             Some("0123456789abcdef0123456789abcdef01234567")
         );
         assert_eq!(m.prerequisite_patch_ids.len(), 2);
+        assert_eq!(
+            m.change_id.as_deref(),
+            Some("20240101-thing-fix-0123456789ab")
+        );
+    }
+
+    #[test]
+    fn change_ids_are_tokens() {
+        assert_eq!(
+            change_id("change-id: a b\nchange-id: v1.x_y-z\n").as_deref(),
+            Some("v1.x_y-z")
+        );
+        assert_eq!(
+            change_id(&format!("change-id: {}\n", "x".repeat(101))),
+            None
+        );
+        assert_eq!(change_id("change-id: <script>\n"), None);
     }
 
     #[test]

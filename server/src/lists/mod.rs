@@ -40,6 +40,7 @@ pub mod series;
 mod store;
 pub mod subject;
 pub mod trust;
+pub mod versions;
 
 use std::time::{Duration, Instant};
 

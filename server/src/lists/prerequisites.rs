@@ -61,6 +61,7 @@ mod tests {
             has_diff: 1,
             base_commit: None,
             prerequisites: prerequisites.into(),
+            change_id: None,
         }
     }
 

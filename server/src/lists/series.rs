@@ -94,6 +94,20 @@ fn meta(r: &store::MessageMetaRow) -> MessageMeta {
     }
 }
 
+/// The series' `change-id:`: the cover letter's, else the first patch's
+/// that has one.
+fn change_id(draft: &SeriesDraft, rows: &[store::MessageMetaRow]) -> Option<String> {
+    draft
+        .cover
+        .iter()
+        .chain(draft.patches.values())
+        .find_map(|id| {
+            rows.iter()
+                .find(|r| &r.message_id == id)
+                .and_then(|r| r.change_id.clone())
+        })
+}
+
 /// Stores the draft as a series (new, or with the parts that came since).
 async fn record(
     state: &AppState,
@@ -141,6 +155,7 @@ async fn record(
                     author_address: &draft.author,
                     posted_at: draft.first_date_ms,
                     last_part_at: now,
+                    change_id: change_id(draft, rows).as_deref(),
                 },
             )
             .await?;
@@ -186,7 +201,13 @@ async fn supersede_older(
             last_date_ms: older.last_part_at,
             references: Default::default(),
         };
-        if !assemble::supersedes(draft, &older_draft) {
+        // b4's change-id names the series across versions (titles change);
+        // the author must still be the same.
+        let same = match (&s.change_id, &older.change_id) {
+            (Some(new), Some(old)) => new == old,
+            _ => assemble::supersedes(draft, &older_draft),
+        };
+        if !same {
             continue;
         }
         let mut tx = state.db.begin().await?;
@@ -719,6 +740,9 @@ pub async fn settle_all(state: &AppState) -> Result<()> {
             )
         };
         if store::set_state(&mut tx, s.id, SeriesState::Testing, to, Some(&detail)).await? {
+            if to == SeriesState::Tested {
+                super::versions::answer_if_changed(state, &mut tx, &l, &s).await?;
+            }
             store::event(
                 &mut tx,
                 l.id,

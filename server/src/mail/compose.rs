@@ -38,12 +38,15 @@ pub fn reported_metric<'a>(
 
 /// Queues the report of a settled pair, in the transaction that records its
 /// comparison. Returns the outbox id, or `None` when nothing is reportable
-/// or this report was written before. The pair's head is the blamed commit.
+/// or this report was written before. The pair's head is the blamed commit;
+/// `culprit` ([`super::culprit::key`]) joins it to a report that blames the
+/// same change.
 pub async fn enqueue_pair_report(
     tx: &mut Tx,
     config: &MailConfig,
     submission_id: i64,
     pc: &PairComparison,
+    culprit: Option<String>,
 ) -> Result<Option<i64>> {
     let Some(kpi) = reported_metric(pc, config) else {
         return Ok(None);
@@ -54,9 +57,7 @@ pub async fn enqueue_pair_report(
         kpi,
         bisection_id: None,
         still_on: Vec::new(),
-        // A pair's head has no patch-id here (git is not run inside the
-        // comparison's transaction): its report stands alone.
-        culprit: None,
+        culprit,
     };
     enqueue(tx, config, &blame).await
 }
@@ -95,7 +96,13 @@ async fn enqueue(tx: &mut Tx, config: &MailConfig, blame: &Blame<'_>) -> Result<
     let mut data = report_data(pc, blame.kpi, &ctx);
     data.still_on = blame.still_on.clone();
     if let Some(culprit) = &blame.culprit {
-        if let Some(id) = culprit::join(tx, config, culprit, &data, &ctx.tbox_group).await? {
+        let finding = culprit::Finding {
+            data: &data,
+            tbox_group: &ctx.tbox_group,
+            head: &pc.head,
+            kpi: blame.kpi,
+        };
+        if let Some(id) = culprit::join(tx, config, culprit, &finding).await? {
             return Ok(Some(id));
         }
     }
@@ -160,7 +167,15 @@ async fn enqueue(tx: &mut Tx, config: &MailConfig, blame: &Blame<'_>) -> Result<
     // Written before, or a finding of the same culprit committed first on
     // another replica: this one joins it.
     match &blame.culprit {
-        Some(c) => culprit::join(tx, config, c, &facts.data, &ctx.tbox_group).await,
+        Some(c) => {
+            let finding = culprit::Finding {
+                data: &facts.data,
+                tbox_group: &ctx.tbox_group,
+                head: &pc.head,
+                kpi: blame.kpi,
+            };
+            culprit::join(tx, config, c, &finding).await
+        }
         None => Ok(None),
     }
 }
@@ -198,8 +213,10 @@ struct MachineRow {
 async fn load_context(tx: &mut Tx, submission_id: i64, atomic_job_id: i64) -> Result<Context> {
     let (repo_name, repo_url, branch, submission_created_at): (String, String, String, i64) =
         sqlx::query_as(
-            "SELECT r.name, r.url, r.default_branch, s.created_at \
-         FROM submissions s JOIN repos r ON r.id = s.repo_id WHERE s.id = $1",
+            // A watch's pair is on the watched branch.
+            "SELECT r.name, r.url, COALESCE(w.branch, r.default_branch), s.created_at \
+         FROM submissions s JOIN repos r ON r.id = s.repo_id \
+         LEFT JOIN watches w ON w.id = s.watch_id WHERE s.id = $1",
         )
         .bind(submission_id)
         .fetch_one(&mut **tx)

@@ -22,6 +22,9 @@ use super::thread::{self, Answer, ThreadPlace};
 use crate::config::mail::MailConfig;
 use crate::db::Tx;
 use crate::error::Result;
+use crate::repos::StoredCommit;
+use crate::web::without_credentials;
+use kbot_core::stats::MetricComparison;
 
 /// What a report was rendered from (`report_outbox.facts`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -51,15 +54,29 @@ struct Standing {
     facts: Option<String>,
 }
 
+/// A finding of a culprit: the report it would be, where, and on which
+/// commit with which KPI.
+pub struct Finding<'a> {
+    pub data: &'a ReportData,
+    pub tbox_group: &'a str,
+    pub head: &'a StoredCommit,
+    pub kpi: &'a MetricComparison,
+}
+
 /// Adds a finding to the report that already blames `culprit`. Returns that
-/// report's id, or `None` when no report blames it yet.
+/// report's id, or `None` when no report blames it yet. The same change on
+/// another commit is answered as found again ([`super::landed`]).
 pub async fn join(
     tx: &mut Tx,
     config: &MailConfig,
     culprit: &str,
-    finding: &ReportData,
-    tbox_group: &str,
+    finding: &Finding<'_>,
 ) -> Result<Option<i64>> {
+    let Finding {
+        data: finding_data,
+        tbox_group,
+        ..
+    } = *finding;
     let standing: Option<Standing> = sqlx::query_as(
         "SELECT id, message_id, subject, state, attempts, facts FROM report_outbox \
          WHERE culprit = $1",
@@ -74,6 +91,14 @@ pub async fn join(
         .facts
         .as_deref()
         .and_then(|f| serde_json::from_str::<Facts>(f).ok());
+    if let Some(f) = facts
+        .as_ref()
+        .filter(|f| f.data.commit.sha != finding.head.sha)
+    {
+        found_elsewhere(tx, config, culprit, finding, standing.id).await?;
+        tracing::info!(report = standing.id, reported = %f.data.commit.sha, "culprit found on another commit");
+        return Ok(Some(standing.id));
+    }
     let Some(mut facts) = facts else {
         // A report written before facts were kept: the finding is linked to
         // it, and no mail can be rendered from it.
@@ -83,8 +108,8 @@ pub async fn join(
         );
         return Ok(Some(standing.id));
     };
-    let section = finding.as_section(tbox_group);
-    if finding.identity_key == facts.data.identity_key
+    let section = finding_data.as_section(tbox_group);
+    if finding_data.identity_key == facts.data.identity_key
         || facts.data.covers(&facts.tbox_group, &section)
     {
         return Ok(Some(standing.id));
@@ -94,8 +119,32 @@ pub async fn join(
         tracing::info!(report = standing.id, %culprit, tbox_group, "finding added to the report");
         return Ok(Some(standing.id));
     }
-    answer_in_thread(tx, config, &standing, &facts, finding, &section).await?;
+    answer_in_thread(tx, config, &standing, &facts, finding_data, &section).await?;
     Ok(Some(standing.id))
+}
+
+/// The culprit's change on a commit other than the report's: it landed in
+/// a tree or was posted again.
+async fn found_elsewhere(
+    tx: &mut Tx,
+    config: &MailConfig,
+    culprit: &str,
+    finding: &Finding<'_>,
+    report_id: i64,
+) -> Result<()> {
+    let Some(report) = super::landed::report_by_id(tx, report_id).await? else {
+        return Ok(());
+    };
+    let tree = without_credentials(&finding.data.repo_url);
+    let branches = [finding.data.branch.clone()];
+    let landing = super::landed::Landing {
+        commit: finding.head,
+        tree: &tree,
+        branches: &branches,
+        patch_id: culprit.strip_prefix("patch-id:"),
+        measured: finding.kpi,
+    };
+    super::landed::answer(tx, config, &landing, &report).await
 }
 
 /// Not handed to a relay yet, nor ever tried.

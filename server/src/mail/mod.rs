@@ -3,8 +3,9 @@
 //! ([`compose`]), the outbox table ([`outbox`]), SMTP delivery ([`smtp`]),
 //! the sender task with retries and backoff ([`sender`]), the dashboard
 //! pages and mbox download ([`pages`]), the reproduction materials
-//! ([`materials`]), answers in a mailing-list thread ([`thread`]), and one
-//! mail per culprit across tbox groups and jobs ([`culprit`]).
+//! ([`materials`]), answers in a mailing-list thread ([`thread`]), one
+//! mail per culprit across tbox groups and jobs ([`culprit`]), and the
+//! answer in a report's thread when its patch lands in a tree ([`landed`]).
 //!
 //! An SMTP outage delays mail but loses none: the outbox row stays until the
 //! relay accepts it. A report is never queued twice (its Message-ID derives
@@ -13,6 +14,7 @@
 
 pub mod compose;
 pub mod culprit;
+pub mod landed;
 pub mod materials;
 pub mod outbox;
 pub mod pages;

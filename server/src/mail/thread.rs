@@ -265,25 +265,16 @@ pub async fn enqueue_answer(
 
 /// Answers a posted patch whose regression was reported before (the same
 /// change by `git patch-id`, e.g. in an earlier version of the series):
-/// no second report, a pointer to the one that stands. Nothing when the
-/// commit was not read on a list.
+/// no second report, a pointer to the one that stands (`message_id`,
+/// `subject`). Nothing when the commit was not read on a list.
 pub async fn enqueue_still_there(
     tx: &mut Tx,
     config: &MailConfig,
     commit: &str,
-    earlier_bisection: i64,
+    message_id: &str,
+    subject: &str,
 ) -> Result<()> {
     let Some(thread) = patch_thread(tx, config, commit).await? else {
-        return Ok(());
-    };
-    let earlier: Option<(String, String)> = sqlx::query_as(
-        "SELECT message_id, subject FROM report_outbox WHERE bisection_id = $1 \
-         AND kind = 'regression' ORDER BY id LIMIT 1",
-    )
-    .bind(earlier_bisection)
-    .fetch_optional(&mut **tx)
-    .await?;
-    let Some((message_id, subject)) = earlier else {
         return Ok(());
     };
     let closes = format!(
@@ -303,7 +294,7 @@ pub async fn enqueue_still_there(
     );
     let answer = Answer {
         place: &thread.place,
-        identity_key: format!("still-there/{commit}/{earlier_bisection}"),
+        identity_key: format!("still-there/{commit}/{message_id}"),
         body,
         submission_id: None,
     };

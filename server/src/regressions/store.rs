@@ -71,6 +71,22 @@ pub async fn link_report(tx: &mut Tx, bisection_id: i64, report_id: i64) -> Resu
     Ok(())
 }
 
+/// Points the bisection's regressions at the regression of bisection
+/// `earlier` (the one whose report stands), unless one already points
+/// somewhere.
+pub async fn robot_duplicate_of(tx: &mut Tx, bisection_id: i64, earlier: i64) -> Result<()> {
+    sqlx::query(
+        "UPDATE regressions SET duplicate_of = \
+             (SELECT MIN(id) FROM regressions WHERE bisection_id = $1) \
+         WHERE bisection_id = $2 AND duplicate_of IS NULL",
+    )
+    .bind(earlier)
+    .bind(bisection_id)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
 /// The robot's own triage (no user): moves the bisection's regressions
 /// still `new` to `to`, with `note` in their history.
 pub async fn mark_by_robot(

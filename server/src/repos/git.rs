@@ -373,6 +373,22 @@ impl Mirror {
         self.git(&["update-server-info"]).await.map(drop)
     }
 
+    /// The branches (`refs/heads/`, short names) whose history holds `sha`,
+    /// a full sha.
+    pub async fn branches_containing(&self, sha: &str) -> Result<Vec<String>, GitError> {
+        validate_rev(sha)?;
+        let contains = format!("--contains={sha}");
+        let out = self
+            .git(&[
+                "for-each-ref",
+                "--format=%(refname:short)",
+                &contains,
+                "refs/heads/",
+            ])
+            .await?;
+        Ok(out.lines().map(str::to_owned).collect())
+    }
+
     /// The names of the refs under `prefix` (`refs/kbot/`).
     pub async fn ref_names(&self, prefix: &str) -> Result<Vec<String>, GitError> {
         let out = self

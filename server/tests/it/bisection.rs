@@ -499,7 +499,8 @@ async fn the_report_is_written_with_mail_off_and_mailed_to_the_author() {
 }
 
 /// 8. The same patch cherry-picked onto another branch, bisected after the
-/// first was reported: `duplicate`, linked to the first, and no second mail.
+/// first was reported: `duplicate`, linked to the first's report, no second
+/// report, and one answer in the report's thread saying where it landed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cherry_picked_regression_is_a_duplicate() {
     let world = World::new();
@@ -514,7 +515,8 @@ async fn a_cherry_picked_regression_is_a_duplicate() {
         let (sim, sink) = with_mail(backend, &world).await;
         let fleet = Fleet::enroll(&sim, 2).await;
         let first = bisect_to_bob(&sim, &fleet, &bad, &head).await;
-        expect_mail_to_bob(&mails(&sink, 1).await[0], &bad);
+        let report_mail = mails(&sink, 1).await.remove(0);
+        expect_mail_to_bob(&report_mail, &bad);
 
         let second = sim.bisect(&fleet, &world.repo.base, &stable_head).await;
         assert_eq!(
@@ -524,26 +526,82 @@ async fn a_cherry_picked_regression_is_a_duplicate() {
         );
         assert_eq!(bisection(&second)["duplicate_of"], bisection(&first)["id"]);
         let reports = sim.reports().await;
-        assert_eq!(reports.len(), 1, "{backend:?}: {reports:#?}");
+        let regression: Vec<&Value> = reports
+            .iter()
+            .filter(|r| r["kind"] == "regression")
+            .collect();
+        assert_eq!(regression.len(), 1, "{backend:?}: {reports:#?}");
         expect_unreported(&reports, &second);
-        assert_eq!(sink.received().len(), 1, "{backend:?}: a second mail");
-        // Both are regressions to triage: the first linked to its report,
-        // the second marked a duplicate by the robot.
+        expect_landed(&mails(&sink, 2).await[1], &report_mail, &pick);
+        // Both are regressions to triage, linked to the report that stands:
+        // the second marked a duplicate of the first by the robot.
         let expected = vec![
             (
                 bisection(&first)["id"].as_i64(),
-                reports[0]["id"].as_i64(),
+                regression[0]["id"].as_i64(),
                 "new".to_owned(),
             ),
             (
                 bisection(&second)["id"].as_i64(),
-                None,
+                regression[0]["id"].as_i64(),
                 "duplicate".to_owned(),
             ),
         ];
         assert_eq!(regressions(&sim).await, expected, "{backend:?}");
+        let chained: Vec<(i64, Option<i64>)> =
+            sqlx::query_as("SELECT id, duplicate_of FROM regressions ORDER BY id")
+                .fetch_all(sim.t.db().read())
+                .await
+                .expect("duplicate_of");
+        assert_eq!(chained[1].1, Some(chained[0].0), "{backend:?}: {chained:?}");
+        assert_eq!(
+            sink.received().len(),
+            2,
+            "{backend:?}: one answer, no second report"
+        );
         sim.stop().await;
     }
+}
+
+/// The answer in the report's thread: where the pick landed and its numbers,
+/// To Bob (the report's addressee), Cc the committer.
+fn expect_landed(answer: &smtp_sink::Received, report: &smtp_sink::Received, pick: &str) {
+    let data = answer.data.replace("\r\n", "\n");
+    let report_data = report.data.replace("\r\n", "\n");
+    let report_id = header_value(&report_data, "Message-ID");
+    assert!(
+        data.contains(&format!("\nIn-Reply-To: {report_id}\n")),
+        "{data}"
+    );
+    let subject = header_value(&report_data, "Subject");
+    assert!(
+        data.contains(&format!("\nSubject: Re: {subject}\n")),
+        "{data}"
+    );
+    for line in [
+        format!("commit:    {pick}"),
+        "branch:    stable".to_owned(),
+        "committer: Cid Committer <cid@example.org>".to_owned(),
+        "has landed (the same `git patch-id`".to_owned(),
+    ] {
+        assert!(data.contains(&line), "{line} in {data}");
+    }
+    assert!(data.contains(&format!("\nTo: {BOB}\n")), "{data}");
+    for rcpt in ["<bob@example.org>", "<cid@example.org>"] {
+        assert!(
+            answer.rcpt_to.iter().any(|r| r == rcpt),
+            "{rcpt}: {answer:?}"
+        );
+    }
+}
+
+/// A header's raw value, as the message has it.
+fn header_value(data: &str, name: &str) -> String {
+    data.lines()
+        .take_while(|l| !l.is_empty())
+        .find_map(|l| l.strip_prefix(&format!("{name}: ")))
+        .unwrap_or_default()
+        .to_owned()
 }
 
 /// (bisection, report, triage state) of each regression, oldest first.

@@ -22,6 +22,7 @@ pub struct NewMessage<'a> {
     pub base_commit: Option<&'a str>,
     /// `prerequisite-patch-id:` values, in order.
     pub prerequisites: &'a [String],
+    pub change_id: Option<&'a str>,
     pub raw: &'a [u8],
     pub origin: &'a str,
 }
@@ -32,8 +33,8 @@ pub async fn insert_message(tx: &mut Tx, m: &NewMessage<'_>) -> Result<bool> {
     let id: Option<i64> = sqlx::query_scalar(
         "INSERT INTO list_messages (list_id, message_id, in_reply_to, refs, subject, from_name, \
              from_address, recipients, date_ms, is_patch, has_diff, base_commit, raw, origin, \
-             read_at, prerequisites) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) \
+             read_at, prerequisites, change_id) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) \
          ON CONFLICT (list_id, message_id) DO NOTHING RETURNING id",
     )
     .bind(m.list_id)
@@ -52,6 +53,7 @@ pub async fn insert_message(tx: &mut Tx, m: &NewMessage<'_>) -> Result<bool> {
     .bind(m.origin)
     .bind(now_ms())
     .bind(m.prerequisites.join("\n"))
+    .bind(m.change_id)
     .fetch_optional(&mut **tx)
     .await?;
     Ok(id.is_some())
@@ -71,6 +73,7 @@ pub struct MessageMetaRow {
     pub base_commit: Option<String>,
     /// `prerequisite-patch-id:` values, one a line.
     pub prerequisites: String,
+    pub change_id: Option<String>,
 }
 
 /// Patch mails of the list not yet placed in a series that left `waiting`,
@@ -78,7 +81,7 @@ pub struct MessageMetaRow {
 pub async fn open_patch_messages(db: &Db, list_id: i64, since: i64) -> Result<Vec<MessageMetaRow>> {
     Ok(sqlx::query_as::<_, MessageMetaRow>(
         "SELECT m.message_id, m.in_reply_to, m.refs, m.subject, m.from_name, m.from_address, \
-             m.date_ms, m.has_diff, m.base_commit, m.prerequisites \
+             m.date_ms, m.has_diff, m.base_commit, m.prerequisites, m.change_id \
          FROM list_messages m WHERE m.list_id = $1 AND m.is_patch = 1 AND m.read_at >= $2 \
          AND NOT EXISTS (SELECT 1 FROM series_parts p JOIN series s ON s.id = p.series_id \
                          WHERE p.message_id = m.message_id AND s.list_id = m.list_id \

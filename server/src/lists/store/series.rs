@@ -33,12 +33,15 @@ pub struct SeriesRow {
     pub posted_at: i64,
     pub last_part_at: i64,
     pub updated_at: i64,
+    /// b4's `change-id:`, the same on every version.
+    pub change_id: Option<String>,
 }
 
 const SERIES_SELECT: &str = "SELECT s.id, s.list_id, l.name AS list_name, s.series_key, \
      s.version, s.total, s.rfc, s.title, s.author_name, s.author_address, s.state, s.base_sha, \
      s.base_how, s.ref_name, s.tip_sha, s.submission_id, s.superseded_by, s.duplicate_of, s.detail, \
-     s.posted_at, s.last_part_at, s.updated_at FROM series s JOIN lists l ON l.id = s.list_id";
+     s.posted_at, s.last_part_at, s.updated_at, s.change_id \
+     FROM series s JOIN lists l ON l.id = s.list_id";
 
 impl SeriesRow {
     pub fn view(&self) -> SeriesView {
@@ -145,6 +148,7 @@ pub struct NewSeries<'a> {
     pub author_address: &'a str,
     pub posted_at: i64,
     pub last_part_at: i64,
+    pub change_id: Option<&'a str>,
 }
 
 /// Stores a new `waiting` series; its id.
@@ -152,8 +156,8 @@ pub async fn insert_series(tx: &mut Tx, s: &NewSeries<'_>) -> Result<i64> {
     let now = now_ms();
     Ok(sqlx::query_scalar(
         "INSERT INTO series (list_id, series_key, version, total, rfc, title, author_name, \
-             author_address, state, posted_at, last_part_at, created_at, updated_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING id",
+             author_address, state, posted_at, last_part_at, created_at, updated_at, change_id) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING id",
     )
     .bind(s.list_id)
     .bind(s.key)
@@ -168,6 +172,7 @@ pub async fn insert_series(tx: &mut Tx, s: &NewSeries<'_>) -> Result<i64> {
     .bind(s.last_part_at)
     .bind(now)
     .bind(now)
+    .bind(s.change_id)
     .fetch_one(&mut **tx)
     .await?)
 }
