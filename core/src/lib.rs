@@ -9,6 +9,7 @@ pub mod build_log;
 pub mod conditions;
 pub mod error;
 pub mod job;
+pub mod kcidb;
 pub mod lkp;
 pub mod machine;
 pub mod metrics;

@@ -136,6 +136,7 @@ fn user_routes(t: RouteTable) -> RouteTable {
         .api(routes!(s::cancel))
         .api(routes!(s::results))
         .api(routes!(s::comparisons))
+        .api(routes!(s::kcidb))
         .api(routes!(b::list))
         .api(routes!(b::show))
         .api(routes!(b::cancel))

@@ -4,6 +4,7 @@
 //! with their results and comparisons.
 
 pub mod expand;
+pub mod kcidb;
 pub mod pages;
 pub mod routes;
 mod store;

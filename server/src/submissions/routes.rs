@@ -129,6 +129,29 @@ pub async fn cancel(
     Ok(Json(super::cancel(&state, &user, id).await?))
 }
 
+/// `GET /api/v1/submissions/{id}/kcidb`: the pair as a KernelCI KCIDB v5.3
+/// I/O document (checkouts, builds, tests with their numbers).
+#[utoipa::path(
+    get,
+    operation_id = "get_submission_kcidb",
+    path = "/api/v1/submissions/{id}/kcidb",
+    tag = "submissions",
+    params(("id" = i64, Path, description = "The submission id")),
+    responses(
+        (status = 200, description = "A KCIDB v5.3 I/O document", body = Object),
+        crate::error::LookupErrors,
+    ),
+)]
+pub async fn kcidb(
+    State(state): State<AppState>,
+    Path(id): Path<i64>,
+) -> Result<Json<kbot_core::kcidb::Document>> {
+    let public_url = &state.config.mail.public_url;
+    Ok(Json(
+        super::kcidb::document(&state.db, id, public_url).await?,
+    ))
+}
+
 /// `GET /api/v1/submissions/{id}/results`: per-run metrics and comparisons.
 #[utoipa::path(
     get,

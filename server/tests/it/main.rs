@@ -26,6 +26,7 @@ mod fuzz;
 mod git_mirror;
 mod host_backend_honesty;
 mod hostile_parameters;
+mod kcidb;
 mod layering;
 mod lists;
 mod lists_archive;

@@ -1,0 +1,127 @@
+//! `GET /api/v1/submissions/{id}/kcidb`: a pair as a KernelCI KCIDB v5.3
+//! document, checked by KCIDB's own schema (the `kcidb-io` package from
+//! PyPI, which `scripts/install-test-deps` installs): a pair that regressed,
+//! with every run's numbers and the verdict on the head side, and a pair
+//! whose head does not build.
+
+use std::io::Write as _;
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+use crate::sim::fleet::{Fleet, GOOD};
+use crate::sim::{list, str_of, Sim, World, KPI};
+use kbot_testkit::backends;
+
+/// Validates `doc` with kcidb-io's v5.3 schema; panics with its words.
+pub(crate) fn validate(doc: &Value) {
+    let mut child = Command::new("python3")
+        .args([
+            "-c",
+            "import json, sys, kcidb_io\n\
+             kcidb_io.schema.V5_3.validate(json.load(sys.stdin))\n\
+             print('valid')",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3 (scripts/install-test-deps installs kcidb-io)");
+    let text = serde_json::to_vec(doc).expect("json");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(&text)
+        .expect("write");
+    let out = child.wait_with_output().expect("python3 ran");
+    assert!(
+        out.status.success() && out.stdout.starts_with(b"valid"),
+        "KCIDB v5.3 refuses the document: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        serde_json::to_string_pretty(doc).unwrap_or_default()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pair_is_a_valid_kcidb_document() {
+    let world = World::new();
+    let base = world.repo.base.clone();
+    let slow = world.repo.commit("pipe: slow down writes");
+    let broken = world.repo.commit("pipe: break the build");
+    world.model.set(&slow, GOOD * 0.8);
+    world.model.fail(&broken, "build_failed");
+    for backend in backends() {
+        let sim = Sim::start(backend, &world).await;
+        let fleet = Fleet::enroll(&sim, 1).await;
+        let regressed = sim.submit(&base, &slow).await;
+        let unbuilt = sim.submit(&slow, &broken).await;
+        fleet.run_until(sim.settled(regressed)).await;
+        fleet.run_until(sim.settled(unbuilt)).await;
+
+        let doc = sim
+            .get(&format!("/api/v1/submissions/{regressed}/kcidb"))
+            .await;
+        validate(&doc);
+        assert_eq!(doc["version"]["major"], 5, "{doc}");
+        let checkouts = list(doc["checkouts"].clone());
+        let hashes: Vec<&str> = checkouts
+            .iter()
+            .map(|c| str_of(&c["git_commit_hash"]))
+            .collect();
+        assert!(
+            hashes.contains(&base.as_str()) && hashes.contains(&slow.as_str()),
+            "{backend:?}: {hashes:?}"
+        );
+        let results = sim
+            .get(&format!("/api/v1/submissions/{regressed}/results"))
+            .await;
+        let runs = list(results["runs"].clone());
+        let tests = list(doc["tests"].clone());
+        let kpi_tests: Vec<&Value> = tests
+            .iter()
+            .filter(|t| t["misc"]["metric"] == KPI)
+            .collect();
+        assert_eq!(
+            kpi_tests.len(),
+            runs.len(),
+            "{backend:?}: one KPI test per run"
+        );
+        for t in &kpi_tests {
+            assert_eq!(str_of(&t["status"]), "DONE", "{t}");
+            assert!(
+                t["number"]["value"].as_f64().is_some_and(f64::is_finite),
+                "{t}"
+            );
+            let head = t["misc"]["side"] == "head";
+            assert_eq!(
+                t["misc"]["kbot_verdict"] == "different",
+                head,
+                "{backend:?}: the verdict rides on the head side: {t}"
+            );
+        }
+
+        let doc = sim
+            .get(&format!("/api/v1/submissions/{unbuilt}/kcidb"))
+            .await;
+        validate(&doc);
+        let missed: Vec<Value> = list(doc["tests"].clone())
+            .into_iter()
+            .filter(|t| t["status"] == "MISS")
+            .collect();
+        assert!(!missed.is_empty(), "{backend:?}: {doc}");
+        assert!(
+            str_of(&missed[0]["comment"]).starts_with("build_failed"),
+            "{doc}"
+        );
+        let failed_builds = list(doc["builds"].clone())
+            .into_iter()
+            .filter(|b| b["status"] == "FAIL")
+            .count();
+        assert!(failed_builds >= 1, "{backend:?}: {doc}");
+
+        let (status, _) = sim.fetch("/api/v1/submissions/999999/kcidb").await;
+        assert_eq!(status, 404);
+        sim.stop().await;
+    }
+}
