@@ -48,6 +48,12 @@ pub struct ListCreate {
     /// patches, besides the tree's MAINTAINERS.
     #[serde(default)]
     pub maintainers: Vec<String>,
+    /// Subject tags and the trees they name: `{"net-next": "net-next:main"}`
+    /// (a registered repo, then `:BRANCH`, default its default branch). A
+    /// `[PATCH net-next]` series without a usable `base-commit:` is based on
+    /// that branch's head when it was posted.
+    #[serde(default)]
+    pub tree_tags: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

@@ -59,6 +59,11 @@ pub enum ListCommandArgs {
         /// list's patches (repeat for more).
         #[arg(long = "maintainer")]
         maintainers: Vec<String>,
+        /// A subject tag and the tree it names, `TAG=REPO[:BRANCH]`
+        /// (`net-next=net-next:main`): a `[PATCH TAG]` series without a
+        /// usable base-commit is based there (repeat for more).
+        #[arg(long = "tree-tag", value_name = "TAG=REPO[:BRANCH]", value_parser = parse_tree_tag)]
+        tree_tags: Vec<(String, String)>,
     },
     /// List the lists (JSON).
     #[command(name = "ls")]
@@ -109,6 +114,7 @@ pub(super) async fn run(cmd: ListCommandArgs) -> Result<()> {
             from_start,
             accept_unsigned,
             maintainers,
+            tree_tags,
         } => {
             let (repo, branch) = split_tree(tree);
             let body = ListCreate {
@@ -126,6 +132,7 @@ pub(super) async fn run(cmd: ListCommandArgs) -> Result<()> {
                 from_start,
                 accept_unsigned,
                 maintainers,
+                tree_tags: tree_tags.into_iter().collect(),
             };
             output::json(&client(&conn)?.add_list(&body).await?)
         }
@@ -167,4 +174,14 @@ fn series_line(s: &SeriesView) -> String {
         "{}\t{}\tv{} {} ({})\t{}\t{}",
         s.id, s.list, s.version, s.title, s.total, s.author, s.state
     )
+}
+
+/// `TAG=REPO[:BRANCH]`.
+fn parse_tree_tag(s: &str) -> std::result::Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((tag, tree)) if !tag.trim().is_empty() && !tree.trim().is_empty() => {
+            Ok((tag.trim().to_owned(), tree.trim().to_owned()))
+        }
+        _ => Err(format!("{s:?} is not TAG=REPO[:BRANCH]")),
+    }
 }

@@ -10,6 +10,8 @@ struct Entry {
     mails: Vec<String>,
     files: Vec<String>,
     excluded: Vec<String>,
+    /// `T: git URL [BRANCH]`: the entry's git trees.
+    trees: Vec<(String, Option<String>)>,
 }
 
 /// The addresses (lowercased, deduplicated) that maintain any of `paths`
@@ -32,6 +34,42 @@ pub fn of(text: &str, paths: &[String]) -> Vec<String> {
     out
 }
 
+/// The git trees (`T: git URL [BRANCH]`) of the entries that cover any of
+/// `paths`, the most specific entry (longest matching `F:` pattern) first.
+pub fn trees_of(text: &str, paths: &[String]) -> Vec<(String, Option<String>)> {
+    let mut covering: Vec<(usize, Entry)> = entries(text)
+        .into_iter()
+        .filter_map(|e| {
+            let best = paths
+                .iter()
+                .filter(|p| !e.excluded.iter().any(|x| matches(x, p)))
+                .flat_map(|p| e.files.iter().filter(|f| matches(f, p)).map(|f| f.len()))
+                .max()?;
+            Some((best, e))
+        })
+        .collect();
+    covering.sort_by_key(|(specific, _)| std::cmp::Reverse(*specific));
+    let mut out: Vec<(String, Option<String>)> = Vec::new();
+    for (_, e) in covering {
+        for t in e.trees {
+            if !out.contains(&t) {
+                out.push(t);
+            }
+        }
+    }
+    out
+}
+
+/// `git URL [BRANCH]` (other kinds of tree, `quilt`, `hg`, are not git).
+fn git_tree(value: &str) -> Option<(String, Option<String>)> {
+    let mut words = value.split_whitespace();
+    if words.next()? != "git" {
+        return None;
+    }
+    let url = words.next()?.to_owned();
+    Some((url, words.next().map(str::to_owned)))
+}
+
 /// The entries: runs of `X:\tvalue` lines starting at column 0, separated by
 /// any other line (the preamble's examples are indented, so they are none).
 fn entries(text: &str) -> Vec<Entry> {
@@ -49,6 +87,7 @@ fn entries(text: &str) -> Vec<Entry> {
             }
             Some(("F", v)) => cur.files.push(v.trim().to_owned()),
             Some(("X", v)) => cur.excluded.push(v.trim().to_owned()),
+            Some(("T", v)) => cur.trees.extend(git_tree(v)),
             Some(_) => {}
             None => {
                 if cur != Entry::default() {
@@ -126,11 +165,14 @@ mod tests {
         M:\tPat Pipe <Pat@Example.org>\n\
         L:\tlinux-fsdevel@vger.kernel.org\n\
         S:\tMaintained\n\
+        T:\tgit git://git.example.org/pipe.git pipe-next\n\
         F:\tfs/pipe.c\n\
         F:\tinclude/linux/pipe_fs_i.h\n\n\
         FILESYSTEMS (VFS and infrastructure)\n\
         M:\tVic Vfs <vic@example.org>\n\
         R:\tRee Viewer <ree@example.org>\n\
+        T:\tgit https://git.example.org/vfs.git\n\
+        T:\tquilt https://example.org/series/\n\
         F:\tfs/\n\
         X:\tfs/ext4/\n\n\
         EXT4\n\
@@ -143,6 +185,22 @@ mod tests {
     fn of_paths(paths: &[&str]) -> Vec<String> {
         let paths: Vec<String> = paths.iter().map(|p| (*p).to_owned()).collect();
         of(TEXT, &paths)
+    }
+
+    #[test]
+    fn trees_most_specific_first() {
+        let paths = ["fs/pipe.c".to_owned()];
+        assert_eq!(
+            trees_of(TEXT, &paths),
+            [
+                (
+                    "git://git.example.org/pipe.git".to_owned(),
+                    Some("pipe-next".to_owned())
+                ),
+                ("https://git.example.org/vfs.git".to_owned(), None),
+            ]
+        );
+        assert!(trees_of(TEXT, &["fs/ext4/super.c".to_owned()]).is_empty());
     }
 
     #[test]

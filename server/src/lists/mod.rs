@@ -24,6 +24,7 @@
 pub mod answers;
 pub mod archive;
 pub mod assemble;
+pub mod base;
 pub mod commands;
 pub mod dkim;
 pub mod fixes;
@@ -114,6 +115,7 @@ pub async fn create(state: &AppState, user: &UserAuth, req: ListCreate) -> Resul
             cursor: cursor.as_deref(),
             accept_unsigned: req.accept_unsigned,
             maintainers: &maintainers(&req.maintainers)?,
+            tree_tags: &base::tree_tags(state, &req.tree_tags).await?,
         },
     )
     .await?;

@@ -7,6 +7,7 @@ use kbot_core::job::AtomicJob;
 
 use super::answers;
 use super::assemble::{self, MessageMeta, SeriesDraft};
+use super::base::{self, Base};
 use super::locate;
 use super::prerequisites;
 use super::store::{self, ListRow, SeriesRow, SeriesState};
@@ -223,51 +224,6 @@ async fn supersede_older(
     Ok(())
 }
 
-/// The base of a series and how it was chosen.
-struct Base {
-    sha: String,
-    how: String,
-}
-
-/// The sender's `base-commit:` when the mirror has it, else the list's
-/// branch head when the series was posted.
-async fn choose_base(
-    state: &AppState,
-    l: &ListRow,
-    repo: &RepoRow,
-    draft: &SeriesDraft,
-    rows: &[store::MessageMetaRow],
-) -> Result<Base> {
-    let mirror = repos::mirror_for(state, &repo.name);
-    repos::sync_mirror(state, repo).await?;
-    let ids: Vec<&String> = draft.cover.iter().chain(draft.patches.values()).collect();
-    let named = rows
-        .iter()
-        .filter(|r| ids.contains(&&r.message_id))
-        .find_map(|r| r.base_commit.clone());
-    let mut unknown = None;
-    if let Some(sha) = named {
-        if mirror.has_commit(&sha).await {
-            return Ok(Base {
-                sha,
-                how: "base-commit".into(),
-            });
-        }
-        unknown = Some(sha);
-    }
-    let sha = mirror
-        .head_at(&l.branch, draft.first_date_ms / 1000)
-        .await?;
-    let how = match unknown {
-        Some(u) => format!(
-            "tree head ({} when posted; base-commit {u} is not in {})",
-            l.branch, repo.name
-        ),
-        None => format!("tree head ({} when posted)", l.branch),
-    };
-    Ok(Base { sha, how })
-}
-
 /// The base with the series' prerequisite patches applied on it (kept at
 /// `refs/kbot/series/LIST/ID-prerequisites`); the plain base when it names
 /// none. `Err` with the base and why when a prerequisite was never posted
@@ -320,18 +276,23 @@ async fn apply_and_submit(
         return refuse(state, (l, s), SeriesState::TooLarge, &why, Notice::Series).await;
     }
     let repo = repos::repo_by_id(&state.db, l.repo_id).await?;
-    let base = choose_base(state, l, &repo, draft, rows).await?;
-    let ids: Vec<&String> = draft.cover.iter().chain(draft.patches.values()).collect();
-    let base = match with_prerequisites(state, l, s, &repo, base, &ids, rows).await? {
-        Ok(base) => base,
-        Err((base, why)) => return cannot_apply(state, l, s, &repo, &base, &why).await,
-    };
     let mut texts = Vec::new();
     for message_id in draft.patches.values() {
         texts.push(mail_text(
             &store::message(&state.db, l.id, message_id).await?.raw,
         ));
     }
+    let posting = base::Posting {
+        draft,
+        rows,
+        patches: &texts.concat(),
+    };
+    let base = base::choose(state, l, &repo, &posting).await?;
+    let ids: Vec<&String> = draft.cover.iter().chain(draft.patches.values()).collect();
+    let base = match with_prerequisites(state, l, s, &repo, base, &ids, rows).await? {
+        Ok(base) => base,
+        Err((base, why)) => return cannot_apply(state, l, s, &repo, &base, &why).await,
+    };
     let mirror = repos::mirror_for(state, &repo.name);
     let tip = match apply(state, &repo, &base.sha, &texts).await? {
         Ok(tip) => tip,

@@ -373,6 +373,26 @@ impl Mirror {
         self.git(&["update-server-info"]).await.map(drop)
     }
 
+    /// Fetches `branch` (or every branch, `*`) of the mirror `other` into
+    /// `refs/kbot/trees/NAME/`; the local ref of `branch`.
+    pub async fn fetch_trees(
+        &self,
+        other: &Mirror,
+        name: &str,
+        branch: &str,
+    ) -> Result<String, GitError> {
+        if branch != "*" {
+            validate_rev(branch)?;
+        }
+        validate_rev(name)?;
+        let local = format!("refs/kbot/trees/{name}/{branch}");
+        let refspec = format!("+refs/heads/{branch}:{local}");
+        let from = other.path.to_string_lossy().into_owned();
+        self.git(&["fetch", "--quiet", "--no-tags", &from, &refspec])
+            .await?;
+        Ok(local)
+    }
+
     /// The branches (`refs/heads/`, short names) whose history holds `sha`,
     /// a full sha.
     pub async fn branches_containing(&self, sha: &str) -> Result<Vec<String>, GitError> {

@@ -538,6 +538,11 @@ async fn series_are_tested_and_answered_in_their_threads() {
 }
 
 pub(crate) async fn add_list(sim: &Sim<'_>, archive: &Path) -> i64 {
+    add_list_with(sim, archive, json!({})).await
+}
+
+/// [`add_list`] with subject tags mapped to trees.
+pub(crate) async fn add_list_with(sim: &Sim<'_>, archive: &Path, tree_tags: Value) -> i64 {
     let body = json!({
         "name": "fsdevel",
         "archive": archive.to_string_lossy(),
@@ -552,6 +557,7 @@ pub(crate) async fn add_list(sim: &Sim<'_>, archive: &Path) -> i64 {
         // The replies here are unsigned: the list takes them as unverified
         // senders (DKIM is lists_trust.rs's).
         "accept_unsigned": true,
+        "tree_tags": tree_tags,
     });
     id(&sim.post("/api/v1/lists", body, 201).await)
 }

@@ -30,6 +30,7 @@ mod kcidb;
 mod layering;
 mod lists;
 mod lists_archive;
+mod lists_base;
 mod lists_landed;
 mod lists_limits;
 mod lists_trust;

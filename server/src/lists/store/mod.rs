@@ -77,13 +77,15 @@ pub struct ListRow {
     /// Addresses, one a line, that may command about every report of the
     /// list's patches.
     pub maintainers: String,
+    /// One `TAG=REPO:BRANCH` a line: the trees a subject tag names.
+    pub tree_tags: String,
 }
 
 const LIST_SELECT: &str = "SELECT l.id, l.name, l.archive, l.archive_kind, l.address, \
      l.web_url, l.repo_id, r.name AS repo_name, l.branch, l.job_name, l.job_file, l.tbox_group, \
      l.runs_cap, l.interval_secs, l.wait_secs, l.user_id, l.state, l.cursor, l.messages_read, \
      l.next_check_at, l.checked_at, l.last_error, l.created_at, l.accept_unsigned, \
-     l.maintainers FROM lists l JOIN repos r ON r.id = l.repo_id";
+     l.maintainers, l.tree_tags FROM lists l JOIN repos r ON r.id = l.repo_id";
 
 impl ListRow {
     /// The list as the API, the CLI and the page show it: every URL
@@ -194,6 +196,8 @@ pub struct NewList<'a> {
     pub accept_unsigned: bool,
     /// One address a line.
     pub maintainers: &'a str,
+    /// One `TAG=REPO:BRANCH` a line.
+    pub tree_tags: &'a str,
 }
 
 pub async fn insert(db: &Db, l: &NewList<'_>) -> Result<i64> {
@@ -209,9 +213,9 @@ pub async fn insert(db: &Db, l: &NewList<'_>) -> Result<i64> {
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO lists (name, archive, archive_kind, address, web_url, repo_id, branch, \
              job_name, job_file, tbox_group, runs_cap, interval_secs, wait_secs, user_id, \
-             next_check_at, created_at, cursor, accept_unsigned, maintainers) \
+             next_check_at, created_at, cursor, accept_unsigned, maintainers, tree_tags) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
-             $18, $19) \
+             $18, $19, $20) \
          RETURNING id",
     )
     .bind(l.name)
@@ -233,6 +237,7 @@ pub async fn insert(db: &Db, l: &NewList<'_>) -> Result<i64> {
     .bind(l.cursor)
     .bind(i64::from(l.accept_unsigned))
     .bind(l.maintainers)
+    .bind(l.tree_tags)
     .fetch_one(&mut *tx)
     .await?;
     event(
