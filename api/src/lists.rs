@@ -54,6 +54,21 @@ pub struct ListCreate {
     /// that branch's head when it was posted.
     #[serde(default)]
     pub tree_tags: std::collections::BTreeMap<String, String>,
+    /// A patchwork instance that gets a check on every tested patch.
+    #[serde(default)]
+    pub patchwork: Option<PatchworkSettings>,
+}
+
+/// A patchwork instance and the project the list's patches are in.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct PatchworkSettings {
+    /// Its base URL (`https://patchwork.kernel.org`); the REST API is
+    /// under `/api/1.2/`.
+    pub url: String,
+    /// The project's link name (`netdevbpf`).
+    pub project: String,
+    /// An API token of a user with the check permission (never shown).
+    pub token: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

@@ -2,7 +2,7 @@
 
 use clap::Subcommand;
 
-use kbot_api::lists::{ListCreate, SeriesView};
+use kbot_api::lists::{ListCreate, PatchworkSettings, SeriesView};
 
 use super::{client, parse_interval, read_job_file, Connection};
 use crate::error::Result;
@@ -64,6 +64,16 @@ pub enum ListCommandArgs {
         /// usable base-commit is based there (repeat for more).
         #[arg(long = "tree-tag", value_name = "TAG=REPO[:BRANCH]", value_parser = parse_tree_tag)]
         tree_tags: Vec<(String, String)>,
+        /// A patchwork instance that gets a check on every tested patch
+        /// (with --patchwork-project and KBOT_PATCHWORK_TOKEN).
+        #[arg(long, requires = "patchwork_project")]
+        patchwork_url: Option<String>,
+        /// The patchwork project's link name (`netdevbpf`).
+        #[arg(long, requires = "patchwork_url")]
+        patchwork_project: Option<String>,
+        /// The patchwork API token (a user with the check permission).
+        #[arg(long, env = "KBOT_PATCHWORK_TOKEN", hide_env_values = true)]
+        patchwork_token: Option<String>,
     },
     /// List the lists (JSON).
     #[command(name = "ls")]
@@ -115,7 +125,18 @@ pub(super) async fn run(cmd: ListCommandArgs) -> Result<()> {
             accept_unsigned,
             maintainers,
             tree_tags,
+            patchwork_url,
+            patchwork_project,
+            patchwork_token,
         } => {
+            let patchwork = match (patchwork_url, patchwork_project) {
+                (Some(url), Some(project)) => Some(PatchworkSettings {
+                    url,
+                    project,
+                    token: patchwork_token.unwrap_or_default(),
+                }),
+                _ => None,
+            };
             let (repo, branch) = split_tree(tree);
             let body = ListCreate {
                 name,
@@ -133,6 +154,7 @@ pub(super) async fn run(cmd: ListCommandArgs) -> Result<()> {
                 accept_unsigned,
                 maintainers,
                 tree_tags: tree_tags.into_iter().collect(),
+                patchwork,
             };
             output::json(&client(&conn)?.add_list(&body).await?)
         }

@@ -42,6 +42,8 @@ pub struct Connection {
 }
 
 /// User subcommands, flattened into `kbot-server`'s own command enum.
+// Parsed once per run, as `ListCommandArgs`: its size costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, Subcommand)]
 pub enum UserCommand {
     /// Submit a job file for a base/head pair, or for one commit against its parent.

@@ -33,6 +33,7 @@ pub mod locate;
 pub mod maintainers;
 pub mod message;
 pub mod pages;
+pub mod patchwork;
 pub mod prerequisites;
 pub mod recheck;
 pub mod retention;
@@ -116,12 +117,32 @@ pub async fn create(state: &AppState, user: &UserAuth, req: ListCreate) -> Resul
             accept_unsigned: req.accept_unsigned,
             maintainers: &maintainers(&req.maintainers)?,
             tree_tags: &base::tree_tags(state, &req.tree_tags).await?,
+            patchwork: patchwork_settings(&req)?,
         },
     )
     .await?;
     let archive = without_credentials(&req.archive);
     tracing::info!(list = id, name, %archive, user = %user.user_name, "list added");
     Ok(store::get(&state.db, id).await?.view())
+}
+
+/// The patchwork settings, each part given; an http(s) URL.
+fn patchwork_settings(req: &ListCreate) -> Result<Option<(&str, &str, &str)>> {
+    let Some(p) = &req.patchwork else {
+        return Ok(None);
+    };
+    let (url, project, token) = (p.url.trim(), p.project.trim(), p.token.trim());
+    if !(url.starts_with("https://") || url.starts_with("http://")) {
+        return Err(Error::BadRequest(format!(
+            "patchwork.url {url:?} is not an http(s) URL"
+        )));
+    }
+    if project.is_empty() || token.is_empty() {
+        return Err(Error::BadRequest(
+            "patchwork needs a project and a token".into(),
+        ));
+    }
+    Ok(Some((url, project, token)))
 }
 
 /// The list's maintainers as stored (one address a line); a value that is
@@ -288,6 +309,12 @@ async fn pass(state: &AppState) {
     }
     if let Err(e) = series::settle_all(state).await {
         log_error("settling series", None, &e);
+    }
+    if let Err(e) = patchwork::resolve(state).await {
+        log_error("deciding patchwork checks", None, &e);
+    }
+    if let Err(e) = patchwork::send_due(state).await {
+        log_error("posting patchwork checks", None, &e);
     }
     if let Err(e) = commands::settle_all(state).await {
         log_error("settling command pairs", None, &e);

@@ -9,6 +9,7 @@ use super::answers;
 use super::assemble::{self, MessageMeta, SeriesDraft};
 use super::base::{self, Base};
 use super::locate;
+use super::patchwork::{self, CheckState};
 use super::prerequisites;
 use super::store::{self, ListRow, SeriesRow, SeriesState};
 use super::subject;
@@ -342,6 +343,8 @@ async fn apply_and_submit(
     let pair = (&base_commit, &tip_commit);
     let submission = queue(state, &mut tx, l, pair, Purpose::Series).await?;
     store::set_submission(&mut tx, s.id, submission).await?;
+    let testing = format!("kbot is testing the series on {}", base.sha);
+    patchwork::set_all(state, &mut tx, s, CheckState::Pending, &testing).await?;
     let detail = format!(
         "series {} applied on {} ({}) as {ref_name} = {tip}; submission {submission}",
         s.id, base.sha, base.how
@@ -582,6 +585,8 @@ async fn cannot_apply(
     }
     store::set_base(&mut tx, s.id, &base.sha, &base.how).await?;
     answers::cannot_apply(state, &mut tx, l, s, repo, (&base.sha, &base.how), why).await?;
+    let refused = format!("does not apply on {} ({})", base.sha, base.how);
+    patchwork::set_all(state, &mut tx, s, CheckState::Fail, &refused).await?;
     store::event(
         &mut tx,
         l.id,
@@ -683,22 +688,25 @@ pub async fn settle_all(state: &AppState) -> Result<()> {
             continue;
         }
         let (to, detail) = if outcome.head_finished > 0 {
-            (SeriesState::Tested, format!("tested: submission {submission} (a regression is bisected and answered in the patch's thread)"))
+            let verdict = super::versions::verdict_line(&mut tx, submission).await?;
+            (
+                SeriesState::Tested,
+                format!("tested: submission {submission}: {verdict}"),
+            )
         } else if let Some(log) = outcome.build_log.as_deref() {
             let place = answers::series_place(state, &l, &s).await?;
             answers::build_failed(state, &mut tx, (&l, &s), &place, log).await?;
+            let broken = "the series does not build (see the answer in its thread)";
+            patchwork::set_all(state, &mut tx, &s, CheckState::Fail, broken).await?;
             (
                 SeriesState::BuildFailed,
                 format!("the series' tip does not build:\n{log}"),
             )
         } else {
-            (
-                SeriesState::Failed,
-                format!(
-                    "the tip did not run: {}",
-                    outcome.head_failure.as_deref().unwrap_or("no finished run")
-                ),
-            )
+            let why = outcome.head_failure.as_deref().unwrap_or("no finished run");
+            let untested = format!("kbot could not run the tests: {why}");
+            patchwork::set_all(state, &mut tx, &s, CheckState::Warning, &untested).await?;
+            (SeriesState::Failed, format!("the tip did not run: {why}"))
         };
         if store::set_state(&mut tx, s.id, SeriesState::Testing, to, Some(&detail)).await? {
             if to == SeriesState::Tested {

@@ -71,22 +71,39 @@ async fn primary_of(tx: &mut Tx, submission_id: i64) -> Result<Option<MetricComp
         .find(|m| m.primary))
 }
 
-/// Every tested version of the series named `change_id` on the list, up to
-/// and including `version`, oldest first.
-async fn results(
-    tx: &mut Tx,
-    list_id: i64,
-    change_id: &str,
-    version: i64,
-) -> Result<Vec<VersionResult>> {
+/// What a tested series' pair said of its primary KPI, for its state's
+/// detail: `bw_pipe.bandwidth.MB/sec -14.8%, regression (bisected inside
+/// the series, answered in the patch's thread)`.
+pub async fn verdict_line(tx: &mut Tx, submission_id: i64) -> Result<String> {
+    let Some(m) = primary_of(tx, submission_id).await? else {
+        return Ok("no KPI was compared".into());
+    };
+    let verdict = Verdict::of(&m);
+    let then = match verdict {
+        Verdict::Regression => " (bisected inside the series, answered in the patch's thread)",
+        Verdict::Improvement | Verdict::Same | Verdict::Undecided => "",
+    };
+    Ok(format!(
+        "{} {:+.1}%, {}{then}",
+        m.metric,
+        m.change,
+        verdict.as_str()
+    ))
+}
+
+/// Every tested version of `s`'s series (its `change_id`, by its author:
+/// a stranger's posting under the same change-id is no version of it) on
+/// the list, up to and including `s`'s version, oldest first.
+async fn results(tx: &mut Tx, s: &SeriesRow, change_id: &str) -> Result<Vec<VersionResult>> {
     let tested: Vec<(i64, i64)> = sqlx::query_as(
         "SELECT version, MAX(submission_id) FROM series WHERE list_id = $1 AND change_id = $2 \
-         AND version <= $3 AND submission_id IS NOT NULL AND state = $4 \
+         AND author_address = $3 AND version <= $4 AND submission_id IS NOT NULL AND state = $5 \
          GROUP BY version ORDER BY version",
     )
-    .bind(list_id)
+    .bind(s.list_id)
     .bind(change_id)
-    .bind(version)
+    .bind(&s.author_address)
+    .bind(s.version)
     .bind(SeriesState::Tested.as_str())
     .fetch_all(&mut **tx)
     .await?;
@@ -144,7 +161,7 @@ pub async fn answer_if_changed(
     let Some(change_id) = s.change_id.as_deref() else {
         return Ok(());
     };
-    let all = results(tx, l.id, change_id, s.version).await?;
+    let all = results(tx, s, change_id).await?;
     if all.last().map(|r| r.version) != Some(s.version) {
         return Ok(());
     }

@@ -119,7 +119,7 @@ async fn chromium_renders_the_dashboard() {
         "{dom}"
     );
     assert!(
-        dom.contains("jobs waiting") && dom.contains("No job is leased"),
+        dom.contains("Queue: ") && dom.contains(" waiting") && dom.contains("No job is leased"),
         "{dom}"
     );
     let dom = chromium(&profile, "--dump-dom", &server.url("/machines")).await;

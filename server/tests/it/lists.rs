@@ -541,9 +541,9 @@ pub(crate) async fn add_list(sim: &Sim<'_>, archive: &Path) -> i64 {
     add_list_with(sim, archive, json!({})).await
 }
 
-/// [`add_list`] with subject tags mapped to trees.
-pub(crate) async fn add_list_with(sim: &Sim<'_>, archive: &Path, tree_tags: Value) -> i64 {
-    let body = json!({
+/// [`add_list`] with more settings (`extra`'s keys replace the defaults).
+pub(crate) async fn add_list_with(sim: &Sim<'_>, archive: &Path, extra: Value) -> i64 {
+    let mut body = json!({
         "name": "fsdevel",
         "archive": archive.to_string_lossy(),
         "repo": REPO,
@@ -557,8 +557,10 @@ pub(crate) async fn add_list_with(sim: &Sim<'_>, archive: &Path, tree_tags: Valu
         // The replies here are unsigned: the list takes them as unverified
         // senders (DKIM is lists_trust.rs's).
         "accept_unsigned": true,
-        "tree_tags": tree_tags,
     });
+    if let (Some(body), Some(extra)) = (body.as_object_mut(), extra.as_object()) {
+        body.extend(extra.clone());
+    }
     id(&sim.post("/api/v1/lists", body, 201).await)
 }
 

@@ -86,7 +86,12 @@ async fn a_series_is_based_by_the_first_rule_that_applies() {
         let inbox = PublicInbox::create_v2(&dir.path().join("netdev"));
         // First alone: nothing has fetched net-next into the list's tree yet.
         append(&inbox, &on_next.mails);
-        let l = add_list_with(&sim, inbox.root(), json!({"net-next": "net-next:main"})).await;
+        let l = add_list_with(
+            &sim,
+            inbox.root(),
+            json!({"tree_tags": {"net-next": "net-next:main"}}),
+        )
+        .await;
 
         let expect = |s: &serde_json::Value, base: &str, how: &str| {
             assert_eq!(str_of(&s["base"]), base, "{backend:?}: {s}");

@@ -77,7 +77,14 @@ async fn a_new_version_hears_the_kpi_of_each_version_when_its_verdict_changes() 
                 in_reply_to(d, &versions[0].message_id(0))
             }))
             .await;
-        series_when(&sim, &versions[0].message_id(0), |s| s["state"] == "tested").await;
+        let v1 = series_when(&sim, &versions[0].message_id(0), |s| s["state"] == "tested").await;
+        // The series says what its pair found, not only that it ended.
+        let detail = str_of(&v1["detail"]);
+        assert!(
+            detail.contains(": bw_pipe.bandwidth.MB/sec -")
+                && detail.contains("%, regression (bisected"),
+            "{backend:?}: {v1}"
+        );
 
         append(&inbox, &versions[1].mails);
         sim.post(&format!("/api/v1/lists/{l}/read"), json!({}), 200)
@@ -107,11 +114,15 @@ async fn a_new_version_hears_the_kpi_of_each_version_when_its_verdict_changes() 
         append(&inbox, &versions[2].mails);
         sim.post(&format!("/api/v1/lists/{l}/read"), json!({}), 200)
             .await;
-        fleet
+        let v3 = fleet
             .run_until(series_when(&sim, &versions[2].message_id(0), |s| {
                 s["state"] == "tested"
             }))
             .await;
+        assert!(
+            str_of(&v3["detail"]).ends_with(", same"),
+            "{backend:?}: {v3}"
+        );
         let mails = sink.received();
         assert_eq!(mails.len(), 2, "{backend:?}: v1's report and v2's table");
         sim.stop().await;

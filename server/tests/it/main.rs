@@ -33,6 +33,7 @@ mod lists_archive;
 mod lists_base;
 mod lists_landed;
 mod lists_limits;
+mod lists_patchwork;
 mod lists_trust;
 mod lists_versions;
 mod mail_crash;

@@ -79,13 +79,16 @@ pub struct ListRow {
     pub maintainers: String,
     /// One `TAG=REPO:BRANCH` a line: the trees a subject tag names.
     pub tree_tags: String,
+    /// The patchwork instance that gets checks (its token is read by the
+    /// sender only).
+    pub patchwork_url: Option<String>,
 }
 
 const LIST_SELECT: &str = "SELECT l.id, l.name, l.archive, l.archive_kind, l.address, \
      l.web_url, l.repo_id, r.name AS repo_name, l.branch, l.job_name, l.job_file, l.tbox_group, \
      l.runs_cap, l.interval_secs, l.wait_secs, l.user_id, l.state, l.cursor, l.messages_read, \
      l.next_check_at, l.checked_at, l.last_error, l.created_at, l.accept_unsigned, \
-     l.maintainers, l.tree_tags FROM lists l JOIN repos r ON r.id = l.repo_id";
+     l.maintainers, l.tree_tags, l.patchwork_url FROM lists l JOIN repos r ON r.id = l.repo_id";
 
 impl ListRow {
     /// The list as the API, the CLI and the page show it: every URL
@@ -198,6 +201,8 @@ pub struct NewList<'a> {
     pub maintainers: &'a str,
     /// One `TAG=REPO:BRANCH` a line.
     pub tree_tags: &'a str,
+    /// Patchwork's URL, project and token.
+    pub patchwork: Option<(&'a str, &'a str, &'a str)>,
 }
 
 pub async fn insert(db: &Db, l: &NewList<'_>) -> Result<i64> {
@@ -213,9 +218,10 @@ pub async fn insert(db: &Db, l: &NewList<'_>) -> Result<i64> {
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO lists (name, archive, archive_kind, address, web_url, repo_id, branch, \
              job_name, job_file, tbox_group, runs_cap, interval_secs, wait_secs, user_id, \
-             next_check_at, created_at, cursor, accept_unsigned, maintainers, tree_tags) \
+             next_check_at, created_at, cursor, accept_unsigned, maintainers, tree_tags, \
+             patchwork_url, patchwork_project, patchwork_token) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
-             $18, $19, $20) \
+             $18, $19, $20, $21, $22, $23) \
          RETURNING id",
     )
     .bind(l.name)
@@ -238,6 +244,9 @@ pub async fn insert(db: &Db, l: &NewList<'_>) -> Result<i64> {
     .bind(i64::from(l.accept_unsigned))
     .bind(l.maintainers)
     .bind(l.tree_tags)
+    .bind(l.patchwork.map(|p| p.0))
+    .bind(l.patchwork.map(|p| p.1))
+    .bind(l.patchwork.map(|p| p.2))
     .fetch_one(&mut *tx)
     .await?;
     event(
