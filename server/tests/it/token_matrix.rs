@@ -68,6 +68,7 @@ const ROUTES: &[(&str, &str, Guard)] = &[
     ("POST", "/api/v1/submissions/{id}/cancel", Guard::User),
     ("GET", "/api/v1/submissions/{id}/results", Guard::Open),
     ("GET", "/api/v1/submissions/{id}/comparisons", Guard::Open),
+    ("GET", "/api/v1/submissions/{id}/kcidb", Guard::Open),
     ("GET", "/api/v1/bisections", Guard::Open),
     ("GET", "/api/v1/bisections/{id}", Guard::Open),
     ("POST", "/api/v1/bisections/{id}/cancel", Guard::User),
