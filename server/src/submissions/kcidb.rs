@@ -45,6 +45,8 @@ struct RunRow {
     finished_at: Option<i64>,
     kernel_release: Option<String>,
     agent: Option<String>,
+    agent_arch: Option<String>,
+    backend: Option<String>,
     updated_at: i64,
     /// The run's metrics, a JSON object (`results.metrics`).
     metrics: Option<String>,
@@ -54,7 +56,8 @@ const RUNS: &str = "SELECT j.id AS job_id, j.commit_id, j.side, j.run_index, j.s
      j.failure_detail, j.atomic_job_id, aj.testcase, aj.kconfig, aj.compiler, aj.tbox_group, \
      b.id AS build_id, b.state AS build_state, b.arch AS build_arch, b.build_secs, \
      b.created_at AS build_created_at, res.id AS result_id, res.started_at, res.finished_at, \
-     res.kernel_release, a.name AS agent, j.updated_at, res.metrics \
+     res.kernel_release, a.name AS agent, a.arch AS agent_arch, a.backend, j.updated_at, \
+     res.metrics \
      FROM jobs j JOIN atomic_jobs aj ON aj.id = j.atomic_job_id \
      LEFT JOIN builds b ON b.id = j.build_id \
      LEFT JOIN results res ON res.job_id = j.id \
@@ -150,14 +153,17 @@ pub async fn document(db: &Db, id: i64, public_url: &str) -> Result<Document> {
     })
 }
 
-/// The run's build: the stored build it booted, else (the host backend, or
-/// a failure before a build was recorded) one per run with no status.
+/// The run's build: the stored build it booted; else (the agent built it
+/// without a record, or found it in its own cache) one per kernel, passed
+/// when a run booted it, failed when its build failed, without a status
+/// for the host backend (it boots no kernel of the commit).
 fn build_of(
     run: &RunRow,
     sha: &str,
     checkout_id: &str,
     builds: &mut BTreeMap<String, Build>,
 ) -> String {
+    let booted = run.state == "finished" && run.backend.as_deref() != Some("host");
     let (id, status) = match run.build_id {
         Some(b) => (
             kcidb::id("build", b),
@@ -167,16 +173,21 @@ fn build_of(
                 _ => None,
             },
         ),
-        None if run.failure.as_deref() == Some("build_failed") => {
-            (kcidb::id("build-of-job", run.job_id), Some(Status::Fail))
+        None => {
+            let kernel = format!("{sha}-{}-{}", run.kconfig, run.compiler);
+            let status = match run.failure.as_deref() {
+                Some("build_failed") => Some(Status::Fail),
+                _ if booted => Some(Status::Pass),
+                _ => None,
+            };
+            (kcidb::id("kernel", kernel), status)
         }
-        None => (kcidb::id("build-of-job", run.job_id), None),
     };
     builds.entry(id.clone()).or_insert_with(|| Build {
         id: id.clone(),
         origin: kcidb::ORIGIN,
         checkout_id: checkout_id.to_owned(),
-        architecture: run.build_arch.clone(),
+        architecture: run.build_arch.clone().or_else(|| run.agent_arch.clone()),
         compiler: Some(run.compiler.clone()),
         config_name: Some(run.kconfig.clone()),
         start_time: run.build_created_at.and_then(kcidb::time),

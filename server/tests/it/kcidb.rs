@@ -73,6 +73,17 @@ async fn a_pair_is_a_valid_kcidb_document() {
             hashes.contains(&base.as_str()) && hashes.contains(&slow.as_str()),
             "{backend:?}: {hashes:?}"
         );
+        // The sim's agents record no build: each kernel its runs booted is
+        // one passed build, with the agents' arch.
+        let passed: Vec<Value> = list(doc["builds"].clone())
+            .into_iter()
+            .filter(|b| b["status"] == "PASS")
+            .collect();
+        assert_eq!(passed.len(), 2, "{backend:?}: one per commit: {doc}");
+        assert!(
+            passed.iter().all(|b| b["architecture"].is_string()),
+            "{doc}"
+        );
         let results = sim
             .get(&format!("/api/v1/submissions/{regressed}/results"))
             .await;
