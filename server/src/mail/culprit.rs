@@ -23,7 +23,6 @@ use crate::config::mail::MailConfig;
 use crate::db::Tx;
 use crate::error::Result;
 use crate::repos::StoredCommit;
-use crate::web::without_credentials;
 use kbot_core::stats::MetricComparison;
 
 /// What a report was rendered from (`report_outbox.facts`).
@@ -135,7 +134,7 @@ async fn found_elsewhere(
     let Some(report) = super::landed::report_by_id(tx, report_id).await? else {
         return Ok(());
     };
-    let tree = without_credentials(&finding.data.repo_url);
+    let tree = super::landed::public_tree(config, &finding.data.tree, &finding.data.repo_url);
     let branches = [finding.data.branch.clone()];
     let landing = super::landed::Landing {
         commit: finding.head,

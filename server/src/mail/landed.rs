@@ -30,6 +30,21 @@ pub struct Landing<'a> {
     pub measured: &'a MetricComparison,
 }
 
+/// The tree as a reader can fetch it: its URL without credentials, or the
+/// server's own `/git/` URL when the repository was registered from a path
+/// on the server's disk.
+pub fn public_tree(config: &MailConfig, repo_name: &str, url: &str) -> String {
+    let networked = url.contains("://") || url.contains('@');
+    if networked {
+        crate::web::without_credentials(url)
+    } else {
+        format!(
+            "{}/git/{repo_name}.git",
+            config.public_url.trim_end_matches('/')
+        )
+    }
+}
+
 /// A regression report that stands.
 #[derive(sqlx::FromRow)]
 pub struct StandingReport {

@@ -75,6 +75,13 @@ async fn a_reported_patch_that_lands_is_followed_into_the_tree() {
         ] {
             assert!(data.contains(&line), "{backend:?}: {line} in {data}");
         }
+        // Registered from a path: the server's own git URL, not the path.
+        let tree = data
+            .lines()
+            .find(|l| l.starts_with("tree:"))
+            .unwrap_or_default();
+        let own = format!("/git/{}.git", crate::sim::REPO);
+        assert!(tree.ends_with(&own), "{backend:?}: {tree}");
         for rcpt in [
             "<pat@example.org>",
             "<cid@example.org>",
