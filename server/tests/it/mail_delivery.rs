@@ -319,17 +319,26 @@ async fn server_sends_queued_reports_and_serves_them() {
     queue(server.db()).await;
     assert!(wait_for(Duration::from_secs(20), || !sink.received().is_empty()).await);
 
-    let list: serde_json::Value = server
-        .http
-        .get(server.url("/api/v1/reports"))
-        .send()
-        .await
-        .expect("list")
-        .json()
-        .await
-        .expect("json");
+    // The sink has the message before the sender records the relay's
+    // answer: the row says `sent` a moment later.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let list = loop {
+        let list: serde_json::Value = server
+            .http
+            .get(server.url("/api/v1/reports"))
+            .send()
+            .await
+            .expect("list")
+            .json()
+            .await
+            .expect("json");
+        if list[0]["state"] == "sent" || tokio::time::Instant::now() >= deadline {
+            break list;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     assert_eq!(list[0]["message_id"], MESSAGE_ID);
-    assert_eq!(list[0]["state"], "sent");
+    assert_eq!(list[0]["state"], "sent", "{list}");
 
     let page = server
         .http
