@@ -100,6 +100,13 @@ pub struct ListView {
     /// See [`ListCreate::maintainers`].
     #[serde(default)]
     pub maintainers: Vec<String>,
+    /// See [`ListCreate::tree_tags`].
+    #[serde(default)]
+    pub tree_tags: std::collections::BTreeMap<String, String>,
+    /// The patchwork instance that gets checks, if any (its token is never
+    /// shown).
+    #[serde(default)]
+    pub patchwork_url: Option<String>,
 }
 
 /// Something a list's reader did or saw.

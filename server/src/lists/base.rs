@@ -163,7 +163,7 @@ async fn tagged_tree(
     l: &ListRow,
     posting: &Posting<'_>,
 ) -> Result<std::result::Result<(String, Tree), String>> {
-    let tags = parse_tags(&l.tree_tags);
+    let tags = l.tree_tags();
     if tags.is_empty() {
         return Ok(Err("the list maps no subject tag to a tree".into()));
     }
@@ -261,15 +261,6 @@ async fn tree_of(state: &AppState, spec: &str) -> Result<Tree> {
     Ok(Tree { repo, branch })
 }
 
-/// `TAG=REPO:BRANCH` lines.
-fn parse_tags(stored: &str) -> Vec<(String, String)> {
-    stored
-        .lines()
-        .filter_map(|l| l.split_once('='))
-        .map(|(t, s)| (t.trim().to_owned(), s.trim().to_owned()))
-        .collect()
-}
-
 /// A list's tree tags as stored; each must name a registered repository and
 /// one of its branches.
 pub async fn tree_tags(state: &AppState, given: &BTreeMap<String, String>) -> Result<String> {
@@ -317,16 +308,5 @@ mod tests {
             "https://git.kernel.org/pub/scm/linux/kernel/git/netdev/net-next"
         ));
         assert!(!same_url("/srv/a.git", "/srv/b.git"));
-    }
-
-    #[test]
-    fn tags_parse() {
-        assert_eq!(
-            parse_tags("net-next=net-next:main\nbad\nnet = net:main"),
-            [
-                ("net-next".to_owned(), "net-next:main".to_owned()),
-                ("net".to_owned(), "net:main".to_owned())
-            ]
-        );
     }
 }

@@ -93,6 +93,11 @@ async fn a_series_is_based_by_the_first_rule_that_applies() {
         )
         .await;
 
+        let view = sim.get(&format!("/api/v1/lists/{l}")).await;
+        assert_eq!(
+            view["list"]["tree_tags"]["net-next"], "net-next:main",
+            "{view}"
+        );
         let expect = |s: &serde_json::Value, base: &str, how: &str| {
             assert_eq!(str_of(&s["base"]), base, "{backend:?}: {s}");
             assert!(

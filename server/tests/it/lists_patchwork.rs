@@ -167,7 +167,13 @@ async fn every_tested_patch_gets_its_check_in_patchwork() {
             append(&inbox, &p.mails);
         }
         let settings = json!({"patchwork": {"url": url, "project": PROJECT, "token": TOKEN}});
-        add_list_with(&sim, inbox.root(), settings).await;
+        let l = add_list_with(&sim, inbox.root(), settings).await;
+        let view = sim.get(&format!("/api/v1/lists/{l}")).await;
+        assert_eq!(view["list"]["patchwork_url"], url.as_str(), "{view}");
+        assert!(
+            !view.to_string().contains(TOKEN),
+            "the token is never shown: {view}"
+        );
         let fleet = Fleet::enroll(&sim, 2).await;
 
         let s = series_when(&sim, &regress.message_id(0), |s| s["state"] == "testing").await;

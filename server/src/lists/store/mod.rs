@@ -93,6 +93,15 @@ const LIST_SELECT: &str = "SELECT l.id, l.name, l.archive, l.archive_kind, l.add
 impl ListRow {
     /// The list as the API, the CLI and the page show it: every URL
     /// without credentials (the stored archive keeps them, to read with).
+    /// The subject tags and the trees (`REPO:BRANCH`) they name.
+    pub fn tree_tags(&self) -> Vec<(String, String)> {
+        self.tree_tags
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(t, s)| (t.trim().to_owned(), s.trim().to_owned()))
+            .collect()
+    }
+
     pub fn view(&self) -> ListView {
         ListView {
             id: self.id,
@@ -121,6 +130,8 @@ impl ListRow {
                 .filter(|a| !a.is_empty())
                 .map(str::to_owned)
                 .collect(),
+            tree_tags: self.tree_tags().into_iter().collect(),
+            patchwork_url: self.patchwork_url.as_deref().map(without_credentials),
         }
     }
 }
