@@ -79,6 +79,18 @@ impl Params<'_> {
     }
 }
 
+/// The options `bw_pipe` (`-m`, `-M`) and `lat_pipe` share with upstream
+/// lmbench: pairs (`-P`) and samples (`-N`).
+fn lmbench_args(p: &Params<'_>) -> Result<Vec<String>> {
+    let n = |key: &str| p.positive(key).map(|v| v.to_string());
+    let mut args = Vec::new();
+    if p.job.program == "bw_pipe" {
+        args.extend(strings(["-m", &n("size")?, "-M", &n("total")?]));
+    }
+    args.extend(strings(["-P", &n("nr_threads")?, "-N", &n("repetitions")?]));
+    Ok(args)
+}
+
 fn strings<const N: usize>(items: [&str; N]) -> Vec<String> {
     items.iter().map(|s| s.to_string()).collect()
 }
@@ -227,34 +239,12 @@ pub fn kbot_bench_invocations(
                 bench(job, "bw_pipe", strings(["-P", &copies])),
             ]
         }
-        "bw_pipe" => vec![bench(
-            job,
-            "bw_pipe",
-            strings([
-                "-m",
-                &n("size")?,
-                "-M",
-                &n("total")?,
-                "-P",
-                &n("nr_threads")?,
-                "-N",
-                &n("repetitions")?,
-                "--sched",
-                p.get("sched")?,
-            ]),
-        )],
-        "lat_pipe" => vec![bench(
-            job,
-            "lat_pipe",
-            strings([
-                "-P",
-                &n("nr_threads")?,
-                "-N",
-                &n("repetitions")?,
-                "--sched",
-                p.get("sched")?,
-            ]),
-        )],
+        "bw_pipe" | "lat_pipe" => {
+            // lmbench's options, then kbot-bench's own placement.
+            let mut args = lmbench_args(&p)?;
+            args.extend(strings(["--sched", p.get("sched")?]));
+            vec![bench(job, &job.program, args)]
+        }
         "will-it-scale" => {
             let (points, secs) = wis_points(&p)?;
             let secs = secs.to_string();
@@ -354,27 +344,14 @@ pub fn upstream_invocations(
                 upstream(job, "bw_pipe", strings(["-P", &copies]), Tool::Lmbench),
             ]
         }
-        "bw_pipe" => vec![upstream(
-            job,
-            "bw_pipe",
-            strings([
-                "-m",
-                &n("size")?,
-                "-M",
-                &n("total")?,
-                "-P",
-                &n("nr_threads")?,
-                "-N",
-                &n("repetitions")?,
-            ]),
-            Tool::Lmbench,
-        )],
-        "lat_pipe" => vec![upstream(
-            job,
-            "lat_pipe",
-            strings(["-P", &n("nr_threads")?, "-N", &n("repetitions")?]),
-            Tool::Lmbench,
-        )],
+        "bw_pipe" | "lat_pipe" => {
+            vec![upstream(
+                job,
+                &job.program,
+                lmbench_args(&p)?,
+                Tool::Lmbench,
+            )]
+        }
         "will-it-scale" => {
             let (points, secs) = wis_points(&p)?;
             let secs = secs.to_string();

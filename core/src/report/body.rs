@@ -37,7 +37,7 @@ pub fn render_body(data: &ReportData, config: &ReportConfig, id: &MessageId) -> 
             out,
             "{FIX_TAGS_INTRO}\n| Reported-by: {}\n| Closes: {}\n\n",
             config.identity(),
-            join_url(&config.archive_url, id.as_str())
+            config.closes_url(id.as_str())
         );
     }
     details(&mut out, data, config, id);

@@ -79,6 +79,12 @@ impl ReportConfig {
     pub fn identity(&self) -> String {
         format!("{} <{}>", self.robot_name, self.robot_address)
     }
+
+    /// The report with Message-ID `message_id` in the archive: what a fix's
+    /// `Closes:` names.
+    pub fn closes_url(&self, message_id: &str) -> String {
+        body::join_url(&self.archive_url, message_id)
+    }
 }
 
 /// `[still regression on <tree>/<branch> <sha>]`: a later head that still shows the change.

@@ -110,7 +110,7 @@ pub(super) async fn check_verification(state: &AppState, b: &BisectionRow) -> Re
     let mut duplicate = None;
     match (confirmed, &compared) {
         (Some(m), Some(pc)) => {
-            let patch_id = patch_id_of(state, b, &pc.head.sha).await;
+            let patch_id = repos::patch_id(state, &b.repo_name, &pc.head.sha).await;
             let earlier = match &patch_id {
                 Some(p) => store::reported_with_patch(&state.db, p, b).await?,
                 None => None,
@@ -262,19 +262,6 @@ async fn answer_duplicate(
         measured: found.verified,
     };
     crate::mail::landed::answer(tx, &state.config.mail, &landing, &report).await
-}
-
-async fn patch_id_of(state: &AppState, b: &BisectionRow, sha: &str) -> Option<String> {
-    let mirror = repos::mirror_for(state, &b.repo_name);
-    match mirror.patch_id(sha).await {
-        Ok(id) => id,
-        Err(e) => {
-            // Without a patch-id the report still goes out; only the
-            // cross-tree de-duplication is lost for this commit.
-            tracing::warn!(bisection = b.id, %sha, error = %e, "no patch-id");
-            None
-        }
-    }
 }
 
 /// `[still regression on repo/branch head]`: the bad end, when it is a later

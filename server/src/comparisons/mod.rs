@@ -196,7 +196,7 @@ pub async fn evaluate(
     }
 }
 
-/// The pair head's `git patch-id`; `None` (logged) when git cannot say.
+/// The pair head's `git patch-id` ([`crate::repos::patch_id`]).
 async fn head_patch_id(state: &AppState, pc: &PairComparison) -> Option<String> {
     let repo = match crate::repos::repo_by_id(&state.db, pc.head.repo_id).await {
         Ok(repo) => repo,
@@ -205,18 +205,7 @@ async fn head_patch_id(state: &AppState, pc: &PairComparison) -> Option<String> 
             return None;
         }
     };
-    match crate::repos::mirror_for(state, &repo.name)
-        .patch_id(&pc.head.sha)
-        .await
-    {
-        Ok(id) => id,
-        Err(e) => {
-            // The report still goes out; only the de-duplication by
-            // patch-id is lost for this commit.
-            tracing::warn!(sha = %pc.head.sha, error = %e, "no patch-id");
-            None
-        }
-    }
+    crate::repos::patch_id(state, &repo.name, &pc.head.sha).await
 }
 
 /// Runs per side to add: what the statistics want, and, unless the pair is

@@ -233,6 +233,12 @@ pub struct MailConfig {
 }
 
 impl MailConfig {
+    /// The server's own git of repository `repo` (`/git/REPO.git`), where
+    /// the series kbot applied can be fetched.
+    pub fn git_url(&self, repo: &str) -> String {
+        format!("{}/git/{repo}.git", self.public_url)
+    }
+
     /// Mail off; every other setting at its default.
     pub fn disabled() -> MailConfig {
         MailConfig {

@@ -22,7 +22,7 @@ pub(crate) struct KconfigRow {
 /// git of it for the series kbot applied from lists.
 pub(crate) fn repo_spec(state: &AppState, name: String, url: String) -> RepoSpec {
     RepoSpec {
-        series_url: Some(format!("{}/git/{}.git", state.config.mail.public_url, name)),
+        series_url: Some(state.config.mail.git_url(&name)),
         name,
         // The one place a stored URL leaves whole: the agent clones a
         // private tree with it. Only an agent's token reads a lease or an

@@ -145,7 +145,7 @@ pub async fn build_failed(
         body,
         "{} noticed the following build errors:\n\n\
          [auto build test ERROR on {}/{}]\n\n\
-         url: {}/git/{}.git {}\n\
+         url: {} {}\n\
          base: {} ({})\n\
          patch link: {}\n\
          config: {}\n\
@@ -157,8 +157,7 @@ pub async fn build_failed(
         config.report.robot_name,
         l.repo_name,
         l.branch,
-        config.public_url,
-        l.repo_name,
+        config.git_url(&l.repo_name),
         s.ref_name.as_deref().unwrap_or_default(),
         s.base_sha.as_deref().unwrap_or_default(),
         s.base_how.as_deref().unwrap_or_default(),

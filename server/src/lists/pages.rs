@@ -104,7 +104,7 @@ pub async fn series(State(state): State<AppState>, Path(id): Path<i64>) -> PageR
         .into_iter()
         .find(|l| l.name == detail.series.list);
     let git_url = list
-        .map(|l| format!("{}/git/{}.git", state.config.mail.public_url, l.repo_name))
+        .map(|l| state.config.mail.git_url(&l.repo_name))
         .unwrap_or_default();
     render(&SeriesPage {
         s: SeriesRow::from(&detail.series),

@@ -174,10 +174,7 @@ async fn culprits(state: &AppState, submission: i64) -> Result<Vec<String>> {
 }
 
 fn series_url(state: &AppState, series_id: i64) -> String {
-    format!(
-        "{}/series/{series_id}",
-        state.config.mail.public_url.trim_end_matches('/')
-    )
+    format!("{}/series/{series_id}", state.config.mail.public_url)
 }
 
 #[derive(sqlx::FromRow)]

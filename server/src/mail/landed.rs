@@ -38,10 +38,7 @@ pub fn public_tree(config: &MailConfig, repo_name: &str, url: &str) -> String {
     if networked {
         crate::web::without_credentials(url)
     } else {
-        format!(
-            "{}/git/{repo_name}.git",
-            config.public_url.trim_end_matches('/')
-        )
+        config.git_url(repo_name)
     }
 }
 
@@ -173,11 +170,7 @@ fn body(config: &MailConfig, landing: &Landing<'_>, report: &StandingReport) -> 
     } else {
         landing.branches.join(", ")
     };
-    let closes = format!(
-        "{}/{}",
-        config.report.archive_url.trim_end_matches('/'),
-        report.message_id
-    );
+    let closes = config.report.closes_url(&report.message_id);
     let same = landing
         .patch_id
         .map(|p| format!(" (the same `git patch-id`, {p})"))

@@ -122,9 +122,8 @@ pub async fn patch_thread(
     Ok(row.map(|r| {
         let posted = PostedPatch {
             url: format!(
-                "{}/git/{}.git {}",
-                config.public_url,
-                r.repo_name,
+                "{} {}",
+                config.git_url(&r.repo_name),
                 r.ref_name.as_deref().unwrap_or_default()
             ),
             base: format!(
@@ -277,10 +276,7 @@ pub async fn enqueue_still_there(
     let Some(thread) = patch_thread(tx, config, commit).await? else {
         return Ok(());
     };
-    let closes = format!(
-        "{}/{message_id}",
-        config.report.archive_url.trim_end_matches('/')
-    );
+    let closes = config.report.closes_url(message_id);
     let body = format!(
         "Hi,\n\n{} noticed that this patch still has the regression it reported for the same \
          change before (the same `git patch-id`):\n\n    {subject}\n    {closes}\n\n\

@@ -63,6 +63,20 @@ pub async fn sync_mirror(state: &AppState, repo: &RepoRow) -> Result<(), GitErro
     mirror.sync(&repo.url).await
 }
 
+/// The `git patch-id` of commit `sha` of `repo_name`, the key that finds
+/// the same change on another commit; `None` (logged) when git gives none.
+/// A report still goes out without it; only the de-duplication by patch-id
+/// is lost for that commit.
+pub async fn patch_id(state: &AppState, repo_name: &str, sha: &str) -> Option<String> {
+    match mirror_for(state, repo_name).patch_id(sha).await {
+        Ok(id) => id,
+        Err(e) => {
+            tracing::warn!(repo = repo_name, %sha, error = %e, "no patch-id");
+            None
+        }
+    }
+}
+
 /// Deletes refs of the mirror of `repo_name` and compacts it
 /// ([`Mirror::delete_refs`]), not while it is being fetched.
 pub async fn delete_refs(

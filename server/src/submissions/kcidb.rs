@@ -123,11 +123,7 @@ pub async fn document(db: &Db, id: i64, public_url: &str) -> Result<Document> {
             run,
             build_id: &build_id,
             submission: id,
-            log_url: format!(
-                "{}/jobs/{}/log",
-                public_url.trim_end_matches('/'),
-                run.job_id
-            ),
+            log_url: format!("{public_url}/jobs/{}/log", run.job_id),
         };
         let metrics = run
             .metrics
