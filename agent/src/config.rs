@@ -236,6 +236,13 @@ pub struct AgentArgs {
     /// carry no profile and the agent says so at start.
     #[arg(long, env = "KBOT_GUEST_PERF", global = true)]
     pub guest_perf: Option<PathBuf>,
+    /// The guest's stress-ng: a directory holding `bin/stress-ng` and the
+    /// shared libraries and dynamic loader it needs under their paths
+    /// (default: /usr/local/lib/kbot/GUEST_ARCH/stress-ng, which
+    /// scripts/build-guest-stress-ng installs for x86_64). Put into the
+    /// initramfs of stress-ng jobs only; without it they fail.
+    #[arg(long, env = "KBOT_GUEST_STRESS_NG", global = true)]
+    pub guest_stress_ng: Option<PathBuf>,
     /// The QEMU system emulator (default: qemu-system-GUEST_ARCH).
     #[arg(long, env = "KBOT_QEMU", global = true)]
     pub qemu: Option<PathBuf>,
@@ -512,6 +519,13 @@ impl AgentArgs {
             .unwrap_or_else(|| self.guest_arch().default_perf())
     }
 
+    /// The guest's stress-ng tree: configured, or the guest arch's.
+    pub fn guest_stress_ng_dir(&self) -> PathBuf {
+        self.guest_stress_ng
+            .clone()
+            .unwrap_or_else(|| self.guest_arch().default_stress_ng())
+    }
+
     /// QEMU's `-cpu` under TCG: configured, or the guest arch's.
     pub fn tcg_cpu(&self) -> Option<String> {
         self.qemu_cpu
@@ -552,6 +566,8 @@ impl AgentArgs {
             topology: self.topology(),
             busybox: self.busybox_binary(),
             perf: Some(self.guest_perf_binary()).filter(|p| p.exists()),
+            stress_ng: Some(self.guest_stress_ng_dir())
+                .filter(|d| d.join(crate::initramfs::STRESS_NG_BIN).is_file()),
             kbot_bench,
             force_accel: self.force_accel(),
             boot_timeout: self.boot_timeout(),

@@ -121,6 +121,12 @@ impl GuestArch {
         Path::new(GUEST_PERF_DIR).join(self.name()).join("perf")
     }
 
+    /// The stress-ng tree of this arch's guests
+    /// (scripts/build-guest-stress-ng).
+    pub fn default_stress_ng(self) -> std::path::PathBuf {
+        Path::new(GUEST_PERF_DIR).join(self.name()).join("stress-ng")
+    }
+
     /// The kernel console.
     pub fn console(self) -> &'static str {
         match self {

@@ -58,7 +58,13 @@ pub fn run(
             };
             argv.extend(argv_of(cfg, inv));
             let started = Instant::now();
-            let executed = execute(&argv, cfg.run_timeout, cancel)?;
+            let executed = execute(&argv, cfg.run_timeout, cancel)?.map(|(out, err)| {
+                if inv.output_includes_stderr() {
+                    out + &err
+                } else {
+                    out
+                }
+            });
             perf_seconds += started.elapsed().as_secs_f64();
             match executed {
                 Ok(stdout) => runs.push(Execution {
@@ -152,12 +158,12 @@ fn argv_of(cfg: &HostConfig, inv: &Invocation) -> Vec<String> {
         .collect()
 }
 
-/// One execution: stdout on success, the failure otherwise.
+/// One execution: stdout and stderr on success, the failure otherwise.
 fn execute(
     argv: &[String],
     limit: Duration,
     cancel: &Cancel,
-) -> Result<std::result::Result<String, Failure>> {
+) -> Result<std::result::Result<(String, String), Failure>> {
     let (program, args) = argv
         .split_first()
         .ok_or_else(|| AgentError::Config("empty command line".into()))?;
@@ -189,7 +195,7 @@ fn execute(
         err_t.join().unwrap_or_default(),
     );
     Ok(match end {
-        Finished::Exited(s) if s.success() => Ok(stdout),
+        Finished::Exited(s) if s.success() => Ok((stdout, stderr)),
         Finished::Exited(s) => Err(Failure::new(
             FailureKind::Incomplete,
             format!(

@@ -111,10 +111,17 @@ pub fn init_script(plan: &[Invocation], warmup: u32, results: &str, profile: boo
 }
 
 /// The shell lines that run invocation `i` as its [`Repeat`] says, each
-/// execution in its own `output.<i>.<n>` section (stderr in `stderr.<i>.<n>`).
+/// execution in its own `output.<i>.<n>` section (stderr in `stderr.<i>.<n>`,
+/// or in the output where the tool reports there,
+/// [`Invocation::output_includes_stderr`]).
 fn run_lines(i: usize, inv: &Invocation) -> String {
+    let stderr = if inv.output_includes_stderr() {
+        "2>&1".to_string()
+    } else {
+        format!("2>/tmp/err.{i}.$n")
+    };
     let once = format!(
-        "section output.{i}.$n {} 2>/tmp/err.{i}.$n\nsection stderr.{i}.$n cat /tmp/err.{i}.$n\nn=$((n+1))\n",
+        "section output.{i}.$n {} {stderr}\nsection stderr.{i}.$n cat /tmp/err.{i}.$n\nn=$((n+1))\n",
         argv(inv)
     );
     match inv.repeat {
@@ -152,6 +159,90 @@ pub struct Binaries<'a> {
     pub kbot_bench: &'a Path,
     /// The static perf of the profiled execution, when there is one.
     pub perf: Option<&'a Path>,
+    /// The stress-ng tree ([`stress_ng_tree`]), copied to the archive's root
+    /// as it is laid out: `bin/stress-ng`, its libraries and the loader.
+    pub stress_ng: Option<&'a Path>,
+}
+
+/// Where the stress-ng binary is in its tree, and so in the guest (on /init's
+/// `PATH`).
+pub const STRESS_NG_BIN: &str = "bin/stress-ng";
+
+/// The stress-ng tree a plan needs: none unless an invocation runs
+/// stress-ng, whose ~30 MiB of binary and libraries would otherwise slow
+/// every boot; an error when one does and the agent has no tree.
+pub fn stress_ng_tree<'a>(plan: &[Invocation], tree: Option<&'a Path>) -> Result<Option<&'a Path>> {
+    if !plan.iter().any(|inv| inv.program == "stress-ng") {
+        return Ok(None);
+    }
+    tree.map(Some).ok_or_else(|| {
+        AgentError::Config(
+            "the job runs stress-ng, and this agent has no guest stress-ng: install one with \
+             scripts/build-guest-stress-ng and give its directory in --guest-stress-ng \
+             (KBOT_GUEST_STRESS_NG)"
+                .to_string(),
+        )
+    })
+}
+
+/// Every entry of `root`, parents before children, as (path relative to
+/// `root`, metadata), symlinks not followed.
+fn tree_entries(root: &Path) -> Result<Vec<(std::path::PathBuf, std::fs::Metadata)>> {
+    let mut out = Vec::new();
+    let mut todo = vec![root.to_path_buf()];
+    while let Some(dir) = todo.pop() {
+        let io = |e| AgentError::io(format!("reading {}", dir.display()), e);
+        let mut names: Vec<_> = std::fs::read_dir(&dir)
+            .map_err(io)?
+            .map(|e| e.map(|e| e.path()))
+            .collect::<std::io::Result<_>>()
+            .map_err(io)?;
+        names.sort();
+        for path in names {
+            let meta = std::fs::symlink_metadata(&path)
+                .map_err(|e| AgentError::io(format!("reading {}", path.display()), e))?;
+            if meta.is_dir() {
+                todo.push(path.clone());
+            }
+            let rel = path.strip_prefix(root).unwrap_or(&path).to_path_buf();
+            out.push((rel, meta));
+        }
+    }
+    // Parents first: the kernel's unpacker does not create missing directories.
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+/// Adds the stress-ng tree under the archive's root, keeping the
+/// directories the archive already has.
+fn add_tree<W: Write>(cpio: &mut Cpio<W>, root: &Path, have: &[&str]) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    for (rel, meta) in tree_entries(root)? {
+        let name = rel
+            .to_str()
+            .ok_or_else(|| AgentError::Config(format!("{} is not UTF-8", rel.display())))?;
+        let path = root.join(&rel);
+        if meta.is_dir() {
+            if !have.contains(&name) {
+                cpio.entry(name, 0o040755, NO_DEV, &[])?;
+            }
+        } else if meta.file_type().is_symlink() {
+            let target = std::fs::read_link(&path)
+                .map_err(|e| AgentError::io(format!("reading {}", path.display()), e))?;
+            let target = target.as_os_str().as_encoded_bytes().to_vec();
+            cpio.entry(name, 0o120777, NO_DEV, &target)?;
+        } else if meta.is_file() {
+            let data = std::fs::read(&path)
+                .map_err(|e| AgentError::io(format!("reading {}", path.display()), e))?;
+            let mode = if meta.permissions().mode() & 0o111 != 0 {
+                0o100755
+            } else {
+                0o100644
+            };
+            cpio.entry(name, mode, NO_DEV, &data)?;
+        }
+    }
+    Ok(())
 }
 
 /// Writes the initramfs to `out`.
@@ -167,7 +258,8 @@ pub fn write(out: &Path, bins: &Binaries, init: &str) -> Result<()> {
         out: BufWriter::new(file),
         ino: 1,
     };
-    for dir in ["bin", "dev", "proc", "sys", "tmp"] {
+    const DIRS: [&str; 5] = ["bin", "dev", "proc", "sys", "tmp"];
+    for dir in DIRS {
         cpio.entry(dir, 0o040755, NO_DEV, &[])?;
     }
     // The kernel opens /dev/console for init before devtmpfs is mounted.
@@ -182,6 +274,9 @@ pub fn write(out: &Path, bins: &Binaries, init: &str) -> Result<()> {
     }
     for applet in APPLETS {
         cpio.entry(&format!("bin/{applet}"), 0o120777, NO_DEV, b"busybox")?;
+    }
+    if let Some(tree) = bins.stress_ng {
+        add_tree(&mut cpio, tree, &DIRS)?;
     }
     cpio.entry("TRAILER!!!", 0, NO_DEV, &[])?;
     cpio.out
@@ -393,6 +488,162 @@ mod tests {
         Ok(())
     }
 
+    fn stress_ng(args: &[&str]) -> Invocation {
+        Invocation {
+            program: "stress-ng".into(),
+            args: args.iter().map(|s| s.to_string()).collect(),
+            repeat: Repeat::Times(1),
+            parser: Tool::StressNg,
+            context: kbot_core::parsers::ParseContext::new("stress-ng"),
+        }
+    }
+
+    /// stress-ng runs as upstream's run script has it, its report (on
+    /// stderr) in the output section the parser reads; kbot-bench's stderr
+    /// stays apart.
+    #[test]
+    fn stress_ng_runs_with_its_stderr_in_the_output() {
+        let plan = [
+            stress_ng(&["--timeout", "5", "--switch-method", "pipe", "--switch", "2"]),
+            inv(&["pipen"], Repeat::Times(1)),
+        ];
+        let s = init_script(&plan, 1, "/dev/ttyS1", false);
+        assert!(
+            s.contains(
+                "section output.0.$n 'stress-ng' '--timeout' '5' '--switch-method' 'pipe' '--switch' '2' 2>&1\n"
+            ),
+            "{s}"
+        );
+        assert!(
+            s.contains("section warmup.0.$n quiet 'stress-ng' '--timeout' '5'"),
+            "{s}"
+        );
+        assert!(
+            s.contains("section output.1.$n 'kbot-bench' 'pipen' 2>/tmp/err.1.$n\n"),
+            "{s}"
+        );
+    }
+
+    /// The tree goes into the archive of a plan that runs stress-ng only;
+    /// such a plan without a tree is refused with what to install.
+    #[test]
+    fn the_stress_ng_tree_is_for_stress_ng_plans_only() -> Result<()> {
+        let tree = Path::new("/somewhere/stress-ng");
+        let bench = [inv(&["pipen"], Repeat::Times(1))];
+        assert_eq!(stress_ng_tree(&bench, Some(tree))?, None);
+        let sng = [stress_ng(&["--pipe", "2"])];
+        assert_eq!(stress_ng_tree(&sng, Some(tree))?, Some(tree));
+        let err = stress_ng_tree(&sng, None).expect_err("no tree");
+        assert!(
+            err.to_string().contains("scripts/build-guest-stress-ng"),
+            "{err}"
+        );
+        Ok(())
+    }
+
+    /// The stress-ng tree lands at the archive's root under its own paths:
+    /// the binary beside busybox's applets in /bin, the libraries and the
+    /// loader where the binary's ELF header and the loader look for them,
+    /// new directories before their files and /bin not twice.
+    #[test]
+    fn the_archive_carries_the_stress_ng_tree() -> Result<()> {
+        if !crate::process::on_path("cpio") {
+            crate::process::skip_outside_ci("cpio is not installed (scripts/install-test-deps)");
+            return Ok(());
+        }
+        let dir = tempfile::tempdir().map_err(|e| AgentError::io("tempdir", e))?;
+        let tree = dir.path().join("stress-ng");
+        let write = |rel: &str, data: &[u8], mode: u32| -> Result<()> {
+            use std::os::unix::fs::PermissionsExt;
+            let path = tree.join(rel);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| AgentError::io("mkdir", e))?;
+            }
+            std::fs::write(&path, data).map_err(|e| AgentError::io("write", e))?;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
+                .map_err(|e| AgentError::io("chmod", e))
+        };
+        write("bin/stress-ng", b"ELF stress-ng", 0o755)?;
+        write("lib/x86_64-linux-gnu/libc.so.6", b"ELF libc", 0o644)?;
+        write("lib64/ld-linux-x86-64.so.2", b"ELF ld.so", 0o755)?;
+        std::os::unix::fs::symlink("libc.so.6", tree.join("lib/x86_64-linux-gnu/libc.so"))
+            .map_err(|e| AgentError::io("symlink", e))?;
+        let bin = dir.path().join("tool");
+        std::fs::write(&bin, b"#!/bin/sh\n").map_err(|e| AgentError::io("write", e))?;
+        let out = dir.path().join("initramfs.cpio");
+        let bins = Binaries {
+            busybox: &bin,
+            kbot_bench: &bin,
+            perf: None,
+            stress_ng: Some(&tree),
+        };
+        super::write(&out, &bins, "#!/bin/sh\n")?;
+        let listing = crate::process::output(
+            Command::new("sh")
+                .arg("-c")
+                .arg(format!("cpio -itv < {}", out.display())),
+        )?;
+        let names: Vec<&str> = listing
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(8))
+            .collect();
+        let at = |name: &str| names.iter().position(|n| *n == name);
+        for name in [
+            "bin/stress-ng",
+            "lib",
+            "lib/x86_64-linux-gnu",
+            "lib/x86_64-linux-gnu/libc.so.6",
+            "lib/x86_64-linux-gnu/libc.so",
+            "lib64",
+            "lib64/ld-linux-x86-64.so.2",
+        ] {
+            assert!(at(name).is_some(), "{name} missing: {listing}");
+        }
+        assert!(at("lib") < at("lib/x86_64-linux-gnu"));
+        assert!(at("lib/x86_64-linux-gnu") < at("lib/x86_64-linux-gnu/libc.so.6"));
+        assert_eq!(
+            names.iter().filter(|n| **n == "bin").count(),
+            1,
+            "{listing}"
+        );
+        let line = |name: &str| {
+            listing
+                .lines()
+                .find(|l| l.split_whitespace().nth(8) == Some(name))
+                .unwrap_or_default()
+                .to_string()
+        };
+        assert!(line("bin/stress-ng").starts_with("-rwxr-xr-x"), "{listing}");
+        assert!(
+            line("lib/x86_64-linux-gnu/libc.so.6").starts_with("-rw-r--r--"),
+            "{listing}"
+        );
+        assert!(
+            line("lib/x86_64-linux-gnu/libc.so").contains("-> libc.so.6"),
+            "{listing}"
+        );
+        assert!(line("lib").starts_with("drwxr-xr-x"), "{listing}");
+        // Without the tree, the archive has none of it.
+        super::write(
+            &out,
+            &Binaries {
+                stress_ng: None,
+                ..bins
+            },
+            "#!/bin/sh\n",
+        )?;
+        let listing = crate::process::output(
+            Command::new("sh")
+                .arg("-c")
+                .arg(format!("cpio -it < {}", out.display())),
+        )?;
+        assert!(
+            !listing.contains("stress-ng") && !listing.contains("lib64"),
+            "{listing}"
+        );
+        Ok(())
+    }
+
     /// The archive is what GNU cpio reads back, with the right types.
     #[test]
     fn the_archive_lists_with_gnu_cpio() -> Result<()> {
@@ -408,6 +659,7 @@ mod tests {
             busybox: &bin,
             kbot_bench: &bin,
             perf: Some(&bin),
+            stress_ng: None,
         };
         write(&out, &bins, "#!/bin/sh\n")?;
         let listing = crate::process::output(

@@ -130,6 +130,10 @@ pub struct QemuConfig {
     /// The static perf that profiles one extra execution per invocation
     /// ([`crate::guest_profile`]); `None`: no profile.
     pub perf: Option<PathBuf>,
+    /// The guest's stress-ng tree (`bin/stress-ng`, its shared libraries and
+    /// loader under their paths; scripts/build-guest-stress-ng), put into
+    /// the initramfs of a job that runs stress-ng; `None`: such jobs fail.
+    pub stress_ng: Option<PathBuf>,
     /// `None`: probe KVM and fall back to TCG (wall clock only: icount is TCG).
     pub force_accel: Option<Accel>,
     pub boot_timeout: Duration,

@@ -28,6 +28,7 @@ pub(super) fn config(clock: Clock) -> QemuConfig {
         busybox: PathBuf::from("/bin/busybox"),
         kbot_bench: PathBuf::from("kbot-bench"),
         perf: None,
+        stress_ng: None,
         force_accel: None,
         boot_timeout: Duration::from_secs(60),
         run_timeout: Duration::from_secs(60),

@@ -222,6 +222,7 @@ impl QemuBackend {
             busybox: &self.cfg.busybox,
             kbot_bench: &self.cfg.kbot_bench,
             perf: self.cfg.perf.as_deref(),
+            stress_ng: initramfs::stress_ng_tree(plan, self.cfg.stress_ng.as_deref())?,
         };
         let results_device = self.cfg.arch.results_device();
         let init = initramfs::init_script(plan, warmup, results_device, bins.perf.is_some());

@@ -27,6 +27,7 @@ pub fn x86_64_config(memory_mib: u64) -> QemuConfig {
         busybox: "/bin/busybox".into(),
         kbot_bench: "/bin/busybox".into(),
         perf: None,
+        stress_ng: None,
         force_accel: Some(Accel::Tcg),
         boot_timeout: Duration::from_secs(240),
         run_timeout: Duration::from_secs(120),

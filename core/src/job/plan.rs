@@ -376,7 +376,8 @@ impl Builder {
             let problem = dims
                 .iter()
                 .zip(&choice)
-                .find_map(|(d, &i)| validate(program, d.slot, &d.key, &d.values[i]).err());
+                .find_map(|(d, &i)| validate(program, d.slot, &d.key, &d.values[i]).err())
+                .or_else(|| table::check_combination(&job).err());
             match doc_skip.clone().or(problem).or_else(|| missing.clone()) {
                 Some(err) => self.skip_job(&name, err),
                 None => self.plan.jobs.push(job),

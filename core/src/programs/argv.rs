@@ -35,6 +35,15 @@ pub struct Invocation {
     pub context: ParseContext,
 }
 
+impl Invocation {
+    /// Whether the tool's report is on stderr, so its output is stdout and
+    /// stderr together: stress-ng writes every `info:`/`metrc:` line there,
+    /// and lkp-tests' `programs/stress-ng/run` runs it with `2>&1`.
+    pub fn output_includes_stderr(&self) -> bool {
+        self.parser == Tool::StressNg
+    }
+}
+
 /// Resolved parameter lookups with typed errors.
 struct Params<'a> {
     job: &'a AtomicJob,
@@ -459,6 +468,10 @@ pub fn upstream_invocations(
                 "--metrics",
                 "--no-rand-seed",
             ]);
+            // The method before the scheduler, as upstream's run orders them.
+            if let Some(method) = p.resolved.get("method") {
+                args.extend(strings([&format!("--{test}-method"), method]));
+            }
             if let Some(sched) = p.resolved.get("sched") {
                 args.extend(strings([&stress_ng_sched_option(test), sched]));
             }

@@ -2,7 +2,8 @@
 //! takes with their kinds and defaults, and the setup programs kbot
 //! honours.
 
-use crate::Error;
+use crate::job::model::AtomicJob;
+use crate::{Error, Result};
 
 /// What values an option accepts, and how [`crate::job::AtomicJob::resolve`]
 /// turns them into numbers.
@@ -86,8 +87,15 @@ const PROCESS_THREADS: ValueKind = ValueKind::Choice(&["process", "threads"]);
 const IPC: ValueKind = ValueKind::Choice(&["pipe", "socket"]);
 /// The stress-ng stressors kbot plans: the pipe family of lkp-tests'
 /// `jobs/stress-ng/stress-ng-part3.yaml` and `stress-ng-scheduler.yaml`
-/// (`pipe` and `pthread` under each `sched`, `pipeherd`, `ring-pipe`).
-const STRESS_NG_STRESSORS: &[&str] = &["pipe", "pthread", "pipeherd", "ring-pipe"];
+/// (`pipe` and `pthread` under each `sched`, `pipeherd`, `ring-pipe`), and
+/// `switch` of `stress-ng-part4.yaml` (with `method: pipe` only, see
+/// [`check_combination`]).
+const STRESS_NG_STRESSORS: &[&str] = &["pipe", "pthread", "pipeherd", "ring-pipe", "switch"];
+
+/// stress-ng 0.15's `--switch-method` values, all accepted as values so that
+/// upstream's matrix plans and the ones kbot does not run are skipped with
+/// the reason [`check_combination`] gives.
+const STRESS_NG_SWITCH_METHODS: &[&str] = &["mq", "pipe", "sem-sysv"];
 
 /// Every program a job file may name.
 pub const PROGRAMS: &[ProgramSpec] = &[
@@ -374,7 +382,7 @@ pub const PROGRAMS: &[ProgramSpec] = &[
     },
     ProgramSpec {
         name: "stress-ng",
-        summary: "stress-ng's pipe stressors, --<test> nr_threads as LKP runs them (upstream tool only; kbot-bench has no stress-ng workload)",
+        summary: "stress-ng's pipe stressors (switch with method pipe among them), --<test> nr_threads as LKP runs them (upstream's stress-ng in the guest; kbot-bench has no stress-ng workload)",
         options: &[
             opt(
                 "test",
@@ -390,6 +398,12 @@ pub const PROGRAMS: &[ProgramSpec] = &[
             ),
             opt("testtime", Some("60s"), ValueKind::Duration, "--timeout"),
             opt(
+                "method",
+                None,
+                ValueKind::Choice(STRESS_NG_SWITCH_METHODS),
+                "--<test>-method (LKP); kbot runs switch's pipe method only",
+            ),
+            opt(
                 "sched",
                 None,
                 ValueKind::Choice(&["batch", "deadline", "fifo", "idle", "other", "rr"]),
@@ -400,6 +414,43 @@ pub const PROGRAMS: &[ProgramSpec] = &[
         metrics: &["*.ops", "*.ops_per_sec", "*.*"],
     },
 ];
+
+/// What one option's value cannot say: whether the options of an atomic
+/// job go together. stress-ng's `method` is kbot's for `switch` alone (the
+/// only stressor of its table with methods), and of switch's methods only
+/// `pipe` moves its context switches through a pipe.
+pub(crate) fn check_combination(job: &AtomicJob) -> Result<()> {
+    if job.program != "stress-ng" {
+        return Ok(());
+    }
+    let get = |k: &str| job.options.get(k).or_else(|| job.params.get(k));
+    let (Some(method), Some(test)) = (get("method"), get("test")) else {
+        return Ok(());
+    };
+    if test != "switch" {
+        return Err(Error::InvalidValue {
+            key: "method".to_string(),
+            value: method.clone(),
+            reason: format!("kbot passes --<test>-method to switch only, not to {test}"),
+        });
+    }
+    if method != "pipe" {
+        return Err(Error::InvalidValue {
+            key: "method".to_string(),
+            value: method.clone(),
+            reason: format!(
+                "switch's {method} method switches contexts through {}, not a pipe: \
+                 kbot runs stress-ng's pipe stressors only (switch with method pipe)",
+                if method == "mq" {
+                    "a POSIX message queue"
+                } else {
+                    "System V semaphores"
+                }
+            ),
+        });
+    }
+    Ok(())
+}
 
 /// LKP setup programs whose scalar value is a job parameter (and so a path
 /// parameter): `cpufreq_governor: performance`.

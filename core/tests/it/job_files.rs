@@ -571,6 +571,93 @@ fn will_it_scale_sweep_is_upstreams_at_every_size() {
     }
 }
 
+/// lkp-tests' `jobs/stress-ng/stress-ng-part4.yaml` as upstream has it
+/// (`jobs/upstream/`): of its matrix kbot plans switch with method pipe,
+/// whose command line is upstream's run script's (`--switch-method pipe`
+/// before `--switch N`), and skips switch's other methods, the other
+/// stressors and spinmem's and sock's variants, each with its reason.
+#[test]
+fn stress_ng_part4_plans_switch_with_the_pipe_method() {
+    use kbot_core::job::{plan_job_file, SkipKind};
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../jobs/upstream/stress-ng-part4.yaml"),
+    )
+    .expect("the upstream file");
+    let plan = plan_job_file(&text, &kbot_core::lkp::NoIncludes).expect("plans");
+    assert_eq!(plan.jobs.len(), 1, "{:?}", plan.jobs);
+    let job = &plan.jobs[0];
+    assert_eq!(job.path_params(), "pipe-100%-switch-60s");
+    let two = Hardware {
+        sockets: 1,
+        cores: 2,
+        threads: 2,
+        numa_nodes: 1,
+        ..spr()
+    };
+    let r = job.resolve(&two).expect("resolves");
+    let up = upstream_invocations(job, &r)
+        .expect("maps")
+        .expect("upstream tool");
+    assert_eq!(up.len(), 1);
+    assert_eq!(
+        format!("{} {}", up[0].program, up[0].args.join(" ")),
+        "stress-ng --timeout 60 --times --verify --metrics --no-rand-seed \
+         --switch-method pipe --switch 2"
+    );
+    assert!(up[0].output_includes_stderr());
+    let reason = |name: &str| {
+        plan.skipped
+            .iter()
+            .find(|s| s.kind == SkipKind::Job && s.name == name)
+            .map(|s| s.reason.clone())
+            .unwrap_or_else(|| panic!("{name} is not skipped: {:?}", plan.skipped))
+    };
+    assert!(reason("stress-ng/mq-100%-switch-60s")
+        .contains("through a POSIX message queue, not a pipe"));
+    assert!(reason("stress-ng/sem-sysv-100%-switch-60s")
+        .contains("through System V semaphores, not a pipe"));
+    assert!(reason("stress-ng/100%-sem-60s")
+        .contains("kbot runs: pipe, pthread, pipeherd, ring-pipe, switch"));
+    assert!(
+        reason("stress-ng/8bit-100%-spinmem-60s").contains("invalid value \"spinmem\" for test")
+    );
+    assert!(reason("stress-ng/100%-sock-60s-dgram").contains("invalid value \"sock\" for test"));
+    // 59 stressors of the first document, 3 + 5 + 9 of the others, all but one skipped.
+    let jobs = plan
+        .skipped
+        .iter()
+        .filter(|s| s.kind == SkipKind::Job)
+        .count();
+    assert_eq!(jobs, 59 + 3 + 5 + 9 - 1, "{:?}", plan.skipped);
+}
+
+/// `method` is switch's: on another stressor stress-ng has no such option,
+/// so the job is refused with the reason rather than run with a bad flag.
+#[test]
+fn stress_ng_method_is_for_switch_only() {
+    let err = parse_job_file("stress-ng: {test: pipe, method: pipe}\n").expect_err("refused");
+    assert!(
+        err.to_string()
+            .contains("kbot passes --<test>-method to switch only, not to pipe"),
+        "{err}"
+    );
+    let job = only("stress-ng: {test: switch, method: pipe}\n");
+    let r = job.resolve(&spr()).expect("resolves");
+    let up = upstream_invocations(&job, &r)
+        .expect("maps")
+        .expect("upstream");
+    assert_eq!(
+        up[0].args[5..],
+        [
+            "--no-rand-seed",
+            "--switch-method",
+            "pipe",
+            "--switch",
+            "224"
+        ]
+    );
+}
+
 /// The pipe family of lkp-tests' `jobs/stress-ng/stress-ng-part3.yaml` and
 /// `stress-ng-scheduler.yaml` (the corpus file `stress-ng-pipe-family.yaml`
 /// lays it out as upstream does) resolves and maps to the command line
@@ -598,7 +685,7 @@ fn stress_ng_pipe_family_runs_as_upstreams_run_script() {
             .expect("upstream tool");
         assert_eq!(up.len(), 1);
         lines.push(format!("{} {}", up[0].program, up[0].args.join(" ")));
-        // kbot-bench has no stress-ng workload: the agent cannot run it.
+        // kbot-bench has no stress-ng workload: the agent runs upstream's.
         assert!(kbot_bench_invocations(job, &r).is_err());
     }
     let common = "stress-ng --timeout 60 --times --verify --metrics --no-rand-seed";

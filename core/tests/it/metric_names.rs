@@ -139,7 +139,7 @@ const PERF_SCHED_MESSAGING: Program = Program {
 };
 
 /// intel/lkp-tests programs/stress-ng/parse for the pipe stressors kbot
-/// plans (pipe, pthread, pipeherd, ring-pipe):
+/// plans (pipe, pthread, pipeherd, ring-pipe, switch with method pipe):
 /// `<stressor>.{pass,fail,ops,ops_per_sec}` from the bogo-ops table and
 /// `<stressor>.<unit>{,.pass,.fail}` from the miscellaneous metrics, the unit
 /// normalised by lib/tests/stats.rb `normalize` ("MB per sec pipe write
@@ -182,6 +182,11 @@ const STRESS_NG: Program = Program {
         "ring-pipe.pipe_read+write_calls_per_sec.pass",
         "ring-pipe.MB_per_sec_data_pipe_write",
         "ring-pipe.MB_per_sec_data_pipe_write.pass",
+        "switch.pass",
+        "switch.ops",
+        "switch.ops_per_sec",
+        "switch.nanosecs_per_context_switch_pipe_method",
+        "switch.nanosecs_per_context_switch_pipe_method.pass",
     ],
     kbot_only: &[],
 };
@@ -469,6 +474,11 @@ stress-ng: info:  [17121] for a 2.00s run time:
             sample(Tool::StressNg, p.testcase, failed),
             sample(Tool::StressNg, p.testcase, PIPE_FAMILY),
             sample(Tool::StressNg, p.testcase, UPSTREAM_PIPEHERD),
+            sample(
+                Tool::StressNg,
+                p.testcase,
+                fixture("stress-ng-switch-metrics.txt"),
+            ),
         ],
         p.upstream,
     );

@@ -163,6 +163,29 @@ fn stress_ng_metrics_and_brief() {
     assert!(!m.contains_key("stress-ng.pipe.ops"));
 }
 
+/// switch with `--switch-method pipe`, as the guest runs it (the report is
+/// on stress-ng's stderr, which the run merges as upstream's `2>&1` does):
+/// the method in parentheses stays in the unit, as upstream's normalize
+/// keeps it (`nanosecs_per_context_switch_pipe_method`).
+#[test]
+fn stress_ng_switch_pipe_method() {
+    let m = run(Tool::StressNg, "stress-ng", "stress-ng-switch-metrics.txt");
+    assert_metric(&m, "stress-ng.switch.pass", 1.0);
+    assert_metric(&m, "stress-ng.switch.ops", 1_515_351.0);
+    assert_metric(&m, "stress-ng.switch.ops_per_sec", 757_539.63);
+    assert_metric(
+        &m,
+        "stress-ng.switch.nanosecs_per_context_switch_pipe_method",
+        2652.52,
+    );
+    assert_metric(
+        &m,
+        "stress-ng.switch.nanosecs_per_context_switch_pipe_method.pass",
+        1.0,
+    );
+    assert_eq!(m.len(), 5, "{m:?}");
+}
+
 #[test]
 fn pipebench_summary() {
     let m = run(Tool::Pipebench, "pipebench", "pipebench-q.txt");
