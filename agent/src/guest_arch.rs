@@ -124,7 +124,9 @@ impl GuestArch {
     /// The stress-ng tree of this arch's guests
     /// (scripts/build-guest-stress-ng).
     pub fn default_stress_ng(self) -> std::path::PathBuf {
-        Path::new(GUEST_PERF_DIR).join(self.name()).join("stress-ng")
+        Path::new(GUEST_PERF_DIR)
+            .join(self.name())
+            .join("stress-ng")
     }
 
     /// The kernel console.
