@@ -46,30 +46,29 @@ impl GuestArch {
         }
     }
 
+    /// How its kernel is made ([`kbot_core::machine::kernel_image`]).
+    fn kernel_image(self) -> kbot_core::machine::KernelImage {
+        match kbot_core::machine::kernel_image(self.name()) {
+            Some(image) => image,
+            None => unreachable!("every GuestArch has a kernel image"),
+        }
+    }
+
     /// The kernel build's `ARCH=`.
     pub fn kernel_arch(self) -> &'static str {
-        match self {
-            GuestArch::X86_64 => "x86_64",
-            GuestArch::Aarch64 => "arm64",
-        }
+        self.kernel_image().make_arch
     }
 
     /// The kernel build's `CROSS_COMPILE=` on a host of `host_arch`
     /// (`None`: the host's own toolchain).
     pub fn cross_compile(self, host_arch: &str) -> Option<&'static str> {
-        match self {
-            _ if self.name() == host_arch => None,
-            GuestArch::X86_64 => Some("x86_64-linux-gnu-"),
-            GuestArch::Aarch64 => Some("aarch64-linux-gnu-"),
-        }
+        (self.name() != host_arch).then(|| self.kernel_image().cross_compile)
     }
 
     /// The boot image's make target and its path in the object directory.
     pub fn image(self) -> (&'static str, &'static str) {
-        match self {
-            GuestArch::X86_64 => ("bzImage", "arch/x86/boot/bzImage"),
-            GuestArch::Aarch64 => ("Image", "arch/arm64/boot/Image"),
-        }
+        let image = self.kernel_image();
+        (image.target, image.path)
     }
 
     /// The QEMU system emulator of this guest.

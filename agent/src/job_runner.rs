@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use kbot_api::agent::{FailureKind, JobState, LeasedJob};
+use kbot_core::conditions;
 
 use crate::build_cache::{BuildKey, BuiltKernel};
 use crate::error::{AgentError, Result};
@@ -11,7 +12,7 @@ use crate::kernel_build::{server_key, Builder};
 use crate::kexec::{BootStep, KexecMachine, RealSystem};
 use crate::outcome::{Failure, Outcome};
 use crate::process::Cancel;
-use crate::qemu::QemuBackend;
+use crate::qemu::{QemuBackend, INITRAMFS};
 use crate::shared_build::SharedBuilds;
 use crate::workload;
 
@@ -67,6 +68,7 @@ impl JobRunner {
                     Err(f) => return Ok(Outcome::Failed(f)),
                 };
                 let out = qemu.run(&kernel.image(), &plan, &dir, cancel, on_state)?;
+                let out = with_initramfs(out, job, &dir.join(INITRAMFS), shared);
                 Ok(with_kconfig(out, &kernel))
             }
             Backend::Kexec => {
@@ -153,6 +155,29 @@ fn with_kconfig(out: Outcome, kernel: &BuiltKernel) -> Outcome {
         }
         other => other,
     }
+}
+
+/// Records the initramfs the guest booted, once shared with the server, so
+/// that a reproduction script boots the same bytes; a run whose initramfs
+/// could not be shared still counts (its script then says so).
+fn with_initramfs(
+    out: Outcome,
+    job: &LeasedJob,
+    initramfs: &Path,
+    shared: Option<&SharedBuilds>,
+) -> Outcome {
+    let (mut r, shared) = match (out, shared) {
+        (Outcome::Success(r), Some(s)) => (r, s),
+        (out, _) => return out,
+    };
+    match shared.share_initramfs(job.job_id, initramfs) {
+        Ok(sha256) => {
+            r.tuning
+                .insert(conditions::INITRAMFS_SHA256.to_string(), sha256);
+        }
+        Err(e) => tracing::warn!(job = job.job_id, error = %e, "could not share the initramfs"),
+    }
+    Outcome::Success(r)
 }
 
 /// The job's `cpufreq_governor`, or `performance` when it names none: what

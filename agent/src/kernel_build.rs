@@ -37,6 +37,9 @@ pub const SRC_INSIDE: &str = "/kbot/src";
 /// Where a build sees its object directory.
 pub const OBJ_INSIDE: &str = "/kbot/obj";
 
+/// The directory holding [`SRC_INSIDE`] and [`OBJ_INSIDE`].
+const CCACHE_BASEDIR: &str = "/kbot";
+
 /// The end of the build log read for a failed build's report: the log
 /// itself may be as large as the build's file size limit.
 const LOG_TAIL_BYTES: u64 = 256 << 10;
@@ -485,11 +488,12 @@ impl Builder {
         if let Some(prefix) = &self.cfg.cross_compile {
             argv.push(format!("CROSS_COMPILE={prefix}"));
         }
-        // Fixed build identity: rebuilding a commit gives the same image.
-        let mut env = vec![
-            ("KBUILD_BUILD_USER".to_string(), "kbot".to_string()),
-            ("KBUILD_BUILD_HOST".to_string(), "kbot-agent".to_string()),
-        ];
+        // Fixed build identity: rebuilding a commit gives the same image,
+        // here or in a reproduction script (`kbot_core::machine::BUILD_ENV`).
+        let mut env: Vec<(String, String)> = kbot_core::machine::BUILD_ENV
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         let mut view = View {
             read_only: vec![site.src.mirror.clone()],
             placed: vec![
@@ -653,6 +657,12 @@ impl Ccache {
         let mut env: Vec<(String, String)> = std::env::vars()
             .filter(|(k, _)| k.starts_with("CCACHE_"))
             .collect();
+        // Paths under /kbot become relative in ccache's hashes: a build of
+        // the same source outside the sandbox, with its src/ and obj/ side
+        // by side as here (a reproduction script's), finds this cache.
+        if !env.iter().any(|(k, _)| k == "CCACHE_BASEDIR") {
+            env.push(("CCACHE_BASEDIR".into(), CCACHE_BASEDIR.into()));
+        }
         env.push(("CCACHE_DIR".into(), self.dir.display().to_string()));
         env.push(("CCACHE_TEMPDIR".into(), "/tmp/ccache".into()));
         if !self.writable {

@@ -163,11 +163,7 @@ pub fn head_of_file(path: &Path, max: u64) -> String {
     }
 }
 
-/// The last `lines` lines of `text`.
-pub fn tail(text: &str, lines: usize) -> String {
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
-}
+pub use kbot_core::text::last_lines as tail;
 
 /// For unit tests whose tool or binary is missing here: the test says so
 /// and returns; under CI (`CI` set), where `scripts/test` installs

@@ -14,8 +14,10 @@
 //! runtime. A claim lives as long as the builder's job or order lease,
 //! which the daemon's heartbeats keep while it builds or waits.
 
+use std::collections::HashSet;
 use std::fs;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kbot_api::agent::{FailureKind, JobState, LeasedJob, RepoSpec};
@@ -40,6 +42,8 @@ pub struct SharedBuilds {
     runtime: Handle,
     /// False on a machine that only tests: it never builds a kernel.
     can_build: bool,
+    /// The initramfs archives this agent has stored with the server.
+    initramfs: Arc<Mutex<HashSet<String>>>,
 }
 
 type Built = std::result::Result<BuiltKernel, Failure>;
@@ -73,6 +77,7 @@ impl SharedBuilds {
             client,
             runtime,
             can_build,
+            initramfs: Arc::default(),
         }
     }
 
@@ -320,6 +325,30 @@ impl SharedBuilds {
         fs::write(&path, &bytes)
             .map_err(|e| AgentError::io(format!("writing {}", path.display()), e))?;
         Ok(Ok(()))
+    }
+
+    /// Stores the initramfs a leased job's guest booted with the server
+    /// and gives its SHA-256; one upload per distinct archive per agent run
+    /// (every run of a job boots the same bytes).
+    pub fn share_initramfs(&self, job_id: i64, path: &Path) -> Result<String> {
+        let content =
+            fs::read(path).map_err(|e| AgentError::io(format!("reading {}", path.display()), e))?;
+        let sha256 = hex::encode(Sha256::digest(&content));
+        let mut shared = self
+            .initramfs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !shared.contains(&sha256) {
+            let stored = self.call(self.client.upload_initramfs(job_id, content))?;
+            if stored.sha256 != sha256 {
+                return Err(AgentError::parse(
+                    "the server's answer to the initramfs upload",
+                    format!("stored as {}, not {sha256}", stored.sha256),
+                ));
+            }
+            shared.insert(sha256.clone());
+        }
+        Ok(sha256)
     }
 
     fn call<T>(

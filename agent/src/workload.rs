@@ -4,47 +4,22 @@
 use std::collections::BTreeMap;
 
 use kbot_core::job::AtomicJob;
-use kbot_core::parsers::{self, Metrics};
+use kbot_core::parsers::Metrics;
 use kbot_core::programs::{self, Invocation};
 
 use crate::error::Result;
 
-/// The invocations of `job`, in run order: kbot-bench's, or for stress-ng
-/// (which kbot-bench does not reimplement) upstream's command line as
-/// lkp-tests runs it, with the guest's stress-ng.
+/// The invocations of `job`, in run order
+/// ([`programs::guest_invocations`]).
 pub fn plan(job: &AtomicJob, resolved: &BTreeMap<String, String>) -> Result<Vec<Invocation>> {
-    if job.program == "stress-ng" {
-        if let Some(plan) = programs::upstream_invocations(job, resolved)? {
-            return Ok(plan);
-        }
-    }
-    Ok(programs::kbot_bench_invocations(job, resolved)?)
+    Ok(programs::guest_invocations(job, resolved)?)
 }
 
-/// One execution of one invocation.
-#[derive(Debug, Clone)]
-pub struct Execution {
-    /// Index into the plan.
-    pub invocation: usize,
-    pub stdout: String,
-}
+pub use kbot_core::guest::Execution;
 
-/// Parses every execution and merges the metrics of the whole workload
-/// ([`parsers::merge_executions`]: times add up, a will-it-scale sweep gives
-/// LKP's results for the sweep, repeated runs are averaged).
+/// The metrics of the executions ([`kbot_core::guest::metrics`]).
 pub fn metrics(plan: &[Invocation], runs: &[Execution]) -> Result<Metrics> {
-    let mut parsed = Vec::new();
-    for run in runs {
-        let Some(inv) = plan.get(run.invocation) else {
-            continue;
-        };
-        parsed.push(parsers::Parsed {
-            invocation: run.invocation,
-            context: &inv.context,
-            metrics: parsers::parse(inv.parser, &run.stdout, &inv.context)?,
-        });
-    }
-    Ok(parsers::merge_executions(&parsed)?)
+    Ok(kbot_core::guest::metrics(plan, runs)?)
 }
 
 #[cfg(test)]

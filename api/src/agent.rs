@@ -259,6 +259,15 @@ pub struct ResultUpload {
     pub profile: Option<FoldedProfile>,
 }
 
+/// `PUT /api/v1/jobs/{id}/initramfs`: the initramfs a leased job's guest
+/// booted, stored once by its SHA-256 for reproduction scripts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct InitramfsStored {
+    /// SHA-256 of the archive, lowercase hex.
+    pub sha256: String,
+    pub bytes: i64,
+}
+
 /// Most bytes of a result's folded stacks (a profile of a pipe workload
 /// folds to a few tens of KiB).
 pub const MAX_PROFILE_BYTES: usize = 4 << 20;

@@ -40,6 +40,18 @@ pub const GUEST_ARCH: &str = "guest_arch";
 /// a page, so 4K and 64K pages move different amounts per buffer.
 pub const GUEST_PAGE_SIZE: &str = "guest_page_size";
 
+/// Not conditions: what a reproduction needs. QEMU's arguments as a JSON
+/// array, with the run's own files as [`QEMU_KERNEL`], [`QEMU_INITRD`] and
+/// [`QEMU_RESULTS`].
+pub const QEMU_ARGV: &str = "qemu_argv";
+/// The SHA-256 of the initramfs the guest booted, as the server stores it
+/// (`GET /api/v1/initramfs/{sha256}`); absent when it was not shared.
+pub const INITRAMFS_SHA256: &str = "initramfs_sha256";
+/// The placeholders of [`QEMU_ARGV`], within words (`file:@RESULTS@`).
+pub const QEMU_KERNEL: &str = "@KERNEL@";
+pub const QEMU_INITRD: &str = "@INITRD@";
+pub const QEMU_RESULTS: &str = "@RESULTS@";
+
 /// The conditions a run was measured under, as one line (`qemu_clock=wall,
 /// guest_cpus=2 online of 2 configured`), in [`CONDITION_KEYS`] order; only
 /// the keys present. An empty string for a run that records none (the host

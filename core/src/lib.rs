@@ -8,6 +8,7 @@
 pub mod build_log;
 pub mod conditions;
 pub mod error;
+pub mod guest;
 pub mod job;
 pub mod kcidb;
 pub mod lkp;

@@ -25,6 +25,12 @@ pub fn tail(text: &str, max: usize) -> &str {
     &text[start..]
 }
 
+/// The last `lines` lines of `text`, joined by newlines.
+pub fn last_lines(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

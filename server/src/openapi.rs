@@ -42,6 +42,7 @@ pub const USER_TOKEN: &str = "user_token";
         (name = "agent", description = "Test machines: enrol, lease jobs, report progress, upload results"),
         (name = "repos", description = "Registered git repositories and their commits"),
         (name = "submissions", description = "Job files submitted for a commit pair, their runs and comparisons"),
+        (name = "runs", description = "One finished run reproduced anywhere: its script, the initramfs it booted, the check of a reproduction"),
         (name = "builds", description = "Kernels built once and shared by every agent of their arch"),
         (name = "bisections", description = "From a regressed pair to its verified first bad commit"),
         (name = "watches", description = "Branches the robot tests at every new head"),

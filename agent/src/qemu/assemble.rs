@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use kbot_api::agent::{FailureKind, ResultUpload};
 use kbot_core::conditions;
+use kbot_core::guest::{body, executions};
 use kbot_core::programs::Invocation;
 
 use super::config::Topology;
@@ -17,7 +18,7 @@ use crate::guest_profile;
 use crate::monitors::{self, Snapshot};
 use crate::outcome::{now_ms, Failure, Outcome};
 use crate::process::tail;
-use crate::workload::{self, Execution};
+use crate::workload;
 
 /// What one boot produced, with what the result records beside it.
 pub(super) struct Assembly<'a> {
@@ -205,59 +206,6 @@ pub(super) fn assemble(a: Assembly) -> Outcome {
         finished_at: now_ms(),
         profile,
     })
-}
-
-fn body(sections: &BTreeMap<String, Section>, name: &str) -> String {
-    sections
-        .get(name)
-        .map(|s| s.body.clone())
-        .unwrap_or_default()
-}
-
-/// The `output.<i>.<n>` sections in order; a failed or cut-short execution
-/// makes the run incomplete (with its stderr).
-pub(super) fn executions(
-    sections: &BTreeMap<String, Section>,
-) -> std::result::Result<Vec<Execution>, String> {
-    let mut runs = Vec::new();
-    for (name, s) in sections {
-        let Some(rest) = name.strip_prefix("output.") else {
-            continue;
-        };
-        let invocation = rest
-            .split('.')
-            .next()
-            .and_then(|i| i.parse().ok())
-            .unwrap_or(usize::MAX);
-        if !s.complete || s.rc != Some(0) {
-            let stderr = body(sections, &format!("stderr.{rest}"));
-            return Err(format!(
-                "{name} exited with {:?}: {}",
-                s.rc,
-                tail(&stderr, 20)
-            ));
-        }
-        runs.push((
-            invocation,
-            rest.to_string(),
-            Execution {
-                invocation,
-                stdout: s.body.clone(),
-            },
-        ));
-    }
-    if runs.is_empty() {
-        return Err("the guest produced no workload output".to_string());
-    }
-    runs.sort_by_key(|r| (r.0, run_number(&r.1)));
-    Ok(runs.into_iter().map(|(_, _, e)| e).collect())
-}
-
-fn run_number(rest: &str) -> u64 {
-    rest.rsplit('.')
-        .next()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -32,3 +32,6 @@ pub use version::{QemuVersion, ICOUNT_SMP_SINCE};
 
 /// Console lines kept in failure details.
 const TAIL_LINES: usize = 40;
+
+/// The initramfs a boot writes in its run directory.
+pub const INITRAMFS: &str = "initramfs.cpio";

@@ -14,7 +14,7 @@ use kbot_api::agent::{FailureKind, JobState};
 use kbot_core::conditions;
 use kbot_core::programs::Invocation;
 
-use super::assemble::{assemble, executions, Assembly, Expected};
+use super::assemble::{assemble, Assembly, Expected};
 use super::command::qemu_command;
 use super::config::{Accel, Clock, QemuConfig, Topology};
 use super::watch::{read_console, ConsoleEvent, Watch};
@@ -25,7 +25,7 @@ use crate::initramfs;
 use crate::monitors::{self, HostLoad, HostSample};
 use crate::outcome::{now_ms, Failure, Outcome};
 use crate::process::{self, kill_group, spawn_tied, tail, Cancel};
-use crate::workload::Execution;
+use kbot_core::guest::{executions, Execution};
 
 pub struct QemuBackend {
     /// Boxed: the backend sits in an enum beside data-less variants.
@@ -115,7 +115,7 @@ impl QemuBackend {
     ) -> Result<Outcome> {
         let started_at = now_ms();
         let kernel = &runas::kernel(self.cfg.run_as.as_ref(), kernel, dir)?;
-        let (_, accel_note) = self.accel(kernel);
+        let (accel, accel_note) = self.accel(kernel);
         let attempts = match self.cfg.clock {
             Clock::Wall => 1 + self.cfg.interference_retries,
             Clock::Icount { .. } => 1,
@@ -129,6 +129,10 @@ impl QemuBackend {
                 .as_ref()
                 .and_then(|l| l.interference(&self.cfg.interference));
             let mut tuning = self.tuning(&accel_note);
+            tuning.insert(
+                conditions::QEMU_ARGV.to_string(),
+                self.argv_for_repro(accel)?,
+            );
             tuning.insert(
                 "host_interference".to_string(),
                 interference_note(self.cfg.clock, boot.host.as_ref(), &redone),
@@ -166,6 +170,21 @@ impl QemuBackend {
                 redone.join(" | ")
             ),
         )))
+    }
+
+    /// QEMU's arguments for this boot as JSON, the run's own files named
+    /// by placeholders: what a reproduction script runs.
+    fn argv_for_repro(&self, accel: Accel) -> Result<String> {
+        let cmd = qemu_command(
+            &self.cfg,
+            accel,
+            Path::new(conditions::QEMU_KERNEL),
+            Path::new(conditions::QEMU_INITRD),
+            Path::new(conditions::QEMU_RESULTS),
+        )?;
+        let mut argv = vec![self.cfg.qemu.display().to_string()];
+        argv.extend(cmd.get_args().map(|a| a.to_string_lossy().into_owned()));
+        Ok(serde_json::to_string(&argv).unwrap_or_default())
     }
 
     /// What the result records about how it was measured.
@@ -217,7 +236,7 @@ impl QemuBackend {
         on_state: &dyn Fn(JobState, &str),
     ) -> Result<BootRecord> {
         let (accel, _) = self.accel(kernel);
-        let initrd = dir.join("initramfs.cpio");
+        let initrd = dir.join(super::INITRAMFS);
         let bins = initramfs::Binaries {
             busybox: &self.cfg.busybox,
             kbot_bench: &self.cfg.kbot_bench,

@@ -6,8 +6,8 @@ use reqwest::Method;
 
 use super::{Http, Result};
 use crate::agent::{
-    EnrollRequest, EnrollResponse, EventRequest, HeartbeatResponse, LeaseRequest, LeaseResponse,
-    ResultUpload, UploadResponse,
+    EnrollRequest, EnrollResponse, EventRequest, HeartbeatResponse, InitramfsStored, LeaseRequest,
+    LeaseResponse, ResultUpload, UploadResponse,
 };
 use crate::builds::{
     BuildClaim, BuildFailed, BuildFile, BuildReady, BuildView, ClaimAnswer, Claimant,
@@ -97,6 +97,16 @@ impl AgentClient {
     pub async fn upload(&self, job_id: i64, result: &ResultUpload) -> Result<UploadResponse> {
         self.http
             .expect(Method::PUT, &format!("/jobs/{job_id}/result"), Some(result))
+            .await
+    }
+}
+
+/// What a run booted, kept for reproduction.
+impl AgentClient {
+    /// `PUT /jobs/{id}/initramfs`: the initramfs the leased job's guest booted.
+    pub async fn upload_initramfs(&self, job_id: i64, content: Vec<u8>) -> Result<InitramfsStored> {
+        self.http
+            .put_bytes(&format!("/jobs/{job_id}/initramfs"), content)
             .await
     }
 }

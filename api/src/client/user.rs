@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use reqwest::Method;
 
-use super::{Http, Result};
+use super::{Error, Http, Result};
 use crate::bisections::{BisectionDetail, BisectionView};
 use crate::lists::{ListCommand, ListCreate, ListDetail, ListView, SeriesDetail, SeriesView};
 use crate::reports::{ReportDetail, StoredReport};
@@ -174,6 +174,16 @@ impl UserClient {
     /// `POST /reports/{key}/resend`; `key` is the report's id or Message-ID.
     pub async fn resend_report(&self, key: &str) -> Result<ReportDetail> {
         self.post(&format!("{}/resend", report_path(key))).await
+    }
+
+    /// `GET /jobs/{id}/repro`: the shell script that reproduces a run.
+    pub async fn repro(&self, job_id: i64) -> Result<String> {
+        let path = format!("/jobs/{job_id}/repro");
+        let (bytes, _) = self.http.get_bytes(&path, "content-type").await?;
+        String::from_utf8(bytes.to_vec()).map_err(|e| Error::Body {
+            url: path,
+            reason: e.to_string(),
+        })
     }
 
     async fn get<R: serde::de::DeserializeOwned>(&self, path: &str) -> Result<R> {

@@ -94,6 +94,17 @@ pub enum UserCommand {
         conn: Connection,
         id: i64,
     },
+    /// Print the shell script that reproduces a finished run (a job id): it
+    /// fetches the commit, builds the kernel with the run's .config, boots
+    /// the initramfs the run booted with the run's QEMU line, and prints
+    /// each metric beside the run's (equal to the last digit on an icount
+    /// clock).
+    Repro {
+        #[command(flatten)]
+        conn: Connection,
+        /// The job id of the run (`kbot-server results` lists them).
+        job: i64,
+    },
     /// Manage registered git repositories.
     #[command(subcommand)]
     Repo(RepoCommand),
@@ -146,6 +157,7 @@ pub async fn run(cmd: UserCommand) -> Result<()> {
         }
         UserCommand::Cancel { conn, id } => submissions::cancel(&conn, id).await,
         UserCommand::Results { conn, id } => submissions::results(&conn, id).await,
+        UserCommand::Repro { conn, job } => submissions::repro(&conn, job).await,
         UserCommand::Repo(cmd) => repos::run(cmd).await,
         UserCommand::Watch(cmd) => watches::run(cmd).await,
         UserCommand::List(cmd) => lists::run(cmd).await,

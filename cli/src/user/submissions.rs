@@ -113,6 +113,11 @@ pub(super) async fn results(conn: &Connection, id: i64) -> Result<()> {
     output::json(&client(conn)?.results(id).await?)
 }
 
+pub(super) async fn repro(conn: &Connection, job: i64) -> Result<()> {
+    let script = client(conn)?.repro(job).await?;
+    output::line(script.strip_suffix('\n').unwrap_or(&script))
+}
+
 async fn follow_events(api: &UserClient, id: i64, interval: Duration, json: bool) -> Result<()> {
     let mut after = 0_i64;
     loop {

@@ -331,6 +331,22 @@ pub fn kbot_bench_invocations(
     })
 }
 
+/// What a guest runs for an atomic job, in run order: kbot-bench's command
+/// lines, or for stress-ng (which kbot-bench does not reimplement)
+/// upstream's command line as lkp-tests runs it. The agent plans a boot
+/// with it, and the server reads a reproduction's output with it.
+pub fn guest_invocations(
+    job: &AtomicJob,
+    resolved: &BTreeMap<String, String>,
+) -> Result<Vec<Invocation>> {
+    if job.program == "stress-ng" {
+        if let Some(plan) = upstream_invocations(job, resolved)? {
+            return Ok(plan);
+        }
+    }
+    kbot_bench_invocations(job, resolved)
+}
+
 /// The upstream tool's command lines for an atomic job, as LKP runs them,
 /// each with the parser that reads its output. `Ok(None)` when no upstream
 /// tool exists (`pipen`: its source is unpublished).

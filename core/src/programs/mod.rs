@@ -19,7 +19,9 @@
 pub(crate) mod argv;
 pub(crate) mod table;
 
-pub use argv::{kbot_bench_invocations, upstream_invocations, Invocation, Repeat};
+pub use argv::{
+    guest_invocations, kbot_bench_invocations, upstream_invocations, Invocation, Repeat,
+};
 pub use table::{
     lookup, option_spec, program_names, OptionSpec, ProgramSpec, ValueKind, PROGRAMS,
     SETUP_PROGRAMS,

@@ -20,7 +20,9 @@ use crate::time::now_ms;
 
 pub mod build_spec;
 pub mod handlers;
+pub mod initramfs;
 pub mod reaper;
+pub mod repro;
 pub mod results;
 pub mod summaries;
 

@@ -14,6 +14,7 @@ use crate::web::without_credentials;
 #[derive(sqlx::FromRow)]
 struct Materials {
     id: i64,
+    atomic_job_id: Option<i64>,
     job_file: String,
     name: String,
     url: String,
@@ -29,7 +30,7 @@ pub async fn materials(
     Path((_day, message_id)): Path<(String, String)>,
 ) -> Result<Response, Error> {
     let row = sqlx::query_as::<_, Materials>(
-        "SELECT s.id, s.job_file, r.name, r.url, bc.sha AS base_sha, hc.sha AS head_sha, \
+        "SELECT s.id, o.atomic_job_id, s.job_file, r.name, r.url, bc.sha AS base_sha, hc.sha AS head_sha, \
              aj.spec, aj.kconfig \
          FROM report_outbox o JOIN submissions s ON s.id = o.submission_id \
          JOIN repos r ON r.id = s.repo_id \
@@ -64,8 +65,10 @@ pub async fn materials(
          == Kernel config {kname}\n{kconfig}\n\n\
          == Rerun the comparison on a kbot server\n\
          kbot-server submit --repo {repo} --job job.yaml --base {base} --head {head}\n\n\
+         == Reproduce one run with one script\n{repro}\n\
          == Raw results (per run: metrics, kernel release, tuning; raw output and console as artifacts)\n\
          {public}/api/v1/submissions/{submission_id}/results\n{public}/submissions/{submission_id}\n",
+        repro = repro_lines(&state, row.atomic_job_id, &public).await?,
         repo = row.name,
         url = without_credentials(&row.url),
         base = row.base_sha,
@@ -75,6 +78,39 @@ pub async fn materials(
         kname = kconfig_name.as_deref().unwrap_or(""),
     );
     Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response())
+}
+
+/// The script of the first reproducible run of each side of the compared
+/// job ([`crate::jobs::repro`]), or why there is none.
+async fn repro_lines(
+    state: &AppState,
+    atomic_job_id: Option<i64>,
+    public: &str,
+) -> Result<String, Error> {
+    let rows: Vec<(i64, String, String)> = sqlx::query_as(
+        "SELECT j.id, j.side, r.tuning FROM jobs j JOIN results r ON r.job_id = j.id \
+         WHERE j.atomic_job_id = $1 ORDER BY j.run_index",
+    )
+    .bind(atomic_job_id)
+    .fetch_all(state.db.read())
+    .await?;
+    let mut lines = String::new();
+    for side in ["head", "base"] {
+        let run = rows
+            .iter()
+            .find(|(_, s, tuning)| s == side && crate::jobs::repro::reproducible(tuning));
+        if let Some((job, _, _)) = run {
+            lines.push_str(&format!(
+                "{side} (job {job}): curl -fsS {public}/api/v1/jobs/{job}/repro > repro-{job}.sh && sh repro-{job}.sh\n"
+            ));
+        }
+    }
+    if lines.is_empty() {
+        lines.push_str(
+            "(none: these runs were not made in QEMU guests whose initramfs the server keeps)\n",
+        );
+    }
+    Ok(lines)
 }
 
 /// A stored kernel config as text: the make target and fragment, or a note

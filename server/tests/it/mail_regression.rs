@@ -139,6 +139,11 @@ async fn case(backend: Backend) {
     let text = materials.text().await.expect("materials text");
     assert!(text.contains("bw_pipe:"), "{text}");
     assert!(text.contains(&format!("--head {}", shas[1])), "{text}");
+    // The sim's runs record no QEMU line: the materials say there is no script.
+    assert!(
+        text.contains("== Reproduce one run with one script\n(none: "),
+        "{text}"
+    );
 
     let reports = outbox::list(server.db(), 10).await.expect("list");
     assert_eq!(reports.len(), 1);

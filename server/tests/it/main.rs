@@ -43,6 +43,7 @@ mod migrations;
 mod openapi;
 mod profiles;
 mod regressions;
+mod repro;
 mod scheduling;
 mod schema_parity;
 mod sim;

@@ -46,6 +46,7 @@ const ROUTES: &[(&str, &str, Guard)] = &[
     ("POST", "/api/v1/jobs/{id}/heartbeat", Guard::Agent),
     ("POST", "/api/v1/jobs/{id}/events", Guard::Agent),
     ("PUT", "/api/v1/jobs/{id}/result", Guard::Agent),
+    ("PUT", "/api/v1/jobs/{id}/initramfs", Guard::Agent),
     ("POST", "/api/v1/builds/claim", Guard::Agent),
     ("PUT", "/api/v1/builds/{key}/files/{name}", Guard::Agent),
     ("POST", "/api/v1/builds/{key}/ready", Guard::Agent),
@@ -69,6 +70,10 @@ const ROUTES: &[(&str, &str, Guard)] = &[
     ("GET", "/api/v1/submissions/{id}/results", Guard::Open),
     ("GET", "/api/v1/submissions/{id}/comparisons", Guard::Open),
     ("GET", "/api/v1/submissions/{id}/kcidb", Guard::Open),
+    ("GET", "/api/v1/jobs/{id}/repro", Guard::Open),
+    // Reads what a reproduction's guest wrote; stores nothing.
+    ("POST", "/api/v1/jobs/{id}/repro/check", Guard::Open),
+    ("GET", "/api/v1/initramfs/{sha256}", Guard::Open),
     ("GET", "/api/v1/bisections", Guard::Open),
     ("GET", "/api/v1/bisections/{id}", Guard::Open),
     ("POST", "/api/v1/bisections/{id}/cancel", Guard::User),
@@ -302,6 +307,7 @@ fn concrete(path: &str, c: &Credentials) -> String {
         .replace("{day}", "20261201")
         .replace("{position}", "0")
         .replace("{index}", "1")
+        .replace("{sha256}", &"0".repeat(64))
 }
 
 /// A body the route accepts, so what is refused is refused for the caller:
