@@ -230,6 +230,9 @@ struct JobLogPage {
     console: Option<String>,
     /// The build the job's kernel came from.
     build: Option<kbot_api::builds::BuildView>,
+    /// The run has a reproduction script ([`crate::jobs::repro`]).
+    reproducible: bool,
+    public_url: String,
 }
 
 /// The job a log page is about.
@@ -241,13 +244,14 @@ struct JobLogRow {
     failure: String,
     sha: String,
     console_path: Option<String>,
+    tuning: Option<String>,
 }
 
 /// `GET /jobs/{id}/log`.
 pub async fn job_log(State(state): State<AppState>, Path(id): Path<i64>) -> PageResult {
     let job = sqlx::query_as::<_, JobLogRow>(
         "SELECT j.submission_id, j.side, j.state, COALESCE(j.failure, '') AS failure, c.sha, \
-                r.console_path \
+                r.console_path, r.tuning \
          FROM jobs j JOIN commits c ON c.id = j.commit_id \
          LEFT JOIN results r ON r.job_id = j.id WHERE j.id = $1",
     )
@@ -284,6 +288,11 @@ pub async fn job_log(State(state): State<AppState>, Path(id): Path<i64>) -> Page
         events,
         console,
         build,
+        reproducible: job
+            .tuning
+            .as_deref()
+            .is_some_and(crate::jobs::repro::reproducible),
+        public_url: state.config.mail.public_url.clone(),
     })
 }
 
