@@ -10,6 +10,9 @@ pub enum Error {
     /// A user command's call: no answer, or the server refused it.
     #[error(transparent)]
     Api(#[from] kbot_api::client::Error),
+    /// A job file the command line changes before sending (`--set`).
+    #[error(transparent)]
+    Job(#[from] kbot_core::Error),
     #[error("cannot read {path}: {source}")]
     ReadFile {
         path: String,

@@ -35,10 +35,19 @@ pub struct SubmitArgs {
     /// Do not bisect a regression between base and head.
     #[arg(long)]
     pub no_bisect: bool,
+    /// Set a job variable in every job of the file, as LKP's `lkp submit -s`:
+    /// `testtime=5s` or `'testtime: 5s'` (repeatable; top-level keys).
+    #[arg(short = 's', long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
 }
 
 pub(super) async fn submit(args: SubmitArgs) -> Result<()> {
-    let job_file = read_job_file(&args.job).await?;
+    let sets = args
+        .set
+        .iter()
+        .map(|s| kbot_core::job::set::parse_set(s))
+        .collect::<kbot_core::Result<Vec<_>>>()?;
+    let job_file = kbot_core::job::set::set_variables(&read_job_file(&args.job).await?, &sets)?;
     let body = SubmitRequest {
         repo: args.repo,
         job_file,

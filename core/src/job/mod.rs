@@ -41,6 +41,7 @@
 pub(crate) mod model;
 pub(crate) mod plan;
 pub(crate) mod resolve;
+pub mod set;
 pub(crate) mod validate;
 
 pub use model::{

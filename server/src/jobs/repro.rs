@@ -321,7 +321,7 @@ fn qemu_word(word: &str) -> String {
 pub fn render(r: &Repro) -> String {
     let qemu = r.qemu_argv.first().map(String::as_str).unwrap_or("qemu");
     let qemu_args: Vec<String> = r.qemu_argv.iter().skip(1).map(|w| qemu_word(w)).collect();
-    let config_end = "KBOT_CONFIG_END";
+    let config_end = "END_OF_KERNEL_CONFIG";
     format!(
         r#"#!/bin/sh
 # kbot: reproduces run {run} of the {side} of submission {sid} (job {job}):
@@ -517,7 +517,7 @@ mod tests {
         assert!(s.contains("git_url=${KBOT_REPRO_GIT:-'https://example.org/linux.git'}"));
         // The .config is a quoted here-document: `$vars` stay as written.
         assert!(s.contains(
-            "cat > obj/.config <<'KBOT_CONFIG_END'\nCONFIG_64BIT=y\n# a comment with 'quotes' and $vars\nKBOT_CONFIG_END\n"
+            "cat > obj/.config <<'END_OF_KERNEL_CONFIG'\nCONFIG_64BIT=y\n# a comment with 'quotes' and $vars\nEND_OF_KERNEL_CONFIG\n"
         ));
         assert!(s.contains("ARCH=x86_64"));
         assert!(s.contains("mk -j\"${KBOT_REPRO_JOBS:-$(nproc)}\" bzImage"));

@@ -113,7 +113,8 @@ async fn a_run_is_reproduced_by_its_script() {
             "{script}"
         );
         assert!(
-            script.contains("<<'KBOT_CONFIG_END'\nCONFIG_64BIT=y\nCONFIG_PIPE_TEST=\"$HOME\"\n"),
+            script
+                .contains("<<'END_OF_KERNEL_CONFIG'\nCONFIG_64BIT=y\nCONFIG_PIPE_TEST=\"$HOME\"\n"),
             "{script}"
         );
         assert!(script.contains(&stored.sha256), "{script}");
