@@ -76,6 +76,7 @@ impl Server {
         let reader = crate::lists::spawn_worker(state.clone());
         let collector = crate::lists::retention::spawn_worker(state.clone());
         let mailer = crate::mail::sender::spawn_for(&state);
+        let kcidb = crate::submissions::kcidb_send::spawn_worker(state.clone());
         let app = routes::router(state.clone());
         let (stop_tx, mut stop_rx) = watch::channel(false);
         let notify_stop = async move {
@@ -100,6 +101,9 @@ impl Server {
         bisector.abort();
         watcher.abort();
         reader.abort();
+        if let Some(kcidb) = kcidb {
+            kcidb.abort();
+        }
         if let Some(collector) = collector {
             // It stops between passes; a pass under way is let finish its git
             // commands (a killed pack-refs would leave its lock behind).

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 
 pub mod access;
 pub mod artifacts;
+pub mod kcidb;
 pub mod lists;
 pub mod mail;
 pub mod proxy;
@@ -17,6 +18,7 @@ pub mod retention;
 
 pub use access::{AccessArgs, AccessConfig};
 pub use artifacts::{ArtifactStoreArgs, S3Settings};
+pub use kcidb::{KcidbArgs, KcidbConfig};
 pub use lists::{AmLimits, ListLimits, ListLimitsArgs};
 pub use mail::{MailArgs, MailConfig, SmtpSettings};
 pub use retention::{RetentionArgs, RetentionConfig};
@@ -103,6 +105,9 @@ pub struct ServeArgs {
     /// What list mail may cost (`KBOT_LIST_*`, `KBOT_AM_*`).
     #[command(flatten)]
     pub lists: ListLimitsArgs,
+    /// Where finished pairs are sent as KCIDB documents (`KBOT_KCIDB_*`).
+    #[command(flatten)]
+    pub kcidb: KcidbArgs,
 }
 
 /// The settings the server runs with.
@@ -131,6 +136,8 @@ pub struct Config {
     pub access: AccessConfig,
     /// What list mail may cost.
     pub lists: ListLimits,
+    /// Where finished pairs are sent as KCIDB documents.
+    pub kcidb: KcidbConfig,
 }
 
 impl Config {
@@ -155,6 +162,7 @@ impl Config {
             lkp_root: None,
             access: AccessConfig::open(),
             lists: ListLimits::default(),
+            kcidb: KcidbConfig::default(),
         }
     }
 }
@@ -181,6 +189,7 @@ impl From<ServeArgs> for Config {
             lkp_root: args.lkp_root,
             access,
             lists: args.lists.into(),
+            kcidb: args.kcidb.into(),
         }
     }
 }

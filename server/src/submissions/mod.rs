@@ -5,6 +5,7 @@
 
 pub mod expand;
 pub mod kcidb;
+pub mod kcidb_send;
 pub mod pages;
 pub mod routes;
 mod store;

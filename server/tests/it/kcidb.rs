@@ -136,3 +136,104 @@ async fn a_pair_is_a_valid_kcidb_document() {
         sim.stop().await;
     }
 }
+
+/// A KCIDB submission endpoint as kcidb-ng serves it (`POST /submit`, a
+/// bearer token): it refuses the first document with 503, then takes
+/// documents that KCIDB's schema accepts and keeps them.
+#[derive(Clone, Default)]
+struct Endpoint {
+    received: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+    calls: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+async fn submit(
+    axum::extract::State(e): axum::extract::State<Endpoint>,
+    headers: axum::http::HeaderMap,
+    axum::Json(doc): axum::Json<Value>,
+) -> (axum::http::StatusCode, &'static str) {
+    use axum::http::StatusCode;
+    let call = e.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    if headers.get("authorization").and_then(|v| v.to_str().ok()) != Some("Bearer kcidb-secret") {
+        return (StatusCode::UNAUTHORIZED, "no token");
+    }
+    if call == 0 {
+        return (StatusCode::SERVICE_UNAVAILABLE, "try again");
+    }
+    let checked = doc.clone();
+    let valid =
+        tokio::task::spawn_blocking(move || std::panic::catch_unwind(|| validate(&checked)))
+            .await
+            .is_ok_and(|r| r.is_ok());
+    if !valid {
+        return (StatusCode::BAD_REQUEST, "not a KCIDB v5 document");
+    }
+    e.received.lock().expect("lock").push(doc);
+    (StatusCode::OK, "OK")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finished_pairs_are_sent_to_kcidb_once() {
+    let endpoint = Endpoint::default();
+    let app = axum::Router::new()
+        .route("/submit", axum::routing::post(submit))
+        .with_state(endpoint.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/submit", listener.local_addr().expect("addr"));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let world = World::new();
+    let base = world.repo.base.clone();
+    let slow = world.repo.commit("pipe: slow down writes");
+    world.model.set(&slow, GOOD * 0.8);
+    for backend in backends() {
+        endpoint.received.lock().expect("lock").clear();
+        endpoint.calls.store(0, std::sync::atomic::Ordering::SeqCst);
+        let to = url.clone();
+        let sim = Sim::start_with(backend, &world, move |c| {
+            c.kcidb.url = Some(to.clone());
+            c.kcidb.token = Some("kcidb-secret".into());
+        })
+        .await;
+        let fleet = Fleet::enroll(&sim, 1).await;
+        let id = sim.submit(&base, &slow).await;
+        fleet.run_until(sim.settled(id)).await;
+        // The first call is refused; the sender tries again on its next pass.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while endpoint.received.lock().expect("lock").is_empty() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{backend:?}: nothing reached the KCIDB endpoint"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+        let got = endpoint.received.lock().expect("lock").clone();
+        assert_eq!(got.len(), 1, "{backend:?}");
+        let hashes: Vec<String> = list(got[0]["checkouts"].clone())
+            .iter()
+            .map(|c| str_of(&c["git_commit_hash"]).to_string())
+            .collect();
+        assert!(hashes.contains(&slow), "{backend:?}: {hashes:?}");
+        let (sent_at, attempts, error): (Option<i64>, i64, Option<String>) = sqlx::query_as(
+            "SELECT kcidb_sent_at, kcidb_attempts, kcidb_error FROM submissions WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_one(sim.t.db().read())
+        .await
+        .expect("row");
+        assert!(sent_at.is_some(), "{backend:?}");
+        assert_eq!(
+            (attempts, error),
+            (2, None),
+            "{backend:?}: one refusal, then sent"
+        );
+        // Sent once: the refusal and the document.
+        assert_eq!(
+            endpoint.calls.load(std::sync::atomic::Ordering::SeqCst),
+            2,
+            "{backend:?}"
+        );
+        sim.stop().await;
+    }
+}
