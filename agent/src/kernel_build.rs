@@ -37,9 +37,6 @@ pub const SRC_INSIDE: &str = "/kbot/src";
 /// Where a build sees its object directory.
 pub const OBJ_INSIDE: &str = "/kbot/obj";
 
-/// The directory holding [`SRC_INSIDE`] and [`OBJ_INSIDE`].
-const CCACHE_BASEDIR: &str = "/kbot";
-
 /// The end of the build log read for a failed build's report: the log
 /// itself may be as large as the build's file size limit.
 const LOG_TAIL_BYTES: u64 = 256 << 10;
@@ -657,12 +654,6 @@ impl Ccache {
         let mut env: Vec<(String, String)> = std::env::vars()
             .filter(|(k, _)| k.starts_with("CCACHE_"))
             .collect();
-        // Paths under /kbot become relative in ccache's hashes: a build of
-        // the same source outside the sandbox, with its src/ and obj/ side
-        // by side as here (a reproduction script's), finds this cache.
-        if !env.iter().any(|(k, _)| k == "CCACHE_BASEDIR") {
-            env.push(("CCACHE_BASEDIR".into(), CCACHE_BASEDIR.into()));
-        }
         env.push(("CCACHE_DIR".into(), self.dir.display().to_string()));
         env.push(("CCACHE_TEMPDIR".into(), "/tmp/ccache".into()));
         if !self.writable {

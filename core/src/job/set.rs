@@ -110,4 +110,20 @@ mod tests {
         assert_eq!(set_variables(file, &[]).expect("unchanged"), file);
         assert!(set_variables("- a list\n", &sets).is_err());
     }
+
+    #[test]
+    fn the_upstream_stress_ng_file_plans_with_the_labs_values() {
+        let file = include_str!("../../../jobs/upstream/stress-ng-part4.yaml");
+        let sets = [
+            parse_set("testtime=5s").expect("set"),
+            parse_set("runs: 1").expect("set"),
+            parse_set("kconfig=qemu-x86_64-ci").expect("set"),
+        ];
+        let out = set_variables(file, &sets).expect("set");
+        let plan = crate::job::plan_job_file(&out, &crate::lkp::NoIncludes).expect("plans");
+        assert_eq!(plan.jobs.len(), 1, "switch with method pipe");
+        let job = &plan.jobs[0];
+        assert_eq!(job.params.get("testtime").map(String::as_str), Some("5s"));
+        assert_eq!((job.runs, job.kconfig.as_str()), (1, "qemu-x86_64-ci"));
+    }
 }

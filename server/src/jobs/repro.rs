@@ -339,9 +339,6 @@ pub fn render(r: &Repro) -> String {
 # Usage: sh kbot-repro-{job}.sh [DIR]     (default DIR: kbot-repro-{job})
 # Env:   KBOT_REPRO_GIT     where to fetch the commit (a URL or a local
 #                           repository; default the tree the run came from)
-#        KBOT_REPRO_CCACHE  a ccache directory to read (the agent's: its
-#                           paths are relative to the directory holding
-#                           src/ and obj/, as here)
 #        KBOT_REPRO_JOBS    make -j (default: nproc)
 #        KBOT_REPRO_QEMU    the QEMU binary (default {qemu_q})
 #        KBOT_TOKEN         a user token, for a server whose pages need one
@@ -386,11 +383,6 @@ cross=
 cc={compiler}
 case $cc in clang*) ;; *) cc="$cross$cc" ;; esac
 hostcc={compiler}
-if [ -n "${{KBOT_REPRO_CCACHE:-}}" ]; then
-  export CCACHE_DIR="$KBOT_REPRO_CCACHE" CCACHE_BASEDIR="$PWD" CCACHE_READONLY=1 \
-    CCACHE_NOSTATS=1 CCACHE_TEMPDIR="$PWD/ccache-tmp"
-  cc="ccache $cc" hostcc="ccache $hostcc"
-fi
 mk() {{
   make -s -C src O="$PWD/obj" ARCH={make_arch} ${{cross:+CROSS_COMPILE=$cross}} \
     CC="$cc" HOSTCC="$hostcc" {build_env} "$@"
@@ -407,7 +399,8 @@ echo "{sha}  $initrd" | sha256sum -c --quiet -
 say "booting the kernel in QEMU (console in $PWD/console.log)"
 results=$PWD/results.txt
 rm -f "$results"
-"${{KBOT_REPRO_QEMU:-{qemu_q}}}" {args} </dev/null >console.log 2>&1 || {{
+qemu=${{KBOT_REPRO_QEMU:-{qemu_q}}}
+"$qemu" {args} </dev/null >console.log 2>&1 || {{
   say "QEMU failed; the console's end:"
   tail -n 30 console.log >&2
   exit 1
@@ -524,7 +517,7 @@ mod tests {
         assert!(s.contains("kernel=$PWD/obj/arch/x86/boot/bzImage"));
         assert!(s.contains(&format!("/api/v1/initramfs/{}\"", "b".repeat(64))));
         assert!(s.contains(
-            "\"${KBOT_REPRO_QEMU:-'qemu-system-x86_64'}\" '-kernel' \"$kernel\" '-initrd' \"$initrd\" \
+            "qemu=${KBOT_REPRO_QEMU:-'qemu-system-x86_64'}\n\"$qemu\" '-kernel' \"$kernel\" '-initrd' \"$initrd\" \
              '-append' 'console=ttyS0 panic=-1' '-serial' 'file:'\"$results\" </dev/null"
         ));
         assert!(s.contains("/api/v1/jobs/$job/repro/check"));
