@@ -234,7 +234,7 @@ async fn where_landed(state: &AppState, b: &BisectionRow, commit: &StoredCommit)
         }
     };
     Ok(Landed {
-        tree: crate::mail::landed::public_tree(&state.config.mail, &repo.name, &repo.url),
+        tree: crate::repos::public_tree(&state.config.mail, &repo.name, &repo.url),
         branches,
     })
 }

@@ -16,7 +16,6 @@ use kbot_core::job::AtomicJob;
 use kbot_core::machine::{kernel_image, KernelImage};
 
 use crate::error::{Error, Result};
-use crate::mail::landed::public_tree;
 use crate::state::AppState;
 
 /// What the script and the check need of one finished run.
@@ -170,7 +169,7 @@ pub async fn script(
         None => None,
     };
     let mail = &state.config.mail;
-    let git_url = public_tree(mail, &row.repo_name, &row.repo_url);
+    let git_url = crate::repos::public_tree(mail, &row.repo_name, &row.repo_url);
     let repro = Repro::of(row, config, git_url, mail.public_url.clone())?;
     Ok((
         [

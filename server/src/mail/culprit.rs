@@ -134,7 +134,7 @@ async fn found_elsewhere(
     let Some(report) = super::landed::report_by_id(tx, report_id).await? else {
         return Ok(());
     };
-    let tree = super::landed::public_tree(config, &finding.data.tree, &finding.data.repo_url);
+    let tree = crate::repos::public_tree(config, &finding.data.tree, &finding.data.repo_url);
     let branches = [finding.data.branch.clone()];
     let landing = super::landed::Landing {
         commit: finding.head,

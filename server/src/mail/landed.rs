@@ -30,18 +30,6 @@ pub struct Landing<'a> {
     pub measured: &'a MetricComparison,
 }
 
-/// The tree as a reader can fetch it: its URL without credentials, or the
-/// server's own `/git/` URL when the repository was registered from a path
-/// on the server's disk.
-pub fn public_tree(config: &MailConfig, repo_name: &str, url: &str) -> String {
-    let networked = url.contains("://") || url.contains('@');
-    if networked {
-        crate::web::without_credentials(url)
-    } else {
-        config.git_url(repo_name)
-    }
-}
-
 /// A regression report that stands.
 #[derive(sqlx::FromRow)]
 pub struct StandingReport {

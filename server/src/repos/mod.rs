@@ -181,6 +181,18 @@ fn validate_name(name: &str) -> Result<()> {
     }
 }
 
+/// The tree as a reader can fetch it: its URL without credentials, or the
+/// server's own `/git/` URL when the repository was registered from a path
+/// on the server's disk.
+pub fn public_tree(config: &crate::config::MailConfig, repo_name: &str, url: &str) -> String {
+    let networked = url.contains("://") || url.contains('@');
+    if networked {
+        crate::web::without_credentials(url)
+    } else {
+        config.git_url(repo_name)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
