@@ -9,6 +9,7 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use kbot_core::programs::{Invocation, Repeat};
+use kbot_core::text::sh_quote;
 
 use crate::console::{BEGIN, DONE_MARKER, END, INIT_MARKER, MEASURE_MARKER};
 use crate::error::{AgentError, Result};
@@ -143,14 +144,9 @@ fn warmup_lines(i: usize, inv: &Invocation, times: u32) -> String {
 fn argv(inv: &Invocation) -> String {
     std::iter::once(inv.program.as_str())
         .chain(inv.args.iter().map(String::as_str))
-        .map(quote)
+        .map(sh_quote)
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-/// Single-quotes a word for sh.
-fn quote(word: &str) -> String {
-    format!("'{}'", word.replace('\'', "'\\''"))
 }
 
 /// The programs the initramfs carries besides /init.

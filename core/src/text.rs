@@ -25,6 +25,12 @@ pub fn tail(text: &str, max: usize) -> &str {
     &text[start..]
 }
 
+/// `word` single-quoted for a POSIX shell: the guest's /init and a run's
+/// reproduction script pass arguments through it.
+pub fn sh_quote(word: &str) -> String {
+    format!("'{}'", word.replace('\'', "'\\''"))
+}
+
 /// The last `lines` lines of `text`, joined by newlines.
 pub fn last_lines(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
@@ -43,5 +49,6 @@ mod tests {
         assert_eq!(tail("aé", 1), "");
         assert_eq!(head("short", 10), "short");
         assert_eq!(tail("short", 10), "short");
+        assert_eq!(sh_quote("it's"), "'it'\\''s'");
     }
 }

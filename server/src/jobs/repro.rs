@@ -14,6 +14,7 @@ use axum::response::IntoResponse;
 use kbot_core::conditions;
 use kbot_core::job::AtomicJob;
 use kbot_core::machine::{kernel_image, KernelImage};
+use kbot_core::text::sh_quote;
 
 use crate::error::{Error, Result};
 use crate::state::AppState;
@@ -279,11 +280,6 @@ pub fn compare(got: &BTreeMap<String, f64>, run: &BTreeMap<String, f64>, clock: 
     out
 }
 
-/// Single-quotes a word for sh.
-fn quote(word: &str) -> String {
-    format!("'{}'", word.replace('\'', "'\\''"))
-}
-
 /// A QEMU argument for the script: quoted, the run's files replaced by the
 /// script's variables.
 fn qemu_word(word: &str) -> String {
@@ -302,13 +298,13 @@ fn qemu_word(word: &str) -> String {
         match next {
             Some((i, placeholder, var)) => {
                 if i > 0 {
-                    out.push_str(&quote(&rest[..i]));
+                    out.push_str(&sh_quote(&rest[..i]));
                 }
                 out.push_str(var);
                 rest = &rest[i + placeholder.len()..];
             }
             None => {
-                out.push_str(&quote(rest));
+                out.push_str(&sh_quote(rest));
                 rest = "";
             }
         }
@@ -429,11 +425,11 @@ esac
             &r.clock
         },
         qemu_name = qemu.rsplit('/').next().unwrap_or(qemu),
-        qemu_q = quote(qemu),
-        server = quote(&r.server),
-        git = quote(&r.git_url),
+        qemu_q = sh_quote(qemu),
+        server = sh_quote(&r.server),
+        git = sh_quote(&r.git_url),
         config = ensure_newline(&r.config),
-        cross = quote(r.image.cross_compile),
+        cross = sh_quote(r.image.cross_compile),
         make_arch = r.image.make_arch,
         target = r.image.target,
         image = r.image.path,
@@ -441,7 +437,7 @@ esac
         args = qemu_args.join(" "),
         build_env = kbot_core::machine::BUILD_ENV
             .iter()
-            .map(|(k, v)| format!("{k}={}", quote(v)))
+            .map(|(k, v)| format!("{k}={}", sh_quote(v)))
             .collect::<Vec<_>>()
             .join(" "),
     )
