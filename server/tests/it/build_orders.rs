@@ -8,6 +8,7 @@ use kbot_api::builds::{
     BuildClaim, BuildOrder, ClaimAnswer, Claimant, OrderLease, OrderState, OrderView,
 };
 use kbot_api::client::AgentClient;
+use kbot_load::seed;
 use kbot_testkit::agent::TestAgent;
 use kbot_testkit::{backends, TestServer, ONE_JOB};
 
@@ -121,6 +122,35 @@ async fn a_builder_builds_ahead_for_every_group_once() {
         let page = t.http.get(t.url(&format!("/jobs/{job}/log"))).send().await;
         let page = page.expect("log page").text().await.expect("text");
         assert!(page.contains("built ahead on"), "{page}");
+        t.stop().await;
+    }
+}
+
+/// Kernels are built in the order their jobs are served: a pair submitted
+/// last at a higher priority has its head built before the older pairs'
+/// (a cold builder once built the lowest pair's kernel first, and a
+/// machine then ran that pair before the urgent ones).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orders_are_built_in_the_order_their_jobs_are_served() {
+    for backend in backends() {
+        let t = TestServer::start(backend).await;
+        let base = format!("{:040x}", 0xb0);
+        let heads: Vec<String> = (1..=3).map(|i| format!("{:040x}", 0xc0 + i)).collect();
+        // Submitted at priorities 0, 10, 5: served 10, 5, 0.
+        for (head, priority) in heads.iter().zip([0, 10, 5]) {
+            seed::submission_at(t.db(), "linux", "u1", ONE_JOB, 1, priority, (&base, head))
+                .await
+                .expect("seed");
+        }
+        let z = TestAgent::enroll(&t, "builder", "builders").await;
+        let zc = z.client();
+        let mut built = Vec::new();
+        while let Some(order) = lease_order(&zc).await {
+            assert!(build_order(&zc, &order).await, "{order:?}");
+            built.push(order.commit);
+        }
+        let want = [&base, &heads[1], &heads[2], &heads[0]].map(String::clone);
+        assert_eq!(built, want, "{backend:?}");
         t.stop().await;
     }
 }

@@ -82,8 +82,9 @@ pub enum PlanFor<'a> {
 }
 
 /// The kernels the best queued jobs of `kernel_arch` need that have no
-/// order yet (repo, commit, kconfig, compiler).
-type Wanted = (i64, String, String, String);
+/// order yet (repo, commit, kconfig, compiler), with the best priority and
+/// first queue position of the jobs that need each.
+type Wanted = (i64, String, String, String, i64, i64, i64);
 
 /// Queues an order for each kernel of `kernel_arch` that the best queued
 /// jobs for `who` need and nobody ordered; returns how many it queued.
@@ -97,7 +98,9 @@ pub async fn plan(db: &Db, kernel_arch: &str, who: PlanFor<'_>) -> Result<u64> {
     // Read first: a plan that finds every kernel ordered (the usual case,
     // asked at every lease) takes no write lock.
     let wanted: Vec<Wanted> = sqlx::query_as(
-        "SELECT DISTINCT s.repo_id, c.sha, a.kconfig, a.compiler FROM \
+        "SELECT s.repo_id, c.sha, a.kconfig, a.compiler, MAX(j.priority) AS p, MIN(j.seq) AS f, \
+         MIN(j.id) AS i \
+         FROM \
              (SELECT w.id FROM jobs w CROSS JOIN atomic_jobs wa \
               WHERE wa.id = w.atomic_job_id AND w.state = 'queued' \
                 AND (w.need_arch IS NULL OR w.need_arch = $1) \
@@ -110,7 +113,8 @@ pub async fn plan(db: &Db, kernel_arch: &str, who: PlanFor<'_>) -> Result<u64> {
          JOIN submissions s ON s.id = j.submission_id JOIN commits c ON c.id = j.commit_id \
          WHERE NOT EXISTS (SELECT 1 FROM build_orders o WHERE o.commit_sha = c.sha \
              AND o.kconfig = a.kconfig AND o.compiler = a.compiler AND o.arch = $4) \
-         ORDER BY c.sha, a.kconfig, a.compiler",
+         GROUP BY s.repo_id, c.sha, a.kconfig, a.compiler \
+         ORDER BY p DESC, f, i",
     )
     .bind(machine)
     .bind(group)
@@ -121,12 +125,14 @@ pub async fn plan(db: &Db, kernel_arch: &str, who: PlanFor<'_>) -> Result<u64> {
     if wanted.is_empty() {
         return Ok(0);
     }
+    // Inserted in the order the jobs are served (builders lease by id), so
+    // the kernel of the most urgent job is built first.
     // One statement per order, each its own transaction: two plans that
     // want the same orders would otherwise each hold one the other's
     // insert waits for (PostgreSQL found the deadlock under 8 agents).
     let now = now_ms();
     let mut queued = 0;
-    for (repo, sha, kconfig, compiler) in &wanted {
+    for (repo, sha, kconfig, compiler, ..) in &wanted {
         queued += sqlx::query(
             "INSERT INTO build_orders (repo_id, commit_sha, kconfig, compiler, arch, state, \
              created_at, updated_at) VALUES ($1, $2, $3, $4, $5, 'queued', $6, $6) \
