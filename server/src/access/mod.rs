@@ -22,4 +22,4 @@ pub use crate::config::access as config;
 pub use crate::config::proxy;
 pub use crate::config::{AccessArgs, AccessConfig};
 pub use csrf::CsrfForm;
-pub use session::{viewer, Reader, Session, SignedIn};
+pub use session::{paths_for_viewer, viewer, Reader, Session, SignedIn};

@@ -127,6 +127,16 @@ pub fn viewer() -> Option<Session> {
     VIEWER.try_with(Clone::clone).ok().flatten()
 }
 
+/// Text as the page's reader may see it: the paths of the server's and the
+/// agents' disks (work directories, QEMU lines, archives) only for a
+/// signed-in operator; anyone else sees each path's last component.
+pub fn paths_for_viewer(text: &str) -> String {
+    match viewer() {
+        Some(_) => text.to_owned(),
+        None => crate::web::without_paths(text),
+    }
+}
+
 /// Middleware: finds the request's session, enforces the sign-in wall for
 /// reading when it is on, and runs the handler with the session in scope.
 pub async fn load(

@@ -43,7 +43,9 @@ use crate::error::{Error, Result};
 use crate::state::AppState;
 pub use start::{adjacent, on_pair_settled, regressed_kpi, settled, start};
 use store::Conclusion;
-pub use store::{atomic_job_of, job_spec, BisectionRow, BisectionState};
+pub use store::{
+    atomic_job_of, job_spec, started_from, steps, BisectionRow, BisectionState, StepRow,
+};
 pub use worker::{advance_all, spawn_worker};
 
 /// Takes one bisection as far as the finished runs allow.

@@ -100,6 +100,16 @@ pub async fn list(db: &Db, limit: i64) -> Result<Vec<BisectionRow>> {
     .await?)
 }
 
+/// The bisections started from submission `origin`, oldest first.
+pub async fn started_from(db: &Db, origin: i64) -> Result<Vec<BisectionRow>> {
+    Ok(sqlx::query_as::<_, BisectionRow>(&format!(
+        "{BISECTION_SELECT} WHERE b.origin_submission_id = $1 ORDER BY b.id"
+    ))
+    .bind(origin)
+    .fetch_all(db.read())
+    .await?)
+}
+
 pub async fn open_ids(db: &Db) -> Result<Vec<i64>> {
     Ok(sqlx::query_scalar::<_, i64>(&format!(
         "SELECT id FROM bisections WHERE state IN {OPEN_STATES_SQL} ORDER BY id"

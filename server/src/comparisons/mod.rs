@@ -9,6 +9,7 @@
 //! also catches pairs completed by failures and work other replicas left.
 
 mod backends;
+pub mod kpi_result;
 pub use backends::{booted_commits, booted_commits_by_position, BootedCommits};
 mod store;
 // The dashboard's comparison page plots the runs the verdicts were drawn on.

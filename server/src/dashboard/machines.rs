@@ -169,7 +169,7 @@ impl From<FailureEventRow> for FailureRow {
             group: row.tbox_group,
             testcase: row.testcase,
             sha: short_sha(&row.sha, MEDIUM_SHA),
-            summary: last_line(&row.detail),
+            summary: crate::access::paths_for_viewer(&last_line(&row.detail)),
         }
     }
 }
@@ -270,7 +270,10 @@ pub async fn job_log(State(state): State<AppState>, Path(id): Path<i64>) -> Page
     .map_err(Error::from)?;
     let events = events
         .into_iter()
-        .map(|(at, state, failure, detail)| (format_time(at), state, failure, detail))
+        .map(|(at, state, failure, detail)| {
+            let detail = crate::access::paths_for_viewer(&detail);
+            (format_time(at), state, failure, detail)
+        })
         .collect();
     let console = match job.console_path {
         Some(path) => Some(tail(&state.artifacts.get(&path).await?)),

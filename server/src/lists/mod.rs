@@ -33,6 +33,7 @@ pub mod locate;
 pub mod maintainers;
 pub mod message;
 pub mod pages;
+pub mod patch_status;
 pub mod patchwork;
 pub mod prerequisites;
 pub mod recheck;

@@ -1,10 +1,16 @@
-//! The lists' dashboard pages: every list with its recent series, and one
-//! series with its parts, base, applied ref and pair.
+//! The lists' dashboard pages: every list with its recent series and each
+//! series' result, and one series with its result, its bisections' progress
+//! and a status per patch (patchwork's view).
 
 use askama::Template;
 use axum::extract::{Path, State};
 
+use super::patch_status::{self, Bisected, PatchStatus};
+use crate::bisect::{self, BisectionRow, StepRow};
+use crate::comparisons::kpi_result::ResultLine;
+use crate::error::Result;
 use crate::state::AppState;
+use crate::submissions;
 use crate::time::format_time;
 use crate::web::{render, short_sha, PageResult, MEDIUM_SHA};
 use kbot_api::lists::{ListView, SeriesPart, SeriesView};
@@ -22,6 +28,8 @@ struct SeriesPage {
     s: SeriesRow,
     parts: Vec<PartRow>,
     git_url: String,
+    /// (bisection id, its state, where it is).
+    bisections: Vec<(i64, &'static str, String)>,
 }
 
 struct SeriesRow {
@@ -39,6 +47,7 @@ struct SeriesRow {
     submission: String,
     detail: String,
     posted: String,
+    result: Option<ResultLine>,
 }
 
 struct PartRow {
@@ -46,6 +55,7 @@ struct PartRow {
     subject: String,
     message_id: String,
     commit: String,
+    status: PatchStatus,
 }
 
 fn short(sha: &Option<String>) -> String {
@@ -71,28 +81,71 @@ impl From<&SeriesView> for SeriesRow {
             submission: s.submission.map(|id| id.to_string()).unwrap_or_default(),
             detail: s.detail.clone().unwrap_or_default(),
             posted: format_time(s.posted_at),
+            result: None,
         }
     }
 }
 
-impl From<&SeriesPart> for PartRow {
-    fn from(p: &SeriesPart) -> PartRow {
+impl PartRow {
+    fn new(p: &SeriesPart, bisections: &[Bisected<'_>]) -> PartRow {
         PartRow {
             index: p.index,
             subject: p.subject.clone(),
             message_id: p.message_id.clone(),
             commit: short(&p.commit),
+            status: patch_status::status(p.commit.as_deref(), bisections),
         }
     }
+}
+
+/// The rows of `series` with each one's result line.
+async fn rows_with_results(state: &AppState, series: &[SeriesView]) -> Result<Vec<SeriesRow>> {
+    let ids: Vec<i64> = series.iter().filter_map(|s| s.submission).collect();
+    let mut lines = submissions::result_lines(&state.db, &ids).await?;
+    Ok(series
+        .iter()
+        .map(|s| SeriesRow {
+            result: s.submission.and_then(|id| lines.remove(&id)),
+            ..SeriesRow::from(s)
+        })
+        .collect())
+}
+
+/// The bisections the series' pair started, each with its steps and its
+/// first bad commit's sha.
+async fn bisections_of(
+    state: &AppState,
+    submission: Option<i64>,
+) -> Result<Vec<(BisectionRow, Vec<StepRow>, Option<String>)>> {
+    let Some(id) = submission else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for b in bisect::started_from(&state.db, id).await? {
+        let steps = bisect::steps(&state.db, b.id).await?;
+        let first_bad = match b.first_bad_commit_id {
+            Some(c) => Some(crate::repos::commit_by_id(state.db.read(), c).await?.sha),
+            None => None,
+        };
+        out.push((b, steps, first_bad));
+    }
+    Ok(out)
 }
 
 /// `GET /lists`.
 pub async fn lists(State(state): State<AppState>) -> PageResult {
     let lists = super::list(&state).await?;
     let series = super::all_series(&state).await?;
+    let lists = lists
+        .into_iter()
+        .map(|l| ListView {
+            archive: crate::access::paths_for_viewer(&l.archive),
+            ..l
+        })
+        .collect();
     render(&ListsPage {
         lists,
-        series: series.iter().map(SeriesRow::from).collect(),
+        series: rows_with_results(&state, &series).await?,
     })
 }
 
@@ -106,9 +159,38 @@ pub async fn series(State(state): State<AppState>, Path(id): Path<i64>) -> PageR
     let git_url = list
         .map(|l| state.config.mail.git_url(&l.repo_name))
         .unwrap_or_default();
+    let found = bisections_of(&state, detail.series.submission).await?;
+    let bisected: Vec<Bisected<'_>> = found
+        .iter()
+        .map(|(row, steps, first_bad)| Bisected {
+            row,
+            steps,
+            first_bad: first_bad.as_deref(),
+        })
+        .collect();
+    let commits: Vec<&str> = detail
+        .parts
+        .iter()
+        .filter_map(|p| p.commit.as_deref())
+        .collect();
+    let s = rows_with_results(&state, std::slice::from_ref(&detail.series))
+        .await?
+        .pop()
+        .unwrap_or_else(|| SeriesRow::from(&detail.series));
     render(&SeriesPage {
-        s: SeriesRow::from(&detail.series),
-        parts: detail.parts.iter().map(PartRow::from).collect(),
+        s,
+        parts: detail
+            .parts
+            .iter()
+            .map(|p| PartRow::new(p, &bisected))
+            .collect(),
         git_url,
+        bisections: bisected
+            .iter()
+            .map(|b| {
+                let progress = patch_status::progress(b, &commits);
+                (b.row.id, b.row.state.as_str(), progress)
+            })
+            .collect(),
     })
 }

@@ -17,7 +17,6 @@ use crate::db::Tx;
 use crate::error::Result;
 use crate::repos::StoredCommit;
 use crate::time::now_ms;
-use crate::web::without_credentials;
 
 /// The KPI a report is about: among the KPIs that may act on the job
 /// ([`kbot_core::stats::Comparison::acting`]), the first kbot calls
@@ -92,7 +91,7 @@ pub struct Blame<'a> {
 /// ([`super::culprit`]); the id returned is then that report's.
 async fn enqueue(tx: &mut Tx, config: &MailConfig, blame: &Blame<'_>) -> Result<Option<i64>> {
     let pc = blame.pc;
-    let ctx = load_context(tx, blame.submission_id, pc.atomic_job_id).await?;
+    let ctx = load_context(tx, config, blame.submission_id, pc.atomic_job_id).await?;
     let mut data = report_data(pc, blame.kpi, &ctx);
     data.still_on = blame.still_on.clone();
     if let Some(culprit) = &blame.culprit {
@@ -210,7 +209,12 @@ struct MachineRow {
     tuning: String,
 }
 
-async fn load_context(tx: &mut Tx, submission_id: i64, atomic_job_id: i64) -> Result<Context> {
+async fn load_context(
+    tx: &mut Tx,
+    config: &MailConfig,
+    submission_id: i64,
+    atomic_job_id: i64,
+) -> Result<Context> {
     let (repo_name, repo_url, branch, submission_created_at): (String, String, String, i64) =
         sqlx::query_as(
             // A watch's pair is on the watched branch.
@@ -253,10 +257,11 @@ async fn load_context(tx: &mut Tx, submission_id: i64, atomic_job_id: i64) -> Re
         None => (unknown_machine(), String::new(), None),
     };
     Ok(Context {
-        repo_name,
         // The report goes to lists and people: never a private tree's
-        // credentials (the facts rendered again later carry the same).
-        repo_url: without_credentials(&repo_url),
+        // credentials nor a path on the server's disk (the facts rendered
+        // again later carry the same).
+        repo_url: crate::repos::public_tree(config, &repo_name, &repo_url),
+        repo_name,
         branch,
         submission_created_at,
         machine,

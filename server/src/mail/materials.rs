@@ -8,7 +8,6 @@ use axum::response::{IntoResponse, Response};
 
 use crate::error::Error;
 use crate::state::AppState;
-use crate::web::without_credentials;
 
 /// What a report's materials are made of.
 #[derive(sqlx::FromRow)]
@@ -70,7 +69,7 @@ pub async fn materials(
          {public}/api/v1/submissions/{submission_id}/results\n{public}/submissions/{submission_id}\n",
         repro = repro_lines(&state, row.atomic_job_id, &public).await?,
         repo = row.name,
-        url = without_credentials(&row.url),
+        url = crate::repos::public_tree(&state.config.mail, &row.name, &row.url),
         base = row.base_sha,
         head = row.head_sha,
         job_file = row.job_file.trim_end(),

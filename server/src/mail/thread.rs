@@ -15,7 +15,6 @@ use crate::config::mail::MailConfig;
 use crate::db::Tx;
 use crate::error::Result;
 use crate::time::now_ms;
-use crate::web::without_credentials;
 
 /// Where in a list thread a mail goes, and to whom.
 #[derive(Debug, Clone)]
@@ -128,7 +127,7 @@ pub async fn patch_thread(
             ),
             base: format!(
                 "{} {} ({})",
-                without_credentials(&r.repo_url),
+                crate::repos::public_tree(config, &r.repo_name, &r.repo_url),
                 r.branch,
                 r.base_sha.as_deref().unwrap_or("unknown")
             ),

@@ -8,9 +8,9 @@ use std::collections::{BTreeMap, HashMap};
 use kbot_core::kcidb::{self, Build, Checkout, Document, Environment, Number, Status, Test};
 use serde_json::json;
 
+use crate::config::mail::MailConfig;
 use crate::db::Db;
 use crate::error::Result;
-use crate::web::without_credentials;
 
 #[derive(sqlx::FromRow)]
 struct CommitRow {
@@ -65,7 +65,8 @@ const RUNS: &str = "SELECT j.id AS job_id, j.commit_id, j.side, j.run_index, j.s
      WHERE j.submission_id = $1 AND j.state IN ('finished', 'failed') ORDER BY j.id";
 
 /// The document of submission `id` (unknown: not found).
-pub async fn document(db: &Db, id: i64, public_url: &str) -> Result<Document> {
+pub async fn document(db: &Db, id: i64, mail: &MailConfig) -> Result<Document> {
+    let public_url = &mail.public_url;
     let submission = super::get_submission(db, id).await?;
     let pool = db.read();
     let repo_name = submission.repo_name;
@@ -90,7 +91,7 @@ pub async fn document(db: &Db, id: i64, public_url: &str) -> Result<Document> {
     .fetch_all(pool)
     .await?;
 
-    let tree = without_credentials(&repo_url);
+    let tree = crate::repos::public_tree(mail, &repo_name, &repo_url);
     let checkout_id = |sha: &str| kcidb::id("checkout", format!("{repo_name}-{sha}"));
     let sha_of: HashMap<i64, &str> = commits.iter().map(|c| (c.id, c.sha.as_str())).collect();
     let checkouts = commits

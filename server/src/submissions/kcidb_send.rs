@@ -69,7 +69,7 @@ pub async fn send_due(state: &AppState) -> Result<usize> {
         .map_err(anyhow::Error::from)?;
     let mut sent = 0;
     for id in due {
-        let doc = super::kcidb::document(&state.db, id, &state.config.mail.public_url).await?;
+        let doc = super::kcidb::document(&state.db, id, &state.config.mail).await?;
         let mut request = http.post(url).json(&doc);
         if let Some(token) = &state.config.kcidb.token {
             request = request.bearer_auth(token);

@@ -11,6 +11,7 @@ pub mod routes;
 mod store;
 pub mod waiting;
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use kbot_core::job::{plan_job_file, AtomicJob, JobPlan, Skipped};
@@ -22,12 +23,36 @@ pub use store::{
 pub(crate) use store::{insert_submission, NewSubmission};
 
 use crate::auth::UserAuth;
+use crate::comparisons::kpi_result::{kpi_results, ResultLine};
+use crate::db::Db;
 use crate::error::{Error, Result};
 use crate::jobs::{self, Pair};
 use crate::repos::{self, StoredCommit};
 use crate::state::AppState;
 use crate::time::now_ms;
 use kbot_api::submissions::{SubmissionDetail, SubmissionResults, SubmissionView, SubmitRequest};
+
+/// The result line of each of `ids` (unknown ones left out), for pages that
+/// list what a pair belongs to (series, watches, bisections).
+pub async fn result_lines(db: &Db, ids: &[i64]) -> Result<HashMap<i64, ResultLine>> {
+    let kpis = kpi_results(db, ids).await?;
+    let mut lines = HashMap::new();
+    for &id in ids {
+        let view = match store::submission_view(db, id).await {
+            Ok(view) => view,
+            Err(Error::NotFound { .. }) => continue,
+            Err(e) => return Err(e),
+        };
+        let line = ResultLine::of(
+            &view.state,
+            view.jobs.finished,
+            view.jobs.total,
+            kpis.get(&id),
+        );
+        lines.insert(id, line);
+    }
+    Ok(lines)
+}
 
 /// Largest job file accepted: real LKP job files are a few hundred bytes; a
 /// megabyte leaves room for generated matrices without inviting abuse.

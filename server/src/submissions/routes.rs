@@ -146,9 +146,8 @@ pub async fn kcidb(
     State(state): State<AppState>,
     Path(id): Path<i64>,
 ) -> Result<Json<kbot_core::kcidb::Document>> {
-    let public_url = &state.config.mail.public_url;
     Ok(Json(
-        super::kcidb::document(&state.db, id, public_url).await?,
+        super::kcidb::document(&state.db, id, &state.config.mail).await?,
     ))
 }
 

@@ -70,6 +70,41 @@ pub fn without_credentials(text: &str) -> String {
     out
 }
 
+/// Text as a reader who is not signed in sees it: every absolute path of
+/// the server's or an agent's disk (`/var/lib/kbot/work/17/bzImage`) cut to
+/// its last component (`…/bzImage`). Paths inside URLs are kept; a path is
+/// one that starts a word (after a space, `=`, a quote, `(` or `,`).
+pub fn without_paths(text: &str) -> String {
+    let is_path_char =
+        |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '+' | '-' | '/');
+    let mut out = String::with_capacity(text.len());
+    let mut prev: Option<char> = None;
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        let starts_word =
+            prev.is_none_or(|p| p.is_whitespace() || matches!(p, '=' | '\'' | '"' | '(' | ','));
+        if c == '/' && starts_word {
+            let end = rest.find(|c: char| !is_path_char(c)).unwrap_or(rest.len());
+            let path = &rest[..end];
+            let parts = path.split('/').filter(|p| !p.is_empty()).count();
+            if parts >= 2 {
+                out.push('…');
+                out.push('/');
+                out.push_str(path.rsplit('/').next().unwrap_or_default());
+            } else {
+                out.push_str(path);
+            }
+            prev = path.chars().last();
+            rest = &rest[end..];
+            continue;
+        }
+        out.push(c);
+        prev = Some(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    out
+}
+
 /// Any other path: a JSON 404 under `/api`, an HTML one elsewhere.
 pub async fn not_found(uri: Uri) -> Response {
     if uri.path().starts_with("/api/") {
@@ -80,7 +115,20 @@ pub async fn not_found(uri: Uri) -> Response {
 
 #[cfg(test)]
 mod tests {
-    use super::without_credentials;
+    use super::{without_credentials, without_paths};
+
+    #[test]
+    fn paths_are_cut_to_their_last_component_and_urls_kept() {
+        assert_eq!(
+            without_paths(
+                "qemu-system-x86_64 -kernel /var/lib/kbot/work/17/bzImage -append 'root=/dev/ram0' \
+                 -initrd=/tmp/x/initrd.cpio.gz from https://example.org/a/b.git at /"
+            ),
+            "qemu-system-x86_64 -kernel …/bzImage -append 'root=…/ram0' \
+                 -initrd=…/initrd.cpio.gz from https://example.org/a/b.git at /"
+        );
+        assert_eq!(without_paths("exit 1 (/bin)"), "exit 1 (/bin)");
+    }
 
     #[test]
     fn credentials_are_cut_from_urls_only() {

@@ -169,7 +169,7 @@ async fn watch_a_branch(sim: &Sim<'_>, world: &World) -> Vec<String> {
     tested
 }
 
-async fn page(sim: &Sim<'_>, path: &str) -> String {
+pub(crate) async fn page(sim: &Sim<'_>, path: &str) -> String {
     let response = sim.t.http.get(sim.t.url(path)).send().await.expect("page");
     assert_eq!(response.status(), 200, "{path}");
     let html = response.text().await.expect("html");

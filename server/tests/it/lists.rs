@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use crate::sim::fleet::{Fleet, GOOD};
-use crate::sim::{self, id, list, poll, str_of, Sim, World, DEADLINE, JOB, REPO};
+use crate::sim::{self, id, list, poll, str_of, Sim, World, DEADLINE, JOB, KPI, REPO};
 use kbot_testkit::inbox::PublicInbox;
 use kbot_testkit::smtp_sink::{self, Received};
 use kbot_testkit::{backends, gitrepo::git};
@@ -406,6 +406,12 @@ async fn series_are_tested_and_answered_in_their_threads() {
             "{v1}"
         );
         fetch_series(&sim, &v1, &commits[2]);
+        maintainer_pages(&sim, &v1, &commits, &[inbox.root(), world.repo.path()]).await;
+        let data = report.data.replace("\r\n", "\n");
+        assert!(
+            !data.contains(&world.repo.path().display().to_string()),
+            "{data}"
+        );
 
         // The build break: its compiler lines.
         fleet
@@ -535,6 +541,38 @@ async fn series_are_tested_and_answered_in_their_threads() {
         world.repo.git(&["reset", "-q", "--hard", &sc.base]);
         sim.stop().await;
     }
+}
+
+/// What a maintainer sees of a regressed series without signing in: the
+/// result line on `/lists` and the series page, the bad patch marked in the
+/// patch column, the bisection one click away, and no path of the server's
+/// disk (the archive, the repository) on either page.
+async fn maintainer_pages(sim: &Sim<'_>, v1: &Value, commits: &[String], paths: &[&Path]) {
+    let lists = crate::dashboard_pages::page(sim, "/lists").await;
+    let series = crate::dashboard_pages::page(sim, &format!("/series/{}", id(v1))).await;
+    for html in [&lists, &series] {
+        assert!(
+            html.contains(&format!("regression: {KPI} −")),
+            "the result line: {html}"
+        );
+        for path in paths {
+            let path = path.display().to_string();
+            assert!(!html.contains(&path), "{path} on a public page: {html}");
+        }
+    }
+    let bad = &commits[1][..12];
+    let row = series
+        .split("<tr>")
+        .find(|r| r.contains(bad))
+        .unwrap_or_else(|| panic!("no row of patch 2 ({bad}): {series}"));
+    assert!(row.contains("first bad commit"), "{row}");
+    let bisection = sim.bisections().await;
+    let b = bisection.first().expect("a bisection");
+    assert!(
+        series.contains(&format!("<a href=\"/bisections/{}\">", id(b))),
+        "the bisection is one click away: {series}"
+    );
+    assert!(series.contains("bisection reported on"), "{series}");
 }
 
 pub(crate) async fn add_list(sim: &Sim<'_>, archive: &Path) -> i64 {

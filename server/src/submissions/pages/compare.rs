@@ -12,6 +12,7 @@ use serde::Deserialize;
 
 use super::verdicts::{fmt_p, StoredComparison};
 use super::views::SubmissionSummary;
+use crate::comparisons::kpi_result::kpi_results;
 use crate::comparisons::{finished_runs, stats_config};
 use crate::db::Db;
 use crate::error::{Error, Result};
@@ -90,6 +91,7 @@ pub async fn page(
     let view = submissions::view(&state.db, id).await?;
     let jobs = atomic_jobs(&state.db, id).await?;
     let all = submissions::comparisons(&state.db, id).await?;
+    let kpis = kpi_results(&state.db, &[id]).await?;
     let job_filter = filter(&q.job).and_then(|j| j.parse::<u32>().ok());
     let metric_filter = filter(&q.metric);
     let verdict_filter = filter(&q.verdict);
@@ -99,9 +101,21 @@ pub async fn page(
         .filter(|c| metric_filter.is_none_or(|m| c.metric.contains(m)))
         .filter(|c| verdict_filter.is_none_or(|v| c.verdict == v))
         .collect();
-    chosen.sort_by_key(|c| {
-        let rank = kbot_core::metrics::report_rank(&c.metric);
-        (c.job_index, rank, c.metric.clone())
+    // The KPIs first, then what changed, biggest first; the rest by name.
+    chosen.sort_by(|x, y| {
+        let key = |c: &ComparisonView| {
+            let rank = kbot_core::metrics::report_rank(&c.metric);
+            (c.job_index, rank.min(1), c.verdict != "different")
+        };
+        let size = |c: &ComparisonView| {
+            c.change_percent
+                .filter(|v| v.is_finite())
+                .map_or(0.0, f64::abs)
+        };
+        key(x)
+            .cmp(&key(y))
+            .then(size(y).total_cmp(&size(x)))
+            .then(x.metric.cmp(&y.metric))
     });
     let paging = Paging::new(q.page, PER_PAGE);
     let shown = paging.slice(&chosen);
@@ -114,7 +128,7 @@ pub async fn page(
     let path = format!("/submissions/{id}/compare");
     let has_next = paging.offset() + i64::from(PER_PAGE) < chosen.len() as i64;
     render(&ComparePage {
-        s: SubmissionSummary::from(&view),
+        s: SubmissionSummary::new(&view, kpis.get(&id)),
         jobs: jobs.iter().map(|j| (j.position, j.label.clone())).collect(),
         counts: verdict_counts(&all, &path, &filters),
         job: q.job.clone().unwrap_or_default(),

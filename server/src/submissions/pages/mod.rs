@@ -12,6 +12,7 @@ use askama::Template;
 use axum::extract::{Path, State};
 
 use crate::comparisons;
+use crate::comparisons::kpi_result::kpi_results;
 use crate::jobs::job_label;
 use crate::state::AppState;
 use crate::submissions;
@@ -43,8 +44,13 @@ const PAGE_EVENTS: u32 = 500;
 /// `GET /submissions`: the newest submissions.
 pub async fn index(State(state): State<AppState>) -> PageResult {
     let list = submissions::list_submissions(&state.db, 100, None).await?;
+    let ids: Vec<i64> = list.iter().map(|s| s.id).collect();
+    let kpis = kpi_results(&state.db, &ids).await?;
     render(&SubmissionsPage {
-        submissions: list.iter().map(SubmissionRow::from).collect(),
+        submissions: list
+            .iter()
+            .map(|s| SubmissionRow::new(s, kpis.get(&s.id)))
+            .collect(),
     })
 }
 
@@ -55,9 +61,10 @@ pub async fn submission(State(state): State<AppState>, Path(id): Path<i64>) -> P
     let events = submissions::events(&state.db, id, 0, PAGE_EVENTS).await?;
     let tables = comparisons::submission_tables(&state, id).await?;
     let booted = comparisons::booted_commits_by_position(&state.db, id).await?;
+    let kpis = kpi_results(&state.db, &[id]).await?;
     let label = |index: u32| job_label(detail.atomic_jobs.get(index as usize));
     render(&SubmissionPage {
-        s: SubmissionSummary::from(&detail.submission),
+        s: SubmissionSummary::new(&detail.submission, kpis.get(&id)),
         boot_notes: booted
             .iter()
             .filter_map(|(position, b)| {

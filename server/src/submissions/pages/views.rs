@@ -3,6 +3,7 @@
 
 use kbot_core::table::number;
 
+use crate::comparisons::kpi_result::{KpiResult, ResultLine};
 use crate::time::format_time;
 use crate::web::{short_sha, SHORT_SHA};
 use kbot_api::submissions::{ComparisonView, EventView, JobView, SubmissionView};
@@ -19,11 +20,13 @@ pub struct SubmissionRow {
     pub jobs_total: u32,
     pub submitter: String,
     pub created: String,
+    pub result: ResultLine,
 }
 
-impl From<&SubmissionView> for SubmissionRow {
-    fn from(s: &SubmissionView) -> SubmissionRow {
+impl SubmissionRow {
+    pub fn new(s: &SubmissionView, kpi: Option<&KpiResult>) -> SubmissionRow {
         SubmissionRow {
+            result: ResultLine::of(&s.state, s.jobs.finished, s.jobs.total, kpi),
             id: s.id,
             repo: s.repo.clone(),
             base_short: short_sha(&s.base.sha, SHORT_SHA),
@@ -55,11 +58,13 @@ pub struct SubmissionSummary {
     pub max_runs: u32,
     /// What the job file has that kbot does not run: (kind, name, reason).
     pub skipped: Vec<(&'static str, String, String)>,
+    pub result: ResultLine,
 }
 
-impl From<&SubmissionView> for SubmissionSummary {
-    fn from(s: &SubmissionView) -> SubmissionSummary {
+impl SubmissionSummary {
+    pub fn new(s: &SubmissionView, kpi: Option<&KpiResult>) -> SubmissionSummary {
         SubmissionSummary {
+            result: ResultLine::of(&s.state, s.jobs.finished, s.jobs.total, kpi),
             id: s.id,
             state: s.state.clone(),
             repo: s.repo.clone(),
@@ -161,7 +166,7 @@ impl From<&EventView> for EventRow {
             at: format_time(e.at),
             job_id: e.job_id,
             state: e.state.clone(),
-            detail: e.detail.clone(),
+            detail: crate::access::paths_for_viewer(&e.detail),
         }
     }
 }
