@@ -14,7 +14,7 @@ use kbot_api::agent::{FailureKind, JobState};
 use kbot_core::job::AtomicJob;
 use kbot_core::needs::Needs;
 
-use crate::db::{join_writes, text_enum, JsonText, Tx};
+use crate::db::{join_writes, text_enum, Db, JsonText, Tx};
 use crate::error::{Error, Result};
 use crate::time::now_ms;
 
@@ -358,6 +358,31 @@ pub async fn release_slot(tx: &mut Tx, submission_id: i64, event: Event<'_>) -> 
 
 /// `testcase/path_params` (LKP's result-path naming of an atomic job): the
 /// job label pages show and the per-commit summaries are keyed by.
+/// How many queued runs (of any tbox group) the scheduler serves before
+/// the first queued run of submission `id`; `None` when it has none queued.
+pub async fn runs_ahead(db: &Db, id: i64) -> Result<Option<i64>> {
+    let first: Option<(i64, i64, i64)> = sqlx::query_as(
+        "SELECT priority, seq, id FROM jobs WHERE submission_id = $1 AND state = 'queued' \
+         ORDER BY priority DESC, seq, id LIMIT 1",
+    )
+    .bind(id)
+    .fetch_optional(db.read())
+    .await?;
+    let Some((priority, seq, job)) = first else {
+        return Ok(None);
+    };
+    let ahead: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM jobs WHERE state = 'queued' AND (priority > $1 \
+         OR (priority = $1 AND (seq < $2 OR (seq = $2 AND id < $3))))",
+    )
+    .bind(priority)
+    .bind(seq)
+    .bind(job)
+    .fetch_one(db.read())
+    .await?;
+    Ok(Some(ahead))
+}
+
 pub fn job_label(job: Option<&AtomicJob>) -> String {
     match job {
         Some(job) => format!("{}/{}", job.testcase, job.path_params()),

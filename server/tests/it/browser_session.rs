@@ -168,6 +168,31 @@ async fn screenshot(b: &Client, name: &str) {
     std::fs::write(Path::new(&dir).join(format!("{name}.png")), png).expect("save screenshot");
 }
 
+/// At 760 px every page fits: the header wraps instead of running its last
+/// links off screen, and nothing is wider than the window.
+async fn narrow_pages_fit(b: &Client, pages: &[String]) {
+    b.set_window_size(760, 900).await.expect("resize");
+    let overflow = "const w = document.documentElement.clientWidth; \
+        const off = [...document.querySelectorAll('header a, header button')] \
+            .filter(e => e.getBoundingClientRect().right > w).map(e => e.textContent); \
+        return {width: w, scroll: document.documentElement.scrollWidth, off: off};";
+    for (i, page) in pages.iter().enumerate() {
+        b.goto(page).await.expect("goto");
+        let got = b.execute(overflow, vec![]).await.expect("script");
+        assert_eq!(
+            got["off"],
+            json!([]),
+            "{page}: header links off screen: {got}"
+        );
+        assert!(
+            got["scroll"].as_i64() <= got["width"].as_i64(),
+            "{page}: wider than 760 px: {got}"
+        );
+        screenshot(b, &format!("narrow-{i}")).await;
+    }
+    b.set_window_size(1280, 900).await.expect("resize");
+}
+
 /// The page's HTML after the browser built it.
 async fn html(b: &Client) -> String {
     b.source().await.expect("page source")
@@ -404,6 +429,18 @@ async fn a_person_signs_in_submits_follows_triages_and_signs_out() {
         assert!(comparison.contains("-20.0%"), "{comparison}");
         let events = text_of(&b, "#events").await;
         assert!(events.contains(LOG_LINE), "the log line as text: {events}");
+        // The verdict where the pair is: on its page and in the list.
+        let result = text_of(&b, "#result").await;
+        assert!(
+            result.starts_with("regression: bw_pipe.bandwidth.MB/sec −20.0% ("),
+            "{backend:?}: {result}"
+        );
+        b.goto(&t.url("/submissions")).await.expect("goto");
+        let listed = text_of(&b, "#submissions").await;
+        assert!(listed.contains(&result), "{listed}");
+        let narrow = [page.clone(), t.url("/submissions"), t.url("/")];
+        narrow_pages_fit(&b, &narrow).await;
+        b.goto(&page).await.expect("goto");
 
         b.goto(&t.url("/reports")).await.expect("goto");
         click(&b, "#reports a").await;

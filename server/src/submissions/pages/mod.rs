@@ -17,6 +17,7 @@ use crate::jobs::job_label;
 use crate::state::AppState;
 use crate::submissions;
 use crate::web::{render, PageResult};
+use kbot_api::submissions::ComparisonView;
 use views::{BootNote, ComparisonRow, EventRow, JobRow, SubmissionRow, SubmissionSummary};
 
 #[derive(Template)]
@@ -32,7 +33,12 @@ struct SubmissionPage {
     boot_notes: Vec<BootNote>,
     /// (job, why no enrolled agent can take its queued runs).
     waiting: Vec<(String, String)>,
+    /// Queued runs served before this pair's first queued run.
+    ahead: Option<i64>,
+    /// The KPIs and what changed, biggest first.
     comparisons: Vec<ComparisonRow>,
+    /// The other metrics (`same`, `unknown`), folded.
+    folded: Vec<ComparisonRow>,
     tables: Vec<String>,
     jobs: Vec<JobRow>,
     events: Vec<EventRow>,
@@ -40,6 +46,28 @@ struct SubmissionPage {
 
 /// Most events shown on a submission page (the API has them all).
 const PAGE_EVENTS: u32 = 500;
+
+/// A pair's comparison rows split for the page: the KPIs and the
+/// `different` metrics, per job, KPIs first and then the biggest change;
+/// and the rest, by name.
+fn changed_first(all: &[ComparisonView]) -> (Vec<&ComparisonView>, Vec<&ComparisonView>) {
+    let is_kpi = |c: &ComparisonView| kbot_core::metrics::report_rank(&c.metric) == 0;
+    let (mut shown, folded): (Vec<&ComparisonView>, Vec<&ComparisonView>) = all
+        .iter()
+        .partition(|c| is_kpi(c) || c.verdict == "different");
+    let size = |c: &ComparisonView| {
+        c.change_percent
+            .filter(|v| v.is_finite())
+            .map_or(0.0, f64::abs)
+    };
+    shown.sort_by(|x, y| {
+        (x.job_index, !is_kpi(x))
+            .cmp(&(y.job_index, !is_kpi(y)))
+            .then(size(y).total_cmp(&size(x)))
+            .then(x.metric.cmp(&y.metric))
+    });
+    (shown, folded)
+}
 
 /// `GET /submissions`: the newest submissions.
 pub async fn index(State(state): State<AppState>) -> PageResult {
@@ -62,6 +90,8 @@ pub async fn submission(State(state): State<AppState>, Path(id): Path<i64>) -> P
     let tables = comparisons::submission_tables(&state, id).await?;
     let booted = comparisons::booted_commits_by_position(&state.db, id).await?;
     let kpis = kpi_results(&state.db, &[id]).await?;
+    let (shown, folded) = changed_first(&stored);
+    let ahead = crate::jobs::runs_ahead(&state.db, id).await?;
     let label = |index: u32| job_label(detail.atomic_jobs.get(index as usize));
     render(&SubmissionPage {
         s: SubmissionSummary::new(&detail.submission, kpis.get(&id)),
@@ -74,12 +104,17 @@ pub async fn submission(State(state): State<AppState>, Path(id): Path<i64>) -> P
                 })
             })
             .collect(),
+        ahead,
         waiting: detail
             .waiting
             .iter()
             .map(|w| (label(w.job_index), w.reason.clone()))
             .collect(),
-        comparisons: stored
+        comparisons: shown
+            .iter()
+            .map(|c| ComparisonRow::new(c, label(c.job_index)))
+            .collect(),
+        folded: folded
             .iter()
             .map(|c| ComparisonRow::new(c, label(c.job_index)))
             .collect(),
