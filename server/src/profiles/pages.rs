@@ -28,6 +28,8 @@ struct ProfilePage {
     head: SideRow,
     event: String,
     comparable: bool,
+    /// Runs of the pair still queued or under way.
+    pending: i64,
     /// Self, then children.
     tables: Vec<MoverTable>,
     svg: String,
@@ -141,6 +143,7 @@ pub async fn step_svg(
 async fn page(state: &AppState, subject: Subject, c: Comparison) -> PageResult {
     let sides = super::load(&state.db, &c.base, &c.head).await?;
     let comparable = sides.comparable();
+    let pending = store::pending_runs(&state.db, &c).await?;
     let (sides, (self_movers, children_movers)) = if comparable {
         super::blocking(move || {
             let movers = sides.movers();
@@ -166,6 +169,7 @@ async fn page(state: &AppState, subject: Subject, c: Comparison) -> PageResult {
         head: side(&c.head_commit, sides.head_runs, sides.head.total()),
         event: sides.event.clone(),
         comparable,
+        pending,
         tables: vec![
             MoverTable {
                 id: "movers-self",

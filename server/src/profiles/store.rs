@@ -84,6 +84,26 @@ pub struct Comparison {
     pub head_commit: CommitInfo,
 }
 
+/// Runs of either side of `c` still queued or under way: a page without a
+/// profile says it is not there yet rather than that none was taken.
+pub async fn pending_runs(db: &Db, c: &Comparison) -> Result<i64> {
+    let mut pending = 0;
+    for side in [&c.base, &c.head] {
+        for atomic in &side.atomic_job_ids {
+            let n: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM jobs WHERE atomic_job_id = $1 AND commit_id = $2 \
+                 AND state NOT IN ('finished', 'failed', 'cancelled')",
+            )
+            .bind(atomic)
+            .bind(side.commit_id)
+            .fetch_one(db.read())
+            .await?;
+            pending += n;
+        }
+    }
+    Ok(pending)
+}
+
 /// What [`pair`] reads.
 #[derive(sqlx::FromRow)]
 struct PairRow {

@@ -59,12 +59,15 @@ pub struct SubmissionSummary {
     /// What the job file has that kbot does not run: (kind, name, reason).
     pub skipped: Vec<(&'static str, String, String)>,
     pub result: ResultLine,
+    /// `user`, `watch`, `bisect` (a bisection's probes) or `verify`.
+    pub kind: String,
 }
 
 impl SubmissionSummary {
     pub fn new(s: &SubmissionView, kpi: Option<&KpiResult>) -> SubmissionSummary {
         SubmissionSummary {
             result: ResultLine::of(&s.state, s.jobs.finished, s.jobs.total, kpi),
+            kind: s.kind.clone(),
             id: s.id,
             state: s.state.clone(),
             repo: s.repo.clone(),
