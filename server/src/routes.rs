@@ -140,6 +140,7 @@ fn user_routes(t: RouteTable) -> RouteTable {
         .api(routes!(s::kcidb))
         .api(routes!(jobs::repro::script))
         .api(routes!(jobs::repro::check))
+        .api(routes!(profiles::routes::folded))
         .api(routes!(jobs::initramfs::download))
         .api(routes!(b::list))
         .api(routes!(b::show))

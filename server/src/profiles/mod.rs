@@ -14,6 +14,7 @@
 //! Pages and routes are in [`pages`].
 
 pub mod pages;
+pub mod routes;
 pub mod store;
 
 use kbot_core::profile::{top_movers, Mover, Profile, Share};

@@ -126,11 +126,13 @@ async fn profiles_are_stored_once_and_compared_base_against_head() {
         let page_path = format!("/submissions/{sub}/jobs/{position}/profile");
         let svg_path = format!("{page_path}.svg");
 
-        // Before any profile: the page says so, the graph is a 404 page.
+        // Before any run: the page says the runs are not in yet, the graph
+        // is a 404 page.
         let none = get(&t, &page_path).await;
         assert_eq!(none.status, 200, "{backend:?}: {}", none.body);
         assert!(
-            none.body.contains("No profile was taken for these runs"),
+            none.body
+                .contains("No profile yet: 4 runs of this pair are still queued or under way."),
             "{backend:?}: {}",
             none.body
         );
@@ -166,6 +168,15 @@ async fn profiles_are_stored_once_and_compared_base_against_head() {
         assert!(!again.stored, "{backend:?}");
         assert_eq!(again.result_id, once.result_id);
         assert_eq!(count(&t, profiles, first.job_id).await, 1, "{backend:?}");
+        // ... and downloaded as it was sent.
+        let path = format!("/api/v1/jobs/{}/profile", first.job_id);
+        let response = t.http.get(t.url(&path)).send().await.expect("GET");
+        assert_eq!(response.status(), 200, "{backend:?}");
+        assert_eq!(response.headers()["kbot-profile-event"], "cpu-clock");
+        let text = response.text().await.expect("text");
+        assert!(text.contains("ksys_write;vfs_write;pipe_write 40\n"), "{text}");
+        let unknown = t.http.get(t.url("/api/v1/jobs/999999/profile")).send().await;
+        assert_eq!(unknown.expect("GET").status(), 404, "{backend:?}");
 
         // The other three runs of the pair.
         for _ in 0..3 {

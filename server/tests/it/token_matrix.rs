@@ -71,6 +71,8 @@ const ROUTES: &[(&str, &str, Guard)] = &[
     ("GET", "/api/v1/submissions/{id}/comparisons", Guard::Open),
     ("GET", "/api/v1/submissions/{id}/kcidb", Guard::Open),
     ("GET", "/api/v1/jobs/{id}/repro", Guard::Open),
+    // A run's folded kernel stacks, as its profile page shows them.
+    ("GET", "/api/v1/jobs/{id}/profile", Guard::Open),
     // Reads what a reproduction's guest wrote; stores nothing.
     ("POST", "/api/v1/jobs/{id}/repro/check", Guard::Open),
     ("GET", "/api/v1/initramfs/{sha256}", Guard::Open),
