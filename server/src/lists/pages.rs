@@ -56,6 +56,8 @@ struct PartRow {
     message_id: String,
     commit: String,
     status: PatchStatus,
+    /// The mail in the list's web archive, when the list has one.
+    archived: Option<String>,
 }
 
 fn short(sha: &Option<String>) -> String {
@@ -87,8 +89,9 @@ impl From<&SeriesView> for SeriesRow {
 }
 
 impl PartRow {
-    fn new(p: &SeriesPart, bisections: &[Bisected<'_>]) -> PartRow {
+    fn new(p: &SeriesPart, bisections: &[Bisected<'_>], web_url: Option<&str>) -> PartRow {
         PartRow {
+            archived: web_url.map(|base| archive_link(base, &p.message_id)),
             index: p.index,
             subject: p.subject.clone(),
             message_id: p.message_id.clone(),
@@ -96,6 +99,13 @@ impl PartRow {
             status: patch_status::status(p.commit.as_deref(), bisections),
         }
     }
+}
+
+/// public-inbox's address of a mail: the Message-ID as one path segment.
+fn archive_link(base: &str, message_id: &str) -> String {
+    let segment: String =
+        url::form_urlencoded::byte_serialize(message_id.as_bytes()).collect();
+    format!("{}/{}/", base.trim().trim_end_matches('/'), segment.replace('+', "%20"))
 }
 
 /// The rows of `series` with each one's result line.
@@ -157,8 +167,13 @@ pub async fn series(State(state): State<AppState>, Path(id): Path<i64>) -> PageR
         .into_iter()
         .find(|l| l.name == detail.series.list);
     let git_url = list
+        .as_ref()
         .map(|l| state.config.mail.git_url(&l.repo_name))
         .unwrap_or_default();
+    let web_url = list
+        .as_ref()
+        .and_then(|l| l.web_url.as_deref())
+        .filter(|u| u.starts_with("http://") || u.starts_with("https://"));
     let found = bisections_of(&state, detail.series.submission).await?;
     let bisected: Vec<Bisected<'_>> = found
         .iter()
@@ -182,7 +197,7 @@ pub async fn series(State(state): State<AppState>, Path(id): Path<i64>) -> PageR
         parts: detail
             .parts
             .iter()
-            .map(|p| PartRow::new(p, &bisected))
+            .map(|p| PartRow::new(p, &bisected, web_url))
             .collect(),
         git_url,
         bisections: bisected

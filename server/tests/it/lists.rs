@@ -573,6 +573,10 @@ async fn maintainer_pages(sim: &Sim<'_>, v1: &Value, commits: &[String], paths: 
         "the bisection is one click away: {series}"
     );
     assert!(series.contains("bisection reported on"), "{series}");
+    assert!(
+        series.contains(&format!("<a href=\"{WEB}/")),
+        "each patch links its mail in the list's web archive: {series}"
+    );
 }
 
 pub(crate) async fn add_list(sim: &Sim<'_>, archive: &Path) -> i64 {
