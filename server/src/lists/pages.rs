@@ -103,9 +103,12 @@ impl PartRow {
 
 /// public-inbox's address of a mail: the Message-ID as one path segment.
 fn archive_link(base: &str, message_id: &str) -> String {
-    let segment: String =
-        url::form_urlencoded::byte_serialize(message_id.as_bytes()).collect();
-    format!("{}/{}/", base.trim().trim_end_matches('/'), segment.replace('+', "%20"))
+    let segment: String = url::form_urlencoded::byte_serialize(message_id.as_bytes()).collect();
+    format!(
+        "{}/{}/",
+        base.trim().trim_end_matches('/'),
+        segment.replace('+', "%20")
+    )
 }
 
 /// The rows of `series` with each one's result line.

@@ -4,6 +4,7 @@
 use askama::Template;
 use axum::extract::State;
 
+use crate::comparisons::kpi_result::ResultLine;
 use crate::state::AppState;
 use crate::time::format_time;
 use crate::web::{render, short_sha, PageResult, MEDIUM_SHA};
@@ -28,6 +29,8 @@ struct WatchRow {
     current: String,
     checked: String,
     last_error: String,
+    /// The running pair's result line.
+    result: Option<ResultLine>,
 }
 
 impl From<&WatchView> for WatchRow {
@@ -49,6 +52,7 @@ impl From<&WatchView> for WatchRow {
                 .unwrap_or_default(),
             checked: w.checked_at.map(format_time).unwrap_or_default(),
             last_error: w.last_error.clone().unwrap_or_default(),
+            result: None,
         }
     }
 }
@@ -60,7 +64,15 @@ fn short(sha: &str) -> String {
 /// `GET /watches`.
 pub async fn watches(State(state): State<AppState>) -> PageResult {
     let list = super::list(&state).await?;
+    let running: Vec<i64> = list.iter().filter_map(|w| w.current_submission).collect();
+    let mut lines = crate::submissions::result_lines(&state.db, &running).await?;
     render(&WatchesPage {
-        watches: list.iter().map(WatchRow::from).collect(),
+        watches: list
+            .iter()
+            .map(|w| WatchRow {
+                result: w.current_submission.and_then(|id| lines.remove(&id)),
+                ..WatchRow::from(w)
+            })
+            .collect(),
     })
 }

@@ -174,8 +174,15 @@ async fn profiles_are_stored_once_and_compared_base_against_head() {
         assert_eq!(response.status(), 200, "{backend:?}");
         assert_eq!(response.headers()["kbot-profile-event"], "cpu-clock");
         let text = response.text().await.expect("text");
-        assert!(text.contains("ksys_write;vfs_write;pipe_write 40\n"), "{text}");
-        let unknown = t.http.get(t.url("/api/v1/jobs/999999/profile")).send().await;
+        assert!(
+            text.contains("ksys_write;vfs_write;pipe_write 40\n"),
+            "{text}"
+        );
+        let unknown = t
+            .http
+            .get(t.url("/api/v1/jobs/999999/profile"))
+            .send()
+            .await;
         assert_eq!(unknown.expect("GET").status(), 404, "{backend:?}");
 
         // The other three runs of the pair.
