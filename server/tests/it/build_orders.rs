@@ -126,22 +126,32 @@ async fn a_builder_builds_ahead_for_every_group_once() {
     }
 }
 
-/// Kernels are built in the order their jobs are served: a pair submitted
-/// last at a higher priority has its head built before the older pairs'
-/// (a cold builder once built the lowest pair's kernel first, and a
-/// machine then ran that pair before the urgent ones).
+/// Kernels are built in the order their jobs are served, whenever they were
+/// ordered: a pair ordered first at priority 0 waits for pairs ordered
+/// later at 10 and 5, and the kernel they share is raised to 10 (a cold
+/// builder once built the low pair's kernel first, one group's plan having
+/// ordered it, and a machine then ran that pair before the urgent ones).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn orders_are_built_in_the_order_their_jobs_are_served() {
     for backend in backends() {
         let t = TestServer::start(backend).await;
         let base = format!("{:040x}", 0xb0);
         let heads: Vec<String> = (1..=3).map(|i| format!("{:040x}", 0xc0 + i)).collect();
-        // Submitted at priorities 0, 10, 5: served 10, 5, 0.
-        for (head, priority) in heads.iter().zip([0, 10, 5]) {
-            seed::submission_at(t.db(), "linux", "u1", ONE_JOB, 1, priority, (&base, head))
-                .await
-                .expect("seed");
-        }
+        let submit = |head: usize, priority: i64| {
+            let (base, head) = (base.clone(), heads[head].clone());
+            let db = t.db().clone();
+            async move {
+                seed::submission_at(&db, "linux", "u1", ONE_JOB, 1, priority, (&base, &head)).await
+            }
+        };
+        // The low pair is ordered before the others exist.
+        submit(0, 0).await.expect("seed");
+        let tester = TestAgent::enroll(&t, "tester", "lab").await;
+        assert!(tester.lease_as(0, false).await.is_none());
+        let orders: Vec<OrderView> = get_json(&t, "/api/v1/builds/orders").await;
+        assert_eq!(orders.len(), 2, "{backend:?}: {orders:?}");
+        submit(1, 10).await.expect("seed");
+        submit(2, 5).await.expect("seed");
         let z = TestAgent::enroll(&t, "builder", "builders").await;
         let zc = z.client();
         let mut built = Vec::new();

@@ -87,7 +87,8 @@ pub enum PlanFor<'a> {
 type Wanted = (i64, String, String, String, i64, i64, i64);
 
 /// Queues an order for each kernel of `kernel_arch` that the best queued
-/// jobs for `who` need and nobody ordered; returns how many it queued.
+/// jobs for `who` need and nobody ordered, and raises a queued order's
+/// priority to its most urgent job's; returns how many it queued or raised.
 pub async fn plan(db: &Db, kernel_arch: &str, who: PlanFor<'_>) -> Result<u64> {
     give_up_lost(db, now_ms()).await?;
     let group = match who {
@@ -98,9 +99,10 @@ pub async fn plan(db: &Db, kernel_arch: &str, who: PlanFor<'_>) -> Result<u64> {
     // Read first: a plan that finds every kernel ordered (the usual case,
     // asked at every lease) takes no write lock.
     let wanted: Vec<Wanted> = sqlx::query_as(
-        "SELECT s.repo_id, c.sha, a.kconfig, a.compiler, MAX(j.priority) AS p, MIN(j.seq) AS f, \
-         MIN(j.id) AS i \
-         FROM \
+        "SELECT w.repo_id, w.sha, w.kconfig, w.compiler, w.p, w.f, w.i FROM \
+         (SELECT s.repo_id AS repo_id, c.sha AS sha, a.kconfig AS kconfig, \
+              a.compiler AS compiler, MAX(j.priority) AS p, MIN(j.seq) AS f, MIN(j.id) AS i \
+          FROM \
              (SELECT w.id FROM jobs w CROSS JOIN atomic_jobs wa \
               WHERE wa.id = w.atomic_job_id AND w.state = 'queued' \
                 AND (w.need_arch IS NULL OR w.need_arch = $1) \
@@ -109,12 +111,13 @@ pub async fn plan(db: &Db, kernel_arch: &str, who: PlanFor<'_>) -> Result<u64> {
                       AND g.backend <> 'host' \
                       AND (wa.tbox_group IS NULL OR g.tbox_group = wa.tbox_group)))) \
               ORDER BY w.priority DESC, w.seq, w.id LIMIT $3) AS q \
-         JOIN jobs j ON j.id = q.id JOIN atomic_jobs a ON a.id = j.atomic_job_id \
-         JOIN submissions s ON s.id = j.submission_id JOIN commits c ON c.id = j.commit_id \
-         WHERE NOT EXISTS (SELECT 1 FROM build_orders o WHERE o.commit_sha = c.sha \
-             AND o.kconfig = a.kconfig AND o.compiler = a.compiler AND o.arch = $4) \
-         GROUP BY s.repo_id, c.sha, a.kconfig, a.compiler \
-         ORDER BY p DESC, f, i",
+          JOIN jobs j ON j.id = q.id JOIN atomic_jobs a ON a.id = j.atomic_job_id \
+          JOIN submissions s ON s.id = j.submission_id JOIN commits c ON c.id = j.commit_id \
+          GROUP BY s.repo_id, c.sha, a.kconfig, a.compiler) AS w \
+         WHERE NOT EXISTS (SELECT 1 FROM build_orders o WHERE o.commit_sha = w.sha \
+             AND o.kconfig = w.kconfig AND o.compiler = w.compiler AND o.arch = $4 \
+             AND (o.state <> 'queued' OR o.priority >= w.p)) \
+         ORDER BY w.p DESC, w.f, w.i",
     )
     .bind(machine)
     .bind(group)
@@ -125,24 +128,29 @@ pub async fn plan(db: &Db, kernel_arch: &str, who: PlanFor<'_>) -> Result<u64> {
     if wanted.is_empty() {
         return Ok(0);
     }
-    // Inserted in the order the jobs are served (builders lease by id), so
-    // the kernel of the most urgent job is built first.
+    // An order carries the best priority of the jobs that want it (raised
+    // when a more urgent job wants a queued one), and builders lease the
+    // highest first: a plan for one group cannot put its low-priority
+    // kernel before another group's urgent ones.
     // One statement per order, each its own transaction: two plans that
     // want the same orders would otherwise each hold one the other's
     // insert waits for (PostgreSQL found the deadlock under 8 agents).
     let now = now_ms();
     let mut queued = 0;
-    for (repo, sha, kconfig, compiler, ..) in &wanted {
+    for (repo, sha, kconfig, compiler, priority, ..) in &wanted {
         queued += sqlx::query(
             "INSERT INTO build_orders (repo_id, commit_sha, kconfig, compiler, arch, state, \
-             created_at, updated_at) VALUES ($1, $2, $3, $4, $5, 'queued', $6, $6) \
-             ON CONFLICT (commit_sha, kconfig, compiler, arch) DO NOTHING",
+             priority, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7, $7) \
+             ON CONFLICT (commit_sha, kconfig, compiler, arch) DO UPDATE \
+             SET priority = excluded.priority, updated_at = excluded.updated_at \
+             WHERE build_orders.state = 'queued' AND build_orders.priority < excluded.priority",
         )
         .bind(repo)
         .bind(sha)
         .bind(kconfig)
         .bind(compiler)
         .bind(kernel_arch)
+        .bind(priority)
         .bind(now)
         .execute(db.write())
         .await?
@@ -215,7 +223,8 @@ pub async fn lease_with_wait(
     }
 }
 
-/// Leases the oldest leasable order of `kernel_arch` to `agent`, if any.
+/// Leases the most urgent leasable order of `kernel_arch` to `agent` (the
+/// highest priority, then the oldest), if any.
 async fn lease_once(state: &AppState, agent: i64, kernel_arch: &str) -> Result<Option<BuildOrder>> {
     let now = now_ms();
     let any: Option<i64> = sqlx::query_scalar(&format!(
@@ -237,7 +246,8 @@ async fn lease_once(state: &AppState, agent: i64, kernel_arch: &str) -> Result<O
         let taken: Option<i64> = sqlx::query_scalar(&format!(
             "UPDATE build_orders SET state = 'leased', agent_id = $1, lease_expires_at = $2, \
              leases = leases + 1, updated_at = $3 \
-             WHERE id = (SELECT id FROM build_orders WHERE arch = $4 AND {l} ORDER BY id LIMIT 1) \
+             WHERE id = (SELECT id FROM build_orders WHERE arch = $4 AND {l} \
+                 ORDER BY priority DESC, id LIMIT 1) \
              AND {l} RETURNING id",
             l = leasable(3)
         ))
