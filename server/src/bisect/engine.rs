@@ -382,31 +382,7 @@ mod tests {
     const PROBE: i64 = 3;
 
     fn bisection(cap: i64) -> BisectionRow {
-        BisectionRow {
-            id: 1,
-            repo_id: 1,
-            repo_name: "linux".into(),
-            origin_submission_id: 1,
-            origin_atomic_job_id: 1,
-            probe_submission_id: Some(2),
-            probe_atomic_job_id: Some(2),
-            verify_submission_id: None,
-            good_commit_id: GOOD,
-            bad_commit_id: BAD,
-            metric: KPI.into(),
-            tbox_group: "vm".into(),
-            job_key: "k".into(),
-            state: BisectionState::Running,
-            first_bad_commit_id: None,
-            patch_id: None,
-            duplicate_of: None,
-            reason: None,
-            remaining: String::new(),
-            runs_cap: cap,
-            rev: 0,
-            created_at: 0,
-            finished_at: None,
-        }
+        BisectionRow::for_test(KPI, cap)
     }
 
     fn step() -> StepRow {

@@ -75,6 +75,39 @@ pub struct BisectionRow {
     pub finished_at: Option<i64>,
 }
 
+#[cfg(test)]
+impl BisectionRow {
+    /// A running bisection of `metric` between commits 1 (good) and 2
+    /// (bad), probing into submission 2, for unit tests.
+    pub fn for_test(metric: &str, runs_cap: i64) -> BisectionRow {
+        BisectionRow {
+            id: 1,
+            repo_id: 1,
+            repo_name: "linux".into(),
+            origin_submission_id: 1,
+            origin_atomic_job_id: 1,
+            probe_submission_id: Some(2),
+            probe_atomic_job_id: Some(2),
+            verify_submission_id: None,
+            good_commit_id: 1,
+            bad_commit_id: 2,
+            metric: metric.into(),
+            tbox_group: "vm".into(),
+            job_key: "k".into(),
+            state: BisectionState::Running,
+            first_bad_commit_id: None,
+            patch_id: None,
+            duplicate_of: None,
+            reason: None,
+            remaining: String::new(),
+            runs_cap,
+            rev: 0,
+            created_at: 0,
+            finished_at: None,
+        }
+    }
+}
+
 const BISECTION_SELECT: &str = "SELECT b.id, b.repo_id, r.name AS repo_name, \
      b.origin_submission_id, b.origin_atomic_job_id, b.probe_submission_id, \
      b.probe_atomic_job_id, b.verify_submission_id, b.good_commit_id, b.bad_commit_id, \

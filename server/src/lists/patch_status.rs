@@ -132,29 +132,8 @@ mod tests {
 
     fn row(state: BisectionState) -> BisectionRow {
         BisectionRow {
-            id: 1,
-            repo_id: 1,
-            repo_name: "linux".into(),
-            origin_submission_id: 1,
-            origin_atomic_job_id: 1,
-            probe_submission_id: None,
-            probe_atomic_job_id: None,
-            verify_submission_id: None,
-            good_commit_id: 1,
-            bad_commit_id: 2,
-            metric: "lmbench3.PIPE.bandwidth.MB/sec".into(),
-            tbox_group: "vm".into(),
-            job_key: "lmbench3".into(),
             state,
-            first_bad_commit_id: None,
-            patch_id: None,
-            duplicate_of: None,
-            reason: None,
-            remaining: String::new(),
-            runs_cap: 8,
-            rev: 0,
-            created_at: 0,
-            finished_at: None,
+            ..BisectionRow::for_test("lmbench3.PIPE.bandwidth.MB/sec", 8)
         }
     }
 
