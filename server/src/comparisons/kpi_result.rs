@@ -11,6 +11,7 @@ use kbot_core::table::number;
 
 use crate::db::{self, Db};
 use crate::error::Result;
+use kbot_api::submissions::SubmissionView;
 
 /// What a pair's KPIs say, worst first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -29,7 +30,7 @@ pub enum Call {
 }
 
 impl Call {
-    /// The word shown, and the CSS class (`result-regression`, ...).
+    /// The word shown.
     pub fn as_str(self) -> &'static str {
         match self {
             Call::Regression => "regression",
@@ -40,6 +41,7 @@ impl Call {
         }
     }
 
+    /// The page's CSS state class (`state-regression`, `state-same`, ...).
     pub fn class(self) -> &'static str {
         match self {
             Call::NoChange => "same",
@@ -119,6 +121,11 @@ impl ResultLine {
             (_, None) => ResultLine::plain("unknown", format!("no comparison: {runs}")),
             (other, Some(k)) => ResultLine::plain(k.call.class(), format!("{other}: {}", k.text())),
         }
+    }
+
+    /// The line of submission `s`.
+    pub fn of_submission(s: &SubmissionView, kpi: Option<&KpiResult>) -> ResultLine {
+        ResultLine::of(&s.state, s.jobs.finished, s.jobs.total, kpi)
     }
 
     fn plain(class: &'static str, text: String) -> ResultLine {

@@ -2,7 +2,7 @@
 //! overview and the machines page: whether an agent is online, and which
 //! phase a leased job is in (from the events its agent posted).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use crate::auth::{AgentRecord, AgentRow, AgentState, AGENT_COLUMNS};
 use crate::config::Config;
@@ -37,17 +37,10 @@ pub fn offline_after_ms(config: &Config) -> i64 {
     (i64::from(quiet) + 60) * 1000
 }
 
-/// An agent's status; `holding` are the agents that hold a job now (an
-/// agent running a job is busy whatever its last long-poll said).
-pub fn status(
-    agent: &AgentRecord,
-    holding: &HashSet<i64>,
-    now_ms: i64,
-    offline_after_ms: i64,
-) -> Status {
+pub fn status(agent: &AgentRecord, now_ms: i64, offline_after_ms: i64) -> Status {
     if agent.state == AgentState::Offline || now_ms - agent.last_seen_at > offline_after_ms {
         Status::Offline
-    } else if agent.state == AgentState::Busy || holding.contains(&agent.id) {
+    } else if agent.state == AgentState::Busy {
         Status::Busy
     } else {
         Status::Idle
@@ -65,17 +58,6 @@ pub async fn agents(db: &Db, group: Option<&str>) -> Result<Vec<AgentRecord>> {
     .fetch_all(db.read())
     .await?;
     rows.into_iter().map(AgentRecord::try_from).collect()
-}
-
-/// The agents that hold a leased or running job.
-pub async fn holding_agents(db: &Db) -> Result<HashSet<i64>> {
-    let ids: Vec<i64> = sqlx::query_scalar(&format!(
-        "SELECT DISTINCT lease_owner FROM jobs \
-         WHERE state IN {ACTIVE_STATES_SQL} AND lease_owner IS NOT NULL"
-    ))
-    .fetch_all(db.read())
-    .await?;
-    Ok(ids.into_iter().collect())
 }
 
 /// A job an agent holds now.

@@ -76,12 +76,11 @@ pub async fn page(State(state): State<AppState>, Query(q): Query<MachinesQuery>)
     let now = now_ms();
     let offline_after = fleet::offline_after_ms(&state.config);
     let running = fleet::running_jobs(&state.db, group, i64::MAX).await?;
-    let holding = fleet::holding_agents(&state.db).await?;
     let agents: Vec<MachineRow> = fleet::agents(&state.db, group)
         .await?
         .iter()
         .map(|a| {
-            let s = fleet::status(a, &holding, now, offline_after).as_str();
+            let s = fleet::status(a, now, offline_after).as_str();
             machine_row(a, s, &running, now)
         })
         .filter(|m| status.is_none_or(|s| m.status == s))

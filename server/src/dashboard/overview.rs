@@ -90,7 +90,6 @@ pub async fn page(State(state): State<AppState>, Query(q): Query<OverviewQuery>)
     let now = now_ms();
     let offline_after = fleet::offline_after_ms(&state.config);
     let agents = fleet::agents(&state.db, group).await?;
-    let holding = fleet::holding_agents(&state.db).await?;
     let mut groups: BTreeMap<String, GroupRow> = BTreeMap::new();
     for a in &agents {
         let row = groups
@@ -99,7 +98,7 @@ pub async fn page(State(state): State<AppState>, Query(q): Query<OverviewQuery>)
                 name: a.tbox_group.clone(),
                 ..GroupRow::default()
             });
-        match fleet::status(a, &holding, now, offline_after) {
+        match fleet::status(a, now, offline_after) {
             Status::Idle => row.idle += 1,
             Status::Busy => row.busy += 1,
             Status::Offline => row.offline += 1,

@@ -26,8 +26,24 @@ pub mod repro;
 pub mod results;
 pub mod summaries;
 
+/// The literal behind [`ACTIVE_STATES_SQL`], for constants built from it.
+macro_rules! active_states {
+    () => {
+        "('leased', 'building', 'booting', 'running', 'uploading')"
+    };
+}
 /// States in which a job is held by an agent's lease, as an SQL list.
-pub const ACTIVE_STATES_SQL: &str = "('leased', 'building', 'booting', 'running', 'uploading')";
+pub const ACTIVE_STATES_SQL: &str = active_states!();
+
+/// `agents.state` of agent `$2` now: `busy` while it holds a job, else
+/// `idle`. An agent leases its next job before the last one's result is
+/// in (its spool uploads behind it), so a job leaving it or an empty poll
+/// does not make it idle by itself.
+pub const AGENT_STATE_NOW_SQL: &str = concat!(
+    "CASE WHEN EXISTS (SELECT 1 FROM jobs h WHERE h.lease_owner = $2 AND h.state IN ",
+    active_states!(),
+    ") THEN 'busy' ELSE 'idle' END"
+);
 
 text_enum! {
     /// `submissions.state`: `active` until every job is settled (kept here,
@@ -338,13 +354,16 @@ pub async fn requeue_or_fail(
 }
 
 /// A job left an agent's hands: the submission has one job fewer in flight,
-/// the agent (if any) is idle again, and `event` says why; one round trip.
+/// the agent (if any) is idle again unless it holds another job, and
+/// `event` says why; one round trip.
 pub async fn release_slot(tx: &mut Tx, submission_id: i64, event: Event<'_>) -> Result<()> {
+    let agent_sql =
+        format!("UPDATE agents SET state = {AGENT_STATE_NOW_SQL}, last_seen_at = $1 WHERE id = $2");
     let sql = join_writes(
         tx,
         &[
             "UPDATE submissions SET in_flight = in_flight - 1 WHERE id = $1 AND in_flight > 0",
-            "UPDATE agents SET state = 'idle', last_seen_at = $1 WHERE id = $2",
+            &agent_sql,
             EVENT_SQL,
         ],
     );

@@ -45,7 +45,7 @@ pub fn status(commit: Option<&str>, bisections: &[Bisected<'_>]) -> PatchStatus 
                 .map(|c| format!(" {}", crate::comparisons::kpi_result::signed_pct(c)))
                 .unwrap_or_default();
             return PatchStatus {
-                class: state_class(state),
+                class: state,
                 text: format!("{state}{change}"),
             };
         }
@@ -53,16 +53,6 @@ pub fn status(commit: Option<&str>, bisections: &[Bisected<'_>]) -> PatchStatus 
     PatchStatus {
         class: "unknown",
         text: String::new(),
-    }
-}
-
-fn state_class(state: &str) -> &'static str {
-    match state {
-        "good" => "good",
-        "bad" => "bad",
-        "testing" => "testing",
-        "skip" => "skip",
-        _ => "undecided",
     }
 }
 

@@ -575,10 +575,13 @@ async fn pin_pair(tx: &mut Tx, agent: &AgentRecord, claim: &Claim) -> Result<boo
 }
 
 async fn mark_agent_seen(db: &Db, agent_id: i64) -> Result<()> {
-    sqlx::query("UPDATE agents SET state = 'idle', last_seen_at = $1 WHERE id = $2")
-        .bind(now_ms())
-        .bind(agent_id)
-        .execute(db.write())
-        .await?;
+    sqlx::query(&format!(
+        "UPDATE agents SET state = {}, last_seen_at = $1 WHERE id = $2",
+        jobs::AGENT_STATE_NOW_SQL
+    ))
+    .bind(now_ms())
+    .bind(agent_id)
+    .execute(db.write())
+    .await?;
     Ok(())
 }

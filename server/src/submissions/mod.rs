@@ -43,13 +43,7 @@ pub async fn result_lines(db: &Db, ids: &[i64]) -> Result<HashMap<i64, ResultLin
             Err(Error::NotFound { .. }) => continue,
             Err(e) => return Err(e),
         };
-        let line = ResultLine::of(
-            &view.state,
-            view.jobs.finished,
-            view.jobs.total,
-            kpis.get(&id),
-        );
-        lines.insert(id, line);
+        lines.insert(id, ResultLine::of_submission(&view, kpis.get(&id)));
     }
     Ok(lines)
 }

@@ -335,3 +335,32 @@ async fn failed_enrolments_are_rate_limited() {
         t.stop().await;
     }
 }
+
+/// An agent leases its next job before the last one's result is in (its
+/// spool uploads behind it): it stays `busy` while it holds a job, and is
+/// `idle` once it holds none, in the store that `/` and `/machines` read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_is_busy_while_it_holds_a_job() {
+    for backend in backends() {
+        let t = TestServer::start(backend).await;
+        seed::submission(t.db(), "linux", "alice", seed::LOAD_JOB_FILE, 1, 0)
+            .await
+            .expect("seed");
+        let agent = kbot_testkit::agent::TestAgent::enroll(&t, "box-1", "lkp-test").await;
+        let state = || async {
+            let state: String = sqlx::query_scalar("SELECT state FROM agents WHERE name = 'box-1'")
+                .fetch_one(t.db().read())
+                .await
+                .expect("agent state");
+            state
+        };
+        let first = agent.lease().await.expect("a job");
+        let second = agent.lease().await.expect("a second job");
+        assert_eq!(state().await, "busy", "{backend:?}");
+        assert_eq!(agent.upload(first.job_id, 100.0).await.status(), 200);
+        assert_eq!(state().await, "busy", "{backend:?}: it still holds a job");
+        assert_eq!(agent.upload(second.job_id, 100.0).await.status(), 200);
+        assert_eq!(state().await, "idle", "{backend:?}");
+        t.stop().await;
+    }
+}

@@ -26,7 +26,7 @@ pub struct SubmissionRow {
 impl SubmissionRow {
     pub fn new(s: &SubmissionView, kpi: Option<&KpiResult>) -> SubmissionRow {
         SubmissionRow {
-            result: ResultLine::of(&s.state, s.jobs.finished, s.jobs.total, kpi),
+            result: ResultLine::of_submission(s, kpi),
             id: s.id,
             repo: s.repo.clone(),
             base_short: short_sha(&s.base.sha, SHORT_SHA),
@@ -66,7 +66,7 @@ pub struct SubmissionSummary {
 impl SubmissionSummary {
     pub fn new(s: &SubmissionView, kpi: Option<&KpiResult>) -> SubmissionSummary {
         SubmissionSummary {
-            result: ResultLine::of(&s.state, s.jobs.finished, s.jobs.total, kpi),
+            result: ResultLine::of_submission(s, kpi),
             kind: s.kind.clone(),
             id: s.id,
             state: s.state.clone(),
