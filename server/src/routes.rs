@@ -173,7 +173,11 @@ fn dashboard_routes(t: RouteTable) -> RouteTable {
         .page(Method::GET, "/machines", dashboard::machines::page)
         .page(Method::GET, "/jobs/{id}/log", dashboard::machines::job_log)
         .page(Method::GET, "/trends", dashboard::trends::page)
-        .page(Method::GET, "/submissions/{id}", s::submission)
+        .page(
+            Method::GET,
+            "/submissions/{id}",
+            dashboard::neighbours::submission_page,
+        )
         .page(Method::GET, "/submissions/{id}/compare", s::compare::page)
         .page(Method::GET, "/agents", agents::pages::agents)
         .page(Method::GET, "/bisections", bisect::pages::list)

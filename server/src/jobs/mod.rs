@@ -375,8 +375,6 @@ pub async fn release_slot(tx: &mut Tx, submission_id: i64, event: Event<'_>) -> 
     Ok(())
 }
 
-/// `testcase/path_params` (LKP's result-path naming of an atomic job): the
-/// job label pages show and the per-commit summaries are keyed by.
 /// How many queued runs (of any tbox group) the scheduler serves before
 /// the first queued run of submission `id`; `None` when it has none queued.
 pub async fn runs_ahead(db: &Db, id: i64) -> Result<Option<i64>> {
@@ -402,6 +400,72 @@ pub async fn runs_ahead(db: &Db, id: i64) -> Result<Option<i64>> {
     Ok(Some(ahead))
 }
 
+/// When a submission's last run may be done, at the lab's recent pace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Eta {
+    /// Runs to go: queued runs served before this submission's, and its own
+    /// runs not yet finished.
+    pub runs: i64,
+    /// Runs the whole lab finished in the last hour.
+    pub per_hour: i64,
+}
+
+impl Eta {
+    /// Seconds until the submission's last run is done at that pace.
+    pub fn secs(&self) -> i64 {
+        self.runs * 3600 / self.per_hour.max(1)
+    }
+
+    /// `about 25 min (47 runs to go at the 110 runs an hour the lab finished
+    /// in the last hour)`.
+    pub fn text(&self) -> String {
+        let secs = self.secs();
+        let when = match secs {
+            s if s < 90 => String::from("about a minute"),
+            s if s < 5400 => format!("about {} min", (s + 30) / 60),
+            s => format!("about {:.1} h", s as f64 / 3600.0),
+        };
+        format!(
+            "{when} ({} run{} to go at the {} run{} an hour the lab finished in the last hour)",
+            self.runs,
+            if self.runs == 1 { "" } else { "s" },
+            self.per_hour,
+            if self.per_hour == 1 { "" } else { "s" },
+        )
+    }
+}
+
+/// [`Eta`] of submission `id` at `now_ms`: `None` when it has no run left,
+/// or when no run finished anywhere in the last hour (no pace to go by).
+pub async fn eta(db: &Db, id: i64, now_ms: i64) -> Result<Option<Eta>> {
+    let own: i64 = sqlx::query_scalar(&format!(
+        "SELECT COUNT(*) FROM jobs WHERE submission_id = $1 \
+         AND (state = 'queued' OR state IN {ACTIVE_STATES_SQL})"
+    ))
+    .bind(id)
+    .fetch_one(db.read())
+    .await?;
+    if own == 0 {
+        return Ok(None);
+    }
+    let per_hour: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM jobs WHERE finished_at >= $1 AND state IN ('finished', 'failed')",
+    )
+    .bind(now_ms - 3_600_000)
+    .fetch_one(db.read())
+    .await?;
+    if per_hour == 0 {
+        return Ok(None);
+    }
+    let ahead = runs_ahead(db, id).await?.unwrap_or(0);
+    Ok(Some(Eta {
+        runs: ahead + own,
+        per_hour,
+    }))
+}
+
+/// `testcase/path_params` (LKP's result-path naming of an atomic job): the
+/// job label pages show and the per-commit summaries are keyed by.
 pub fn job_label(job: Option<&AtomicJob>) -> String {
     match job {
         Some(job) => format!("{}/{}", job.testcase, job.path_params()),
@@ -591,5 +655,20 @@ mod tests {
     fn truncation_respects_char_boundaries() {
         assert_eq!(truncate("héllo", 2), "h");
         assert_eq!(truncate("hello", 10), "hello");
+    }
+
+    #[test]
+    fn eta_reads_in_minutes_then_hours() {
+        let eta = |runs, per_hour| Eta { runs, per_hour }.text();
+        assert_eq!(
+            eta(47, 110),
+            "about 26 min (47 runs to go at the 110 runs an hour the lab finished in the last hour)"
+        );
+        assert!(
+            eta(1, 120).starts_with("about a minute (1 run to go"),
+            "{}",
+            eta(1, 120)
+        );
+        assert!(eta(300, 60).starts_with("about 5.0 h"), "{}", eta(300, 60));
     }
 }

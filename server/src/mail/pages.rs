@@ -58,6 +58,9 @@ struct ReportRow {
     created: String,
     sent: String,
     last_error: String,
+    /// The pair it reports on, and the bisection that found its commit.
+    submission: Option<i64>,
+    bisection: Option<i64>,
 }
 
 struct AttemptRow {
@@ -80,6 +83,8 @@ impl From<&StoredReport> for ReportRow {
             created: format_time(r.created_at),
             sent: r.sent_at.map(format_time).unwrap_or_default(),
             last_error: r.last_error.clone().unwrap_or_default(),
+            submission: r.submission_id,
+            bisection: r.bisection_id,
         }
     }
 }

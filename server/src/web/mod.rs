@@ -33,6 +33,19 @@ pub fn render(page: &impl Template) -> PageResult {
         .map_err(|e| HtmlError(Error::Other(anyhow::anyhow!("template failed: {e}"))))
 }
 
+/// A link from one object's page to a neighbour's (a submission to its
+/// series, bisection, regression or report), with what the neighbour is to
+/// it and the neighbour's state for the page's colour.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Link {
+    /// What the neighbour is to the page's object: `queued by`, `bisection`, ...
+    pub rel: &'static str,
+    pub text: String,
+    pub href: String,
+    /// The neighbour's state word (`state-{state}` colours it); may be empty.
+    pub state: String,
+}
+
 /// The first `chars` characters of a commit id.
 pub fn short_sha(sha: &str, chars: usize) -> String {
     sha.chars().take(chars).collect()

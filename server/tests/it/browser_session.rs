@@ -36,7 +36,7 @@ const LOG_LINE: &str = "cc -o <b>pipe</b>.o: warning: \"unused\" & more";
 const SUBJECT: &str = "pipe: <script>alert('x')</script> & \"batch\" wakeups";
 
 /// Whether the browser and its driver are here; under CI they must be.
-fn browser_available() -> bool {
+pub(crate) fn browser_available() -> bool {
     let missing: Vec<&str> = [CHROMIUM, CHROMEDRIVER]
         .into_iter()
         .filter(|p| !Path::new(p).exists())
@@ -53,13 +53,13 @@ fn browser_available() -> bool {
 }
 
 /// chromedriver on a free port, killed when dropped.
-struct Driver {
+pub(crate) struct Driver {
     child: tokio::process::Child,
     url: String,
 }
 
 impl Driver {
-    async fn start() -> Driver {
+    pub(crate) async fn start() -> Driver {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free port")
@@ -81,7 +81,7 @@ impl Driver {
     }
 
     /// A fresh headless browser session.
-    async fn browser(&self, profile: &Path) -> Client {
+    pub(crate) async fn browser(&self, profile: &Path) -> Client {
         let args = [
             "--headless",
             "--no-sandbox",
@@ -110,7 +110,7 @@ impl Drop for Driver {
 /// Polls `probe` until it gives a value: a click that submits a form
 /// returns before the next page is there, and an element looked up in
 /// between may belong to the old one.
-async fn until<T, F, Fut>(what: &str, mut probe: F) -> T
+pub(crate) async fn until<T, F, Fut>(what: &str, mut probe: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
@@ -126,7 +126,7 @@ where
 }
 
 /// Waits until the browser shows a page at `path`.
-async fn at_path(b: &Client, path: &str) -> url::Url {
+pub(crate) async fn at_path(b: &Client, path: &str) -> url::Url {
     until(path, || async {
         let url = b.current_url().await.ok()?;
         url.path().starts_with(path).then_some(url)
@@ -135,7 +135,7 @@ async fn at_path(b: &Client, path: &str) -> url::Url {
 }
 
 /// The text of `css` once the page has it.
-async fn wait_text(b: &Client, css: &str) -> String {
+pub(crate) async fn wait_text(b: &Client, css: &str) -> String {
     until(css, || async {
         b.find(Locator::Css(css)).await.ok()?.text().await.ok()
     })
@@ -159,7 +159,7 @@ async fn wait_prop(b: &Client, css: &str, prop: &str, ok: impl Fn(&str) -> bool)
 
 /// With `KBOT_SCREENSHOT_DIR` set, saves what the browser shows as
 /// `NAME.png` there (the README's pictures come from this test).
-async fn screenshot(b: &Client, name: &str) {
+pub(crate) async fn screenshot(b: &Client, name: &str) {
     let Some(dir) = std::env::var_os("KBOT_SCREENSHOT_DIR") else {
         return;
     };
@@ -172,39 +172,45 @@ async fn screenshot(b: &Client, name: &str) {
 /// links off screen, and nothing is wider than the window.
 async fn narrow_pages_fit(b: &Client, pages: &[String]) {
     b.set_window_size(760, 900).await.expect("resize");
-    let overflow = "const w = document.documentElement.clientWidth; \
-        const off = [...document.querySelectorAll('header a, header button')] \
-            .filter(e => e.getBoundingClientRect().right > w).map(e => e.textContent); \
-        return {width: w, scroll: document.documentElement.scrollWidth, off: off};";
     for (i, page) in pages.iter().enumerate() {
         b.goto(page).await.expect("goto");
-        let got = b.execute(overflow, vec![]).await.expect("script");
-        assert_eq!(
-            got["off"],
-            json!([]),
-            "{page}: header links off screen: {got}"
-        );
-        assert!(
-            got["scroll"].as_i64() <= got["width"].as_i64(),
-            "{page}: wider than 760 px: {got}"
-        );
+        fits(b, page).await;
         screenshot(b, &format!("narrow-{i}")).await;
     }
     b.set_window_size(1280, 900).await.expect("resize");
 }
 
+/// The page the browser shows fits its window: no header link off screen,
+/// nothing wider than the window (`what` names it in a failure).
+pub(crate) async fn fits(b: &Client, what: &str) {
+    let overflow = "const w = document.documentElement.clientWidth; \
+        const off = [...document.querySelectorAll('header a, header button')] \
+            .filter(e => e.getBoundingClientRect().right > w).map(e => e.textContent); \
+        return {width: w, scroll: document.documentElement.scrollWidth, off: off};";
+    let got = b.execute(overflow, vec![]).await.expect("script");
+    assert_eq!(
+        got["off"],
+        json!([]),
+        "{what}: header links off screen: {got}"
+    );
+    assert!(
+        got["scroll"].as_i64() <= got["width"].as_i64(),
+        "{what}: wider than the window: {got}"
+    );
+}
+
 /// The page's HTML after the browser built it.
-async fn html(b: &Client) -> String {
+pub(crate) async fn html(b: &Client) -> String {
     b.source().await.expect("page source")
 }
 
-async fn text_of(b: &Client, css: &str) -> String {
+pub(crate) async fn text_of(b: &Client, css: &str) -> String {
     let element = b.find(Locator::Css(css)).await;
     let element = element.unwrap_or_else(|e| panic!("no {css}: {e}"));
     element.text().await.expect("text")
 }
 
-async fn click(b: &Client, css: &str) {
+pub(crate) async fn click(b: &Client, css: &str) {
     let element = b.find(Locator::Css(css)).await;
     let element = element.unwrap_or_else(|e| panic!("no {css}: {e}"));
     element.click().await.expect("click");

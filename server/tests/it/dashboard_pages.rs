@@ -33,6 +33,7 @@ async fn the_reading_pages_show_what_a_reader_needs() {
 
         overview(&sim, &manual).await;
         machines(&sim, &manual).await;
+        progress(&sim, &manual).await;
         comparison(&sim, &manual).await;
         trends(&sim, &commits).await;
         sim.stop().await;
@@ -42,6 +43,8 @@ async fn the_reading_pages_show_what_a_reader_needs() {
 /// What the hand-played agent did.
 struct Manual {
     pair: i64,
+    /// The second pair, one job running, the others queued.
+    second: i64,
     failed_job: i64,
     running_job: i64,
     base_runs: usize,
@@ -103,6 +106,7 @@ impl Manual {
         }
         Manual {
             pair,
+            second,
             failed_job: first.job_id,
             running_job: running.job_id,
             base_runs,
@@ -221,6 +225,21 @@ async fn overview(sim: &Sim<'_>, manual: &Manual) {
         !section(&one_group, "id=\"groups\"").contains(GROUP),
         "{one_group}"
     );
+}
+
+/// A pair under way says where it is in the queue and when it may be
+/// done, at the pace the lab kept over the last hour.
+async fn progress(sim: &Sim<'_>, manual: &Manual) {
+    let html = page(sim, &format!("/submissions/{}", manual.second)).await;
+    assert!(html.contains("<td id=\"queue\">"), "{html}");
+    let eta = section(&html, "id=\"eta\"");
+    assert!(
+        eta.contains("runs to go at the") && eta.contains("the lab finished in the last hour"),
+        "{eta}"
+    );
+    assert!(html.contains("http-equiv=\"refresh\""), "{html}");
+    let done = page(sim, &format!("/submissions/{}", manual.pair)).await;
+    assert!(!done.contains("id=\"eta\""), "{done}");
 }
 
 async fn machines(sim: &Sim<'_>, manual: &Manual) {

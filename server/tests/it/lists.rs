@@ -407,6 +407,9 @@ async fn series_are_tested_and_answered_in_their_threads() {
         );
         fetch_series(&sim, &v1, &commits[2]);
         maintainer_pages(&sim, &v1, &commits, &[inbox.root(), world.repo.path()]).await;
+        if backend == kbot_testkit::Backend::Sqlite {
+            maintainer_walk(&sim, &v1, &commits).await;
+        }
         let data = report.data.replace("\r\n", "\n");
         assert!(
             !data.contains(&world.repo.path().display().to_string()),
@@ -577,6 +580,77 @@ async fn maintainer_pages(sim: &Sim<'_>, v1: &Value, commits: &[String], paths: 
         series.contains(&format!("<a href=\"{WEB}/")),
         "each patch links its mail in the list's web archive: {series}"
     );
+}
+
+/// The maintainer's path in a real browser at 760 px: from `/lists` to the
+/// regressed series and its bad patch, the bisection, its report, the pair
+/// it reports on and that pair's profile, each one click from the last,
+/// every page fitting the window.
+async fn maintainer_walk(sim: &Sim<'_>, v1: &Value, commits: &[String]) {
+    use crate::browser_session::{self as web, at_path, click, fits, html};
+    if !web::browser_available() {
+        return;
+    }
+    let driver = web::Driver::start().await;
+    let profile = tempfile::tempdir().expect("tempdir");
+    let b = driver.browser(profile.path()).await;
+    b.set_window_size(760, 900).await.expect("resize");
+    let result = format!("regression: {KPI} −");
+    b.goto(&sim.t.url("/lists")).await.expect("goto");
+    fits(&b, "/lists").await;
+    assert!(
+        html(&b).await.contains(&result),
+        "/lists: {}",
+        html(&b).await
+    );
+
+    let series = format!("/series/{}", id(v1));
+    click(&b, &format!("a[href=\"{series}\"]")).await;
+    at_path(&b, &series).await;
+    fits(&b, &series).await;
+    let page = html(&b).await;
+    assert!(page.contains(&result), "{series}: {page}");
+    let bad = &commits[1][..12];
+    let row = page.split("<tr>").find(|r| r.contains(bad));
+    assert!(
+        row.is_some_and(|r| r.contains("first bad commit")),
+        "the bad patch is marked on {series}: {page}"
+    );
+
+    let bisection = sim.bisections().await;
+    let bisection = format!(
+        "/bisections/{}",
+        id(bisection.first().expect("a bisection"))
+    );
+    click(&b, &format!("a[href=\"{bisection}\"]")).await;
+    at_path(&b, &bisection).await;
+    fits(&b, &bisection).await;
+
+    click(&b, "#summary a[href^=\"/reports/\"]").await;
+    at_path(&b, "/reports/").await;
+    fits(&b, "the report").await;
+    let report = html(&b).await;
+    assert!(
+        report.contains(&format!("commit: {}", commits[1])),
+        "{report}"
+    );
+
+    click(&b, "#report-links a[href^=\"/submissions/\"]").await;
+    let pair = at_path(&b, "/submissions/").await;
+    fits(&b, pair.path()).await;
+    let page = html(&b).await;
+    for neighbour in [&series, &bisection] {
+        assert!(
+            page.contains(&format!("<a href=\"{neighbour}\">")),
+            "{neighbour} one click from {pair}: {page}"
+        );
+    }
+    assert!(page.contains("How it was decided"), "{page}");
+
+    click(&b, "#profiles a").await;
+    at_path(&b, &format!("{}/jobs/0/profile", pair.path())).await;
+    fits(&b, "the profile").await;
+    b.close().await.expect("close the browser");
 }
 
 pub(crate) async fn add_list(sim: &Sim<'_>, archive: &Path) -> i64 {

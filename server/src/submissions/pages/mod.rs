@@ -9,15 +9,17 @@ mod verdicts;
 mod views;
 
 use askama::Template;
-use axum::extract::{Path, State};
+use axum::extract::State;
 
 use crate::comparisons;
-use crate::comparisons::kpi_result::kpi_results;
+use crate::comparisons::kpi_result::{kpi_results, KpiResult};
 use crate::jobs::job_label;
 use crate::state::AppState;
 use crate::submissions;
-use crate::web::{render, PageResult};
-use kbot_api::submissions::ComparisonView;
+use crate::time::now_ms;
+use crate::web::{render, Link, PageResult};
+use kbot_api::submissions::{ComparisonView, MeasuredBy};
+use verdicts::StoredComparison;
 use views::{BootNote, ComparisonRow, EventRow, JobRow, SubmissionRow, SubmissionSummary};
 
 #[derive(Template)]
@@ -30,6 +32,15 @@ struct SubmissionsPage {
 #[template(path = "submission.html")]
 struct SubmissionPage {
     s: SubmissionSummary,
+    /// How the row behind the result line was decided, and the mode it was
+    /// measured in with what that mode cannot see.
+    decided: Option<Decided>,
+    /// Its series, watch, bisections, regressions and reports.
+    links: Vec<Link>,
+    /// (job label, its profile page), one per atomic job.
+    profiles: Vec<(String, String)>,
+    /// When its last run may be done.
+    eta: Option<String>,
     boot_notes: Vec<BootNote>,
     /// (job, why no enrolled agent can take its queued runs).
     waiting: Vec<(String, String)>,
@@ -42,6 +53,41 @@ struct SubmissionPage {
     tables: Vec<String>,
     jobs: Vec<JobRow>,
     events: Vec<EventRow>,
+}
+
+/// The result line's evidence: why its KPI row's verdict is what it is.
+struct Decided {
+    how: String,
+    measured_by: Option<MeasuredBy>,
+    /// A `same` in a mode blind to contention: below its sight.
+    blind_same: bool,
+}
+
+impl Decided {
+    /// From the row the result line names (else the first KPI row).
+    fn of(rows: &[ComparisonView], kpi: Option<&KpiResult>, runs_cap: u32) -> Option<Decided> {
+        let row = kpi
+            .and_then(|k| rows.iter().find(|c| c.metric == k.metric))
+            .or_else(|| {
+                rows.iter()
+                    .find(|c| kbot_core::metrics::report_rank(&c.metric) == 0)
+            })?;
+        let stored = StoredComparison::from_json(&row.detail);
+        let cfg = comparisons::stats_config(runs_cap);
+        let blind = row
+            .measured_by
+            .as_ref()
+            .is_some_and(|m| m.blind_to_contention);
+        Some(Decided {
+            how: format!(
+                "{}: {}",
+                row.metric,
+                stored.reason(cfg.min_runs, row.base_runs.min(row.head_runs) as usize)
+            ),
+            blind_same: blind && row.verdict == "same",
+            measured_by: row.measured_by.clone(),
+        })
+    }
 }
 
 /// Most events shown on a submission page (the API has them all).
@@ -82,19 +128,32 @@ pub async fn index(State(state): State<AppState>) -> PageResult {
     })
 }
 
-/// `GET /submissions/{id}`.
-pub async fn submission(State(state): State<AppState>, Path(id): Path<i64>) -> PageResult {
-    let detail = submissions::detail(&state, id).await?;
+/// `GET /submissions/{id}` (routed through the dashboard, which adds the
+/// `links` to the features above this one).
+pub async fn submission(state: &AppState, id: i64, links: Vec<Link>) -> PageResult {
+    let detail = submissions::detail(state, id).await?;
     let stored = submissions::comparisons(&state.db, id).await?;
     let events = submissions::events(&state.db, id, 0, PAGE_EVENTS).await?;
-    let tables = comparisons::submission_tables(&state, id).await?;
+    let tables = comparisons::submission_tables(state, id).await?;
     let booted = comparisons::booted_commits_by_position(&state.db, id).await?;
     let kpis = kpi_results(&state.db, &[id]).await?;
     let (shown, folded) = changed_first(&stored);
     let ahead = crate::jobs::runs_ahead(&state.db, id).await?;
+    let eta = crate::jobs::eta(&state.db, id, now_ms()).await?;
     let label = |index: u32| job_label(detail.atomic_jobs.get(index as usize));
     render(&SubmissionPage {
         s: SubmissionSummary::new(&detail.submission, kpis.get(&id)),
+        decided: Decided::of(&stored, kpis.get(&id), detail.submission.max_runs),
+        links,
+        profiles: (0..detail.atomic_jobs.len())
+            .map(|i| {
+                (
+                    label(i as u32),
+                    format!("/submissions/{id}/jobs/{i}/profile"),
+                )
+            })
+            .collect(),
+        eta: eta.map(|e| e.text()),
         boot_notes: booted
             .iter()
             .filter_map(|(position, b)| {
