@@ -314,8 +314,10 @@ async fn submission(
     let submission_id = returning(
         sqlx::query(
             "INSERT INTO submissions (user_id, repo_id, job_name, job_file, base_commit_id, \
-                 head_commit_id, runs_cap, state, created_at, finished_at, kind, watch_id) \
-             VALUES ($1, $2, 'bw_pipe', $3, $4, $5, 10, 'done', $6, $7, 'watch', $8) RETURNING id",
+                 head_commit_id, runs_cap, state, created_at, finished_at, kind, watch_id, \
+                 branch) \
+             VALUES ($1, $2, 'bw_pipe', $3, $4, $5, 10, 'done', $6, $7, 'watch', $8, 'master') \
+             RETURNING id",
         )
         .bind(fixed.user_id)
         .bind(fixed.repo_id)

@@ -80,6 +80,7 @@ pub async fn start(
             kind: "bisect",
             bisect: false,
             watch_id: None,
+            branch: None,
             repo_id: pc.head.repo_id,
             job_name: format!("bisect {}", pc.job.testcase),
             job_file: &origin.job_file,

@@ -72,6 +72,7 @@ pub(super) async fn queue_verification(
             kind: "verify",
             bisect: false,
             watch_id: None,
+            branch: None,
         },
     )
     .await?;

@@ -1,4 +1,5 @@
-//! `GET /trends`: one metric over the commits of a watched branch on one
+//! `GET /trends`: one metric over the commits of a branch the robot
+//! measures (a watched branch, or the base of a list's series) on one
 //! tbox group. x is the commits in the order the robot tested them, y each
 //! commit's runs with their median and range; change points from
 //! `kbot_core::stats::changepoint` are marked, and commits with a
@@ -79,7 +80,7 @@ pub async fn page(
     Query(q): Query<TrendQuery>,
 ) -> PageResult {
     let db = &state.db;
-    let watched = data::watched(db).await?;
+    let watched = data::branches(db).await?;
     let pick =
         |wanted: Option<&str>, first: Option<&str>| wanted.or(first).unwrap_or_default().to_owned();
     let repo = pick(filter(&q.repo), watched.first().map(|w| w.repo.as_str()));

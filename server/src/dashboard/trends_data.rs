@@ -1,5 +1,5 @@
-//! The trend page's queries: the watched branches, a branch's tested
-//! commits in order, their runs' values of one metric (from the per-commit
+//! The trend page's queries: the branches the robot measures (watched, or
+//! a list's base), a branch's tested commits in order, their runs' values of one metric (from the per-commit
 //! summaries kept at upload, `jobs::summaries`), and the reports and
 //! bisections that point at them.
 
@@ -14,17 +14,18 @@ use crate::error::Result;
 use crate::jobs::summaries;
 use crate::mail::outbox;
 
-/// A watched branch.
+/// A branch the robot measures: watched, or the base of a list's series.
 #[derive(sqlx::FromRow)]
-pub struct Watched {
+pub struct Branch {
     pub repo: String,
     pub branch: String,
 }
 
-pub async fn watched(db: &Db) -> Result<Vec<Watched>> {
-    Ok(sqlx::query_as::<_, Watched>(
-        "SELECT DISTINCT r.name AS repo, w.branch FROM watches w JOIN repos r ON r.id = w.repo_id \
-         ORDER BY r.name, w.branch",
+pub async fn branches(db: &Db) -> Result<Vec<Branch>> {
+    Ok(sqlx::query_as::<_, Branch>(
+        "SELECT r.name AS repo, w.branch FROM watches w JOIN repos r ON r.id = w.repo_id \
+         UNION SELECT r.name AS repo, l.branch FROM lists l JOIN repos r ON r.id = l.repo_id \
+         ORDER BY 1, 2",
     )
     .fetch_all(db.read())
     .await?)
@@ -33,9 +34,9 @@ pub async fn watched(db: &Db) -> Result<Vec<Watched>> {
 /// The tbox groups a branch's runs used.
 pub async fn groups(db: &Db, repo: &str, branch: &str) -> Result<Vec<String>> {
     let rows: Vec<(String,)> = sqlx::query_as(
-        "SELECT DISTINCT a.tbox_group AS g FROM watches w JOIN repos r ON r.id = w.repo_id \
-         JOIN submissions s ON s.watch_id = w.id JOIN atomic_jobs a ON a.submission_id = s.id \
-         WHERE r.name = $1 AND w.branch = $2 AND s.kind = 'watch' AND a.tbox_group IS NOT NULL \
+        "SELECT DISTINCT a.tbox_group AS g FROM repos r \
+         JOIN submissions s ON s.repo_id = r.id JOIN atomic_jobs a ON a.submission_id = s.id \
+         WHERE r.name = $1 AND s.branch = $2 AND a.tbox_group IS NOT NULL \
          ORDER BY 1",
     )
     .bind(repo)
@@ -53,9 +54,10 @@ pub struct TrendCommit {
     pub subject: String,
 }
 
-/// A watch pair's two commits as [`commits`] reads them.
+/// A branch pair's two commits as [`commits`] reads them.
 #[derive(sqlx::FromRow)]
-struct WatchPairRow {
+struct BranchPairRow {
+    kind: String,
     base_commit_id: i64,
     base_sha: String,
     base_subject: String,
@@ -65,18 +67,18 @@ struct WatchPairRow {
 }
 
 /// The branch's tested commits in the order the robot tested them (a
-/// watch compares each new head with the last good one): every watch
-/// pair's base, then its head, oldest pair first.
+/// watch compares each new head with the last good one): every pair's
+/// base, then a watch pair's head (a series pair's head is a patch, not
+/// the branch's), oldest pair first.
 pub async fn commits(db: &Db, repo: &str, branch: &str, group: &str) -> Result<Vec<TrendCommit>> {
-    // Through the watches (index submissions_watch), never by scanning
-    // every finished job; `$3`/`$4` narrow to one tbox group ('' for any).
-    let rows = sqlx::query_as::<_, WatchPairRow>(
-        "SELECT s.base_commit_id, cb.sha AS base_sha, cb.subject AS base_subject, \
+    // Through the pairs on the branch (index submissions_branch), never by
+    // scanning every finished job; `$3`/`$4` narrow to one tbox group ('' for any).
+    let rows = sqlx::query_as::<_, BranchPairRow>(
+        "SELECT s.kind, s.base_commit_id, cb.sha AS base_sha, cb.subject AS base_subject, \
                 s.head_commit_id, ch.sha AS head_sha, ch.subject AS head_subject \
-         FROM watches w JOIN repos r ON r.id = w.repo_id \
-         JOIN submissions s ON s.watch_id = w.id \
+         FROM repos r JOIN submissions s ON s.repo_id = r.id \
          JOIN commits cb ON cb.id = s.base_commit_id JOIN commits ch ON ch.id = s.head_commit_id \
-         WHERE r.name = $1 AND w.branch = $2 AND s.kind = 'watch' \
+         WHERE r.name = $1 AND s.branch = $2 \
            AND ($3 = '' OR EXISTS (SELECT 1 FROM atomic_jobs a \
                                    WHERE a.submission_id = s.id AND a.tbox_group = $4)) \
          ORDER BY s.id",
@@ -90,11 +92,12 @@ pub async fn commits(db: &Db, repo: &str, branch: &str, group: &str) -> Result<V
     let mut out: Vec<TrendCommit> = Vec::new();
     let mut seen: HashSet<i64> = HashSet::new();
     for row in rows {
+        let on_branch = row.kind == "watch";
         let pair = [
-            (row.base_commit_id, row.base_sha, row.base_subject),
-            (row.head_commit_id, row.head_sha, row.head_subject),
+            Some((row.base_commit_id, row.base_sha, row.base_subject)),
+            on_branch.then_some((row.head_commit_id, row.head_sha, row.head_subject)),
         ];
-        for (id, sha, subject) in pair {
+        for (id, sha, subject) in pair.into_iter().flatten() {
             if seen.insert(id) {
                 out.push(TrendCommit { id, sha, subject });
             }
@@ -103,7 +106,7 @@ pub async fn commits(db: &Db, repo: &str, branch: &str, group: &str) -> Result<V
     Ok(out)
 }
 
-/// A watched line: repo, branch and tbox group ('' when the branch's jobs
+/// A branch's line: repo, branch and tbox group ('' when the branch's jobs
 /// have none).
 pub type Line<'a> = (&'a str, &'a str, &'a str);
 

@@ -1,7 +1,8 @@
-//! Per-commit summaries of a watched branch's metrics (migration 0014): the
-//! runs' values of one metric on one commit, per branch, tbox group and job
+//! Per-commit summaries of a branch's metrics (migration 0014): the runs'
+//! values of one metric on one commit, per branch, tbox group and job
 //! label, which the trend page reads instead of every run's whole metrics
-//! object.
+//! object. A run is on a branch when its pair names one (migration 0027):
+//! both sides of a watch's pair, the base side of a list's series pair.
 //!
 //! A result upload adds its run in its own transaction ([`add_run`]);
 //! [`rebuild`] recomputes every row from the stored results: the backfill
@@ -22,7 +23,7 @@ const BACKFILL: &str = "metric_summaries";
 /// Rows per INSERT: 10 bound values each, well under both backends' limits.
 const ROWS_PER_INSERT: usize = 500;
 
-/// Where a watch run's values go; one row per metric under it.
+/// Where a branch run's values go; one row per metric under it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct Key {
     repo_id: i64,
@@ -32,16 +33,21 @@ struct Key {
     commit_id: i64,
 }
 
-/// A watch run's key columns; other submissions' runs are on no trend.
-const WATCH_RUNS_SQL: &str =
-    "SELECT w.repo_id, w.branch, COALESCE(a.tbox_group, '') AS tbox_group, \
+/// A branch run's key columns, for the runs [`ON_A_BRANCH_SQL`] selects;
+/// other runs are on no trend.
+const BRANCH_RUNS_SQL: &str =
+    "SELECT s.repo_id, s.branch, COALESCE(a.tbox_group, '') AS tbox_group, \
             a.id AS atomic_job_id, a.spec, j.id AS job_id, j.commit_id \
      FROM jobs j JOIN atomic_jobs a ON a.id = j.atomic_job_id \
-     JOIN submissions s ON s.id = j.submission_id JOIN watches w ON w.id = s.watch_id";
+     JOIN submissions s ON s.id = j.submission_id";
 
-/// A row of [`WATCH_RUNS_SQL`].
+/// The runs of [`BRANCH_RUNS_SQL`] on their pair's branch: a watch pair's
+/// head is the branch's next commit, a series pair's is a patch on it.
+const ON_A_BRANCH_SQL: &str = "s.branch IS NOT NULL AND (s.kind = 'watch' OR j.side = 'base')";
+
+/// A row of [`BRANCH_RUNS_SQL`].
 #[derive(sqlx::FromRow)]
-struct WatchRun {
+struct BranchRun {
     repo_id: i64,
     branch: String,
     tbox_group: String,
@@ -50,18 +56,18 @@ struct WatchRun {
     commit_id: i64,
 }
 
-/// A finished watch run with its result's metrics.
+/// A finished branch run with its result's metrics.
 #[derive(sqlx::FromRow)]
 struct FinishedRun {
     #[sqlx(flatten)]
-    run: WatchRun,
+    run: BranchRun,
     metrics: JsonText<BTreeMap<String, f64>>,
 }
 
-/// Adds one run's metrics to its commit's summaries, if it is a watch run.
+/// Adds one run's metrics to its commit's summaries, if it is a branch run.
 pub async fn add_run(tx: &mut Tx, job_id: i64, metrics: &BTreeMap<String, f64>) -> Result<()> {
-    let row = sqlx::query_as::<_, WatchRun>(&format!(
-        "{WATCH_RUNS_SQL} WHERE j.id = $1 AND s.kind = 'watch'"
+    let row = sqlx::query_as::<_, BranchRun>(&format!(
+        "{BRANCH_RUNS_SQL} WHERE j.id = $1 AND {ON_A_BRANCH_SQL}"
     ))
     .bind(job_id)
     .fetch_optional(&mut **tx)
@@ -89,7 +95,7 @@ pub async fn backfill_pending(db: &Db) -> Result<()> {
     Ok(())
 }
 
-/// Recomputes every summary from the finished watch runs' results, in one
+/// Recomputes every summary from the finished branch runs' results, in one
 /// write transaction; returns the rows written. For a store nothing
 /// uploads to meanwhile (at migration, after seeding): an upload between
 /// its read and its commit could be counted twice.
@@ -114,11 +120,11 @@ pub async fn rebuild(db: &Db) -> Result<usize> {
     Ok(rows.len())
 }
 
-/// Every finished watch run's values, per key and metric.
+/// Every finished branch run's values, per key and metric.
 async fn collect(conn: &mut AnyConnection) -> Result<BTreeMap<(Key, String), Vec<f64>>> {
     let rows = sqlx::query_as::<_, FinishedRun>(&format!(
-        "SELECT k.*, res.id AS result_id, res.metrics FROM ({WATCH_RUNS_SQL} \
-             WHERE s.kind = 'watch' AND j.state = 'finished') k \
+        "SELECT k.*, res.id AS result_id, res.metrics FROM ({BRANCH_RUNS_SQL} \
+             WHERE {ON_A_BRANCH_SQL} AND j.state = 'finished') k \
          JOIN results res ON res.job_id = k.job_id"
     ))
     .fetch_all(&mut *conn)
@@ -134,9 +140,9 @@ async fn collect(conn: &mut AnyConnection) -> Result<BTreeMap<(Key, String), Vec
     Ok(out)
 }
 
-/// A row of [`WATCH_RUNS_SQL`]'s key; `labels` caches each atomic job's
+/// A row of [`BRANCH_RUNS_SQL`]'s key; `labels` caches each atomic job's
 /// label, parsed from its spec once.
-fn key(row: &WatchRun, labels: &mut HashMap<i64, String>) -> Result<Key> {
+fn key(row: &BranchRun, labels: &mut HashMap<i64, String>) -> Result<Key> {
     let atomic_job_id = row.atomic_job_id;
     let job = match labels.get(&atomic_job_id) {
         Some(label) => label.clone(),

@@ -181,6 +181,7 @@ pub async fn queue(
             kind: "verify",
             bisect: false,
             watch_id: None,
+            branch: None,
         },
     )
     .await?;

@@ -536,9 +536,14 @@ pub(super) async fn queue(
 ) -> Result<i64> {
     let (jobs, skipped) = list_jobs(state, l)?;
     let robot = crate::auth::upsert_user(tx, ROBOT_USER, None).await?;
-    let (kind, bisect, max_runs) = match purpose {
-        Purpose::Series => ("user", true, u32::try_from(l.runs_cap).unwrap_or(1)),
-        Purpose::BuildProbe => ("verify", false, 1),
+    let (kind, bisect, max_runs, branch) = match purpose {
+        Purpose::Series => (
+            "user",
+            true,
+            u32::try_from(l.runs_cap).unwrap_or(1),
+            Some(l.branch.as_str()),
+        ),
+        Purpose::BuildProbe => ("verify", false, 1, None),
     };
     submissions::queue_pair(
         state,
@@ -557,6 +562,7 @@ pub(super) async fn queue(
             kind,
             bisect,
             watch_id: None,
+            branch,
         },
     )
     .await

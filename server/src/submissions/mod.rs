@@ -91,6 +91,7 @@ pub async fn submit(
             kind: "user",
             bisect: req.bisect.unwrap_or(true),
             watch_id: None,
+            branch: None,
         },
     )
     .await?;
@@ -125,6 +126,10 @@ pub(crate) struct NewPair<'a> {
     pub kind: &'static str,
     pub bisect: bool,
     pub watch_id: Option<i64>,
+    /// The branch the pair was taken from (a watch's, a list's): its runs
+    /// on it feed the branch's trend, both sides of a `watch` pair and the
+    /// base side of others.
+    pub branch: Option<&'a str>,
 }
 
 /// Stores a submission and queues its jobs in the caller's transaction; call
@@ -143,6 +148,7 @@ pub(crate) async fn queue_pair(
             kind: p.kind,
             bisect: p.bisect,
             watch_id: p.watch_id,
+            branch: p.branch,
             repo_id: p.repo_id,
             job_name: job_name(p.atomic_jobs),
             job_file: p.job_file,

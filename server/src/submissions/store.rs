@@ -42,6 +42,8 @@ pub(crate) struct NewSubmission<'a> {
     /// Whether a regression verdict starts a bisection.
     pub bisect: bool,
     pub watch_id: Option<i64>,
+    /// The branch a robot's pair is on (migration 0027).
+    pub branch: Option<&'a str>,
     pub repo_id: i64,
     pub job_name: String,
     pub job_file: &'a str,
@@ -57,8 +59,8 @@ pub(crate) async fn insert_submission(tx: &mut Tx, s: &NewSubmission<'_>) -> Res
     Ok(sqlx::query_scalar(
         "INSERT INTO submissions (user_id, repo_id, job_name, job_file, base_commit_id, \
              head_commit_id, priority, runs_cap, state, created_at, kind, bisect, watch_id, \
-             skipped) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING id",
+             skipped, branch) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) RETURNING id",
     )
     .bind(s.user_id)
     .bind(s.repo_id)
@@ -74,6 +76,7 @@ pub(crate) async fn insert_submission(tx: &mut Tx, s: &NewSubmission<'_>) -> Res
     .bind(i64::from(s.bisect))
     .bind(s.watch_id)
     .bind(&s.skipped)
+    .bind(s.branch)
     .fetch_one(&mut **tx)
     .await?)
 }

@@ -265,6 +265,7 @@ async fn submit_head(
             kind: "watch",
             bisect: true,
             watch_id: Some(w.id),
+            branch: Some(&w.branch),
         },
     )
     .await?;

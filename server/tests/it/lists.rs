@@ -576,6 +576,21 @@ async fn maintainer_pages(sim: &Sim<'_>, v1: &Value, commits: &[String], paths: 
         "the bisection is one click away: {series}"
     );
     assert!(series.contains("bisection reported on"), "{series}");
+    // The list's base has a history: its runs, measured as series' bases.
+    let trend = crate::dashboard_pages::page(
+        sim,
+        &format!(
+            "/trends?repo={REPO}&branch=main&metric={}",
+            KPI.replace('/', "%2F")
+        ),
+    )
+    .await;
+    let base = &str_of(&v1["base"])[..10];
+    let row = trend.split("<tr>").find(|r| r.contains(base));
+    assert!(
+        row.is_some_and(|r| !r.contains("<td class=\"num\">0</td>")),
+        "the base {base} on the list branch's trend: {trend}"
+    );
     assert!(
         series.contains(&format!("<a href=\"{WEB}/")),
         "each patch links its mail in the list's web archive: {series}"
