@@ -54,6 +54,9 @@ struct PartRow {
     index: u32,
     subject: String,
     message_id: String,
+    /// Its head, for the column: generated ids run to 80 characters and
+    /// would push the commit off the page (the full id is the title).
+    message_id_short: String,
     commit: String,
     status: PatchStatus,
     /// The mail in the list's web archive, when the list has one.
@@ -95,9 +98,21 @@ impl PartRow {
             index: p.index,
             subject: p.subject.clone(),
             message_id: p.message_id.clone(),
+            message_id_short: ellipsis(&p.message_id, MESSAGE_ID_SHOWN),
             commit: short(&p.commit),
             status: patch_status::status(p.commit.as_deref(), bisections),
         }
+    }
+}
+
+/// Characters of a Message-ID the parts table shows.
+const MESSAGE_ID_SHOWN: usize = 24;
+
+/// The first `n` characters of `text`, and `…` when there were more.
+fn ellipsis(text: &str, n: usize) -> String {
+    match text.char_indices().nth(n) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
     }
 }
 
@@ -211,4 +226,15 @@ pub async fn series(State(state): State<AppState>, Path(id): Path<i64>) -> PageR
             })
             .collect(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ellipsis;
+
+    #[test]
+    fn long_message_ids_are_cut_on_a_character() {
+        assert_eq!(ellipsis("short@x", 24), "short@x");
+        assert_eq!(ellipsis("ééééé@example.org", 3), "ééé…");
+    }
 }

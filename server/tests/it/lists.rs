@@ -576,6 +576,23 @@ async fn maintainer_pages(sim: &Sim<'_>, v1: &Value, commits: &[String], paths: 
         "the bisection is one click away: {series}"
     );
     assert!(series.contains("bisection reported on"), "{series}");
+    // The pair links what it led to: its series, bisection and regression.
+    let pair =
+        crate::dashboard_pages::page(sim, &format!("/submissions/{}", v1["submission"])).await;
+    let neighbours = pair
+        .split("id=\"neighbours\"")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no neighbours on the pair's page: {pair}"));
+    for href in [
+        format!("/series/{}", id(v1)),
+        format!("/bisections/{}", id(b)),
+        String::from("/regressions/"),
+    ] {
+        assert!(
+            neighbours.contains(&format!("<a href=\"{href}")),
+            "{href}: {pair}"
+        );
+    }
     // The list's base has a history: its runs, measured as series' bases.
     let trend = crate::dashboard_pages::page(
         sim,
