@@ -12,6 +12,7 @@ use super::store::{self, BisectionRow, BisectionState, Conclusion, StepRow, Step
 use super::verify::{queue_verification, verification_pair};
 use crate::comparisons;
 use crate::error::Result;
+use crate::jobs::lifecycle;
 use crate::repos::{self, StoredCommit};
 use crate::state::AppState;
 
@@ -314,7 +315,7 @@ async fn apply(state: &AppState, b: &BisectionRow, steps: &[StepRow], plan: Plan
         store::finish_step(&mut tx, *step_id, *st, *change, detail).await?;
     }
     for (step_id, commit_id) in &plan.dropped {
-        store::cancel_queued_runs(&mut tx, probe_job, *commit_id).await?;
+        lifecycle::cancel_queued_runs(&mut tx, probe_job, *commit_id).await?;
         store::finish_step(
             &mut tx,
             *step_id,
@@ -325,7 +326,7 @@ async fn apply(state: &AppState, b: &BisectionRow, steps: &[StepRow], plan: Plan
         .await?;
     }
     for commit_id in &plan.cancel_queued {
-        store::cancel_queued_runs(&mut tx, probe_job, *commit_id).await?;
+        lifecycle::cancel_queued_runs(&mut tx, probe_job, *commit_id).await?;
     }
     for (commit_id, runs) in &plan.more_runs {
         crate::jobs::enqueue_commit_runs(
@@ -353,14 +354,14 @@ async fn apply(state: &AppState, b: &BisectionRow, steps: &[StepRow], plan: Plan
         let verify_id = queue_verification(state, &mut tx, b, first_bad, &pair).await?;
         store::start_verifying(&mut tx, b.id, first_bad.id, verify_id).await?;
         if let Some(probe) = b.probe_submission_id {
-            store::close_submission(&mut tx, probe).await?;
+            lifecycle::close_probes(&mut tx, probe).await?;
         }
         tracing::info!(bisection = b.id, first_bad = %first_bad.sha, verify_submission = verify_id, "first bad commit found; verifying");
     }
     if let Some(c) = &plan.conclusion {
         store::conclude(&mut tx, b, c).await?;
         if let Some(probe) = b.probe_submission_id {
-            store::close_submission(&mut tx, probe).await?;
+            lifecycle::close_probes(&mut tx, probe).await?;
         }
         tracing::info!(bisection = b.id, state = c.state.as_str(), reason = ?c.reason, "bisection ended");
     }

@@ -78,7 +78,7 @@ pub async fn cancel(state: &AppState, id: i64, by: &str) -> Result<BisectionRow>
         .into_iter()
         .flatten()
     {
-        crate::jobs::cancel_submission(&mut tx, sub, &reason).await?;
+        crate::jobs::lifecycle::cancel_submission(&mut tx, sub, &reason).await?;
     }
     let conclusion = Conclusion {
         reason: Some(reason),

@@ -8,7 +8,7 @@ use sqlx::AnyConnection;
 
 use crate::db::{text_enum, Db, JsonText, NullableF64, Tx};
 use crate::error::{Error, Result};
-use crate::jobs::{StoredJobState, SubmissionState, ACTIVE_STATES_SQL};
+use crate::jobs::{StoredJobState, SubmissionState};
 use crate::time::now_ms;
 
 /// States in which a bisection still has work to do.
@@ -410,48 +410,6 @@ pub async fn runs_by_commit(db: &Db, atomic_job_ids: &[i64]) -> Result<HashMap<i
         }
     }
     Ok(out)
-}
-
-/// Cancels the queued (not yet leased) runs of one commit of an atomic job:
-/// a probe the range has moved past.
-pub async fn cancel_queued_runs(tx: &mut Tx, atomic_job_id: i64, commit_id: i64) -> Result<u64> {
-    let now = now_ms();
-    let done = sqlx::query(
-        "UPDATE jobs SET state = 'cancelled', updated_at = $1, finished_at = $2 \
-         WHERE atomic_job_id = $3 AND commit_id = $4 AND state = 'queued'",
-    )
-    .bind(now)
-    .bind(now)
-    .bind(atomic_job_id)
-    .bind(commit_id)
-    .execute(&mut **tx)
-    .await?;
-    Ok(done.rows_affected())
-}
-
-/// Marks a probe submission done once its bisection has ended.
-pub async fn close_submission(tx: &mut Tx, submission_id: i64) -> Result<()> {
-    let now = now_ms();
-    sqlx::query(
-        "UPDATE jobs SET state = 'cancelled', updated_at = $1, finished_at = $2 \
-         WHERE submission_id = $3 AND state = 'queued'",
-    )
-    .bind(now)
-    .bind(now)
-    .bind(submission_id)
-    .execute(&mut **tx)
-    .await?;
-    sqlx::query(&format!(
-        "UPDATE submissions SET state = 'done', finished_at = $1 WHERE id = $2 \
-         AND state = 'active' AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.submission_id = $3 \
-         AND j.state IN {ACTIVE_STATES_SQL})"
-    ))
-    .bind(now)
-    .bind(submission_id)
-    .bind(submission_id)
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
 }
 
 /// What the origin pair's atomic job says about where and how it ran.

@@ -12,6 +12,7 @@ use super::store::{self, BisectionRow, BisectionState, Conclusion};
 use crate::comparisons::{self, PairComparison};
 use crate::db::Tx;
 use crate::error::Result;
+use crate::jobs::lifecycle::{self, Pinned};
 use crate::jobs::SubmissionState;
 use crate::regressions;
 use crate::repos::{self, StoredCommit};
@@ -76,14 +77,8 @@ pub(super) async fn queue_verification(
         },
     )
     .await?;
-    sqlx::query(
-        "UPDATE atomic_jobs SET tbox_group = $1, preferred_agent_id = $2 WHERE submission_id = $3",
-    )
-    .bind(&b.tbox_group)
-    .bind(pair.origin.preferred_agent_id)
-    .bind(id)
-    .execute(&mut **tx)
-    .await?;
+    let pinned = Pinned::Submission(id);
+    lifecycle::pin(tx, pinned, &b.tbox_group, pair.origin.preferred_agent_id).await?;
     Ok(id)
 }
 

@@ -169,7 +169,7 @@ pub async fn evaluate(
     if extra > 0 {
         jobs::enqueue_more_runs(&mut tx, atomic_job_id, extra, state.config.max_attempts).await?;
     } else {
-        store::settle(&mut tx, info.submission_id, atomic_job_id).await?;
+        crate::jobs::lifecycle::settle(&mut tx, info.submission_id, atomic_job_id).await?;
         if let (Some(pc), Some(booted)) = (&compared, &booted) {
             // Same transaction: the report or bisection exists if and only
             // if the verdict is recorded.

@@ -224,28 +224,6 @@ async fn upsert_metric(
     Ok(())
 }
 
-/// Marks the atomic job settled, and its submission `done` when it was the
-/// last unsettled one.
-pub async fn settle(tx: &mut Tx, submission_id: i64, atomic_job_id: i64) -> Result<()> {
-    let now = now_ms();
-    sqlx::query("UPDATE atomic_jobs SET settled_at = $1 WHERE id = $2")
-        .bind(now)
-        .bind(atomic_job_id)
-        .execute(&mut **tx)
-        .await?;
-    sqlx::query(
-        "UPDATE submissions SET state = 'done', finished_at = $1 \
-         WHERE id = $2 AND state = 'active' AND NOT EXISTS \
-             (SELECT 1 FROM atomic_jobs a WHERE a.submission_id = $3 AND a.settled_at IS NULL)",
-    )
-    .bind(now)
-    .bind(submission_id)
-    .bind(submission_id)
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
-}
-
 /// Unsettled atomic jobs of active submissions with nothing queued or running.
 pub async fn settled_candidates(db: &Db) -> Result<Vec<i64>> {
     Ok(sqlx::query_scalar(&format!(

@@ -175,17 +175,7 @@ async fn progress(
     detail: &str,
     limit: u32,
 ) -> Result<()> {
-    let updated = sqlx::query(&format!(
-        "UPDATE jobs SET state = $1, updated_at = $2 \
-         WHERE id = $3 AND lease_owner = $4 AND state IN {ACTIVE_STATES_SQL}"
-    ))
-    .bind(state.as_str())
-    .bind(now_ms())
-    .bind(job_id)
-    .bind(agent_id)
-    .execute(&mut **tx)
-    .await?;
-    if updated.rows_affected() == 0 {
+    if !jobs::lifecycle::progress(tx, job_id, agent_id, state).await? {
         let job = load_job_owner(&mut *tx, job_id).await?;
         job.check_owner(&mut *tx, job_id, agent_id).await?;
         return Err(Error::LeaseLost(job_id));
@@ -223,31 +213,11 @@ async fn fail(
         return Err(Error::LeaseLost(job_id));
     }
     if failure == FailureKind::Infrastructure {
-        jobs::requeue_or_fail(tx, job_id, Some(agent_id), failure, detail).await?;
+        jobs::lifecycle::requeue_or_fail(tx, job_id, Some(agent_id), failure, detail).await?;
         return Ok(());
     }
-    let now = now_ms();
-    sqlx::query(&format!(
-        "UPDATE jobs SET state = 'failed', failure = $1, failure_detail = $2, finished_at = $3, \
-             updated_at = $4, lease_expires_at = NULL \
-         WHERE id = $5 AND lease_owner = $6 AND state IN {ACTIVE_STATES_SQL}"
-    ))
-    .bind(jobs::failure_str(failure))
-    .bind(jobs::truncate(detail, jobs::MAX_DETAIL_BYTES))
-    .bind(now)
-    .bind(now)
-    .bind(job_id)
-    .bind(agent_id)
-    .execute(&mut **tx)
-    .await?;
-    let event = Event {
-        job_id,
-        agent_id: Some(agent_id),
-        state: JobState::Failed,
-        failure: Some(failure),
-        detail,
-    };
-    jobs::release_slot(tx, job.submission_id, event).await
+    let held = (job_id, agent_id, job.submission_id);
+    jobs::lifecycle::fail(tx, held, failure, detail).await
 }
 
 /// Who holds a job, for telling apart "not yours" from "no longer yours".

@@ -1,7 +1,8 @@
 //! Jobs: one atomic job x one commit x one run index, the unit an agent
 //! leases. This module queues them ([`enqueue_pair`], [`enqueue_more_runs`]),
-//! cancels them ([`cancel_submission`]), moves them through their states
-//! ([`handlers`]), and takes them back from silent agents ([`reaper`]).
+//! hears the agents ([`handlers`]) and takes jobs back from silent agents
+//! ([`reaper`]); every change of a job's, a submission's or a pin's state
+//! is [`lifecycle`]'s.
 //!
 //! States (`kbot_api::agent::JobState`): `queued` -> `leased` ->
 //! `building`/`booting`/`running`/`uploading` (reported by the agent, in any
@@ -14,13 +15,16 @@ use kbot_api::agent::{FailureKind, JobState};
 use kbot_core::job::AtomicJob;
 use kbot_core::needs::Needs;
 
-use crate::db::{join_writes, text_enum, Db, JsonText, Tx};
+use crate::db::{text_enum, Db, JsonText, Tx};
 use crate::error::{Error, Result};
 use crate::time::now_ms;
 
 pub mod build_spec;
 pub mod handlers;
 pub mod initramfs;
+pub mod lifecycle;
+
+use lifecycle::Pinned;
 pub mod reaper;
 pub mod repro;
 pub mod results;
@@ -189,51 +193,6 @@ pub async fn enqueue_more_runs(
     Ok(u64::from(extra_runs) * 2)
 }
 
-/// Cancels a submission and every job of it not yet terminal. Agents holding
-/// one learn it from their next heartbeat. Returns the number of jobs
-/// cancelled (0 when the submission had already ended).
-pub async fn cancel_submission(tx: &mut Tx, submission_id: i64, reason: &str) -> Result<u64> {
-    let state: String = sqlx::query_scalar("SELECT state FROM submissions WHERE id = $1")
-        .bind(submission_id)
-        .fetch_optional(&mut **tx)
-        .await?
-        .ok_or_else(|| Error::not_found("submission", submission_id))?;
-    if state != SubmissionState::Active.as_str() {
-        return Ok(0);
-    }
-    let now = now_ms();
-    // Jobs before the submission row: the lock order of every writer.
-    let cancelled: Vec<i64> = sqlx::query_scalar(&format!(
-        "UPDATE jobs SET state = 'cancelled', updated_at = $1, finished_at = $2 \
-         WHERE submission_id = $3 AND (state = 'queued' OR state IN {ACTIVE_STATES_SQL}) \
-         RETURNING id"
-    ))
-    .bind(now)
-    .bind(now)
-    .bind(submission_id)
-    .fetch_all(&mut **tx)
-    .await?;
-    sqlx::query(
-        "UPDATE submissions SET state = 'cancelled', in_flight = 0, finished_at = $1 \
-         WHERE id = $2",
-    )
-    .bind(now)
-    .bind(submission_id)
-    .execute(&mut **tx)
-    .await?;
-    for &job_id in &cancelled {
-        let event = Event {
-            job_id,
-            agent_id: None,
-            state: JobState::Cancelled,
-            failure: None,
-            detail: reason,
-        };
-        record_event(tx, event).await?;
-    }
-    Ok(cancelled.len() as u64)
-}
-
 /// A row for `job_events`.
 #[derive(Debug, Clone, Copy)]
 pub struct Event<'a> {
@@ -286,93 +245,6 @@ pub fn failure_str(kind: FailureKind) -> &'static str {
         FailureKind::Incomplete => "incomplete",
         FailureKind::Infrastructure => "infrastructure",
     }
-}
-
-/// What [`requeue_or_fail`] made of a job.
-#[derive(sqlx::FromRow)]
-struct Requeued {
-    #[sqlx(try_from = "String")]
-    state: StoredJobState,
-    submission_id: i64,
-    attempts: i64,
-}
-
-/// Ends an agent's hold on a job without a result: back to `queued` with the
-/// attempt counted, or `failed` when the attempts are used up. Returns the
-/// new state. The caller has checked the job is active.
-pub async fn requeue_or_fail(
-    tx: &mut Tx,
-    job_id: i64,
-    agent_id: Option<i64>,
-    failure: FailureKind,
-    detail: &str,
-) -> Result<JobState> {
-    let now = now_ms();
-    let row = sqlx::query_as::<_, Requeued>(&format!(
-        "UPDATE jobs SET \
-             state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END, \
-             failure = CASE WHEN attempts >= max_attempts THEN $1 ELSE NULL END, \
-             failure_detail = CASE WHEN attempts >= max_attempts THEN $2 ELSE NULL END, \
-             finished_at = CASE WHEN attempts >= max_attempts THEN $3 ELSE NULL END, \
-             lease_owner = NULL, lease_expires_at = NULL, updated_at = $4 \
-         WHERE id = $5 AND state IN {ACTIVE_STATES_SQL} \
-         RETURNING state, submission_id, attempts"
-    ))
-    .bind(failure_str(failure))
-    .bind(truncate(detail, MAX_DETAIL_BYTES))
-    .bind(now)
-    .bind(now)
-    .bind(job_id)
-    .fetch_optional(&mut **tx)
-    .await?
-    .ok_or(Error::LeaseLost(job_id))?;
-    let Requeued {
-        state: StoredJobState(state),
-        submission_id,
-        attempts,
-    } = row;
-    let (new_state, event_detail) = if state == JobState::Failed {
-        (
-            JobState::Failed,
-            format!("{detail} (attempt {attempts}, no attempts left)"),
-        )
-    } else {
-        (
-            JobState::Queued,
-            format!("{detail} (attempt {attempts}, re-queued)"),
-        )
-    };
-    let event = Event {
-        job_id,
-        agent_id,
-        state: new_state,
-        failure: Some(failure),
-        detail: &event_detail,
-    };
-    release_slot(tx, submission_id, event).await?;
-    Ok(new_state)
-}
-
-/// A job left an agent's hands: the submission has one job fewer in flight,
-/// the agent (if any) is idle again unless it holds another job, and
-/// `event` says why; one round trip.
-pub async fn release_slot(tx: &mut Tx, submission_id: i64, event: Event<'_>) -> Result<()> {
-    let agent_sql =
-        format!("UPDATE agents SET state = {AGENT_STATE_NOW_SQL}, last_seen_at = $1 WHERE id = $2");
-    let sql = join_writes(
-        tx,
-        &[
-            "UPDATE submissions SET in_flight = in_flight - 1 WHERE id = $1 AND in_flight > 0",
-            &agent_sql,
-            EVENT_SQL,
-        ],
-    );
-    let query = sqlx::query(&sql)
-        .bind(submission_id)
-        .bind(now_ms())
-        .bind(event.agent_id);
-    bind_event(query, &event).execute(&mut **tx).await?;
-    Ok(())
 }
 
 /// How many queued runs (of any tbox group) the scheduler serves before
@@ -546,12 +418,7 @@ pub async fn add_pinned_atomic_job(
 ) -> Result<i64> {
     let position = next_position(tx, submission_id).await?;
     let id = insert_atomic_job(tx, submission_id, position, job).await?;
-    sqlx::query("UPDATE atomic_jobs SET tbox_group = $1, preferred_agent_id = $2 WHERE id = $3")
-        .bind(tbox_group)
-        .bind(preferred_agent_id)
-        .bind(id)
-        .execute(&mut **tx)
-        .await?;
+    lifecycle::pin(tx, Pinned::AtomicJob(id), tbox_group, preferred_agent_id).await?;
     Ok(id)
 }
 

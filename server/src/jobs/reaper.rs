@@ -41,9 +41,14 @@ pub async fn reap_expired(db: &Db, now: i64) -> Result<u64> {
             continue;
         }
         let detail = format!("lease expired at {expired_at} without a heartbeat");
-        let state =
-            jobs::requeue_or_fail(&mut tx, job_id, owner, FailureKind::Infrastructure, &detail)
-                .await?;
+        let state = jobs::lifecycle::requeue_or_fail(
+            &mut tx,
+            job_id,
+            owner,
+            FailureKind::Infrastructure,
+            &detail,
+        )
+        .await?;
         tx.commit().await?;
         tracing::warn!(job_id, agent_id = ?owner, new_state = state.as_str(), "lease expired");
         reaped += 1;

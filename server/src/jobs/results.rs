@@ -15,7 +15,7 @@ use crate::auth::AgentAuth;
 use crate::db::{JsonText, Tx};
 use crate::error::{ApiJson, Error, Result};
 use crate::jobs::handlers::{ActiveState, JobOwner, JobOwnerRow};
-use crate::jobs::{self, summaries, Event, ACTIVE_STATES_SQL};
+use crate::jobs::{self, summaries};
 use crate::profiles;
 use crate::state::{AppState, JobDone};
 use crate::time::now_ms;
@@ -75,7 +75,8 @@ pub async fn upload(
             if let Some(profile) = &upload.profile {
                 profiles::store::insert(&mut tx, result_id, profile).await?;
             }
-            let atomic_job_id = finish_job(&mut tx, job_id, agent_id, submission_id).await?;
+            let atomic_job_id =
+                jobs::lifecycle::finish(&mut tx, job_id, agent_id, submission_id).await?;
             summaries::add_run(&mut tx, job_id, &upload.metrics).await?;
             tx.commit().await?;
             Ok(Some((result_id, atomic_job_id)))
@@ -235,31 +236,4 @@ async fn insert_result(
     .bind(now_ms())
     .fetch_optional(&mut **tx)
     .await?)
-}
-
-/// Marks the job finished; returns its atomic job id.
-async fn finish_job(tx: &mut Tx, job_id: i64, agent_id: i64, submission_id: i64) -> Result<i64> {
-    let now = now_ms();
-    let atomic_job_id: i64 = sqlx::query_scalar(&format!(
-        "UPDATE jobs SET state = 'finished', finished_at = $1, updated_at = $2, \
-             lease_expires_at = NULL \
-         WHERE id = $3 AND lease_owner = $4 AND state IN {ACTIVE_STATES_SQL} \
-         RETURNING atomic_job_id"
-    ))
-    .bind(now)
-    .bind(now)
-    .bind(job_id)
-    .bind(agent_id)
-    .fetch_optional(&mut **tx)
-    .await?
-    .ok_or(Error::LeaseLost(job_id))?;
-    let event = Event {
-        job_id,
-        agent_id: Some(agent_id),
-        state: JobState::Finished,
-        failure: None,
-        detail: "result stored",
-    };
-    jobs::release_slot(tx, submission_id, event).await?;
-    Ok(atomic_job_id)
 }

@@ -10,6 +10,7 @@ use kbot_core::stats::Outcome;
 use crate::comparisons;
 use crate::db::{Db, Tx};
 use crate::error::{Error, Result};
+use crate::jobs::lifecycle::Pinned;
 use crate::mail::thread::ThreadPlace;
 use crate::repos::{self, RepoRow, StoredCommit};
 use crate::state::AppState;
@@ -186,11 +187,8 @@ pub async fn queue(
     )
     .await?;
     if !r.tbox_group.is_empty() {
-        sqlx::query("UPDATE atomic_jobs SET tbox_group = $1 WHERE submission_id = $2")
-            .bind(&r.tbox_group)
-            .bind(id)
-            .execute(&mut **tx)
-            .await?;
+        let pinned = Pinned::Submission(id);
+        crate::jobs::lifecycle::pin(tx, pinned, &r.tbox_group, None).await?;
     }
     Ok(id)
 }

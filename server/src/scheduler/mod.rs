@@ -44,8 +44,9 @@ use sqlx::{AnyConnection, FromRow};
 
 use crate::auth::AgentRecord;
 use crate::builds::orders;
-use crate::db::{join_writes, Backend, Db, Tx};
+use crate::db::{Backend, Db, Tx};
 use crate::error::{Error, Result};
+use crate::jobs::lifecycle::{self, Claim};
 use crate::jobs::{self, AnyQuery, Event};
 use crate::state::AppState;
 use crate::time::now_ms;
@@ -145,7 +146,7 @@ pub async fn lease_once(
             // the agent is not at fault and leases the next job.
             tracing::warn!(job_id = claim.job_id, agent = %agent.name, "{err}");
             let mut tx = state.db.begin().await?;
-            jobs::requeue_or_fail(
+            lifecycle::requeue_or_fail(
                 &mut tx,
                 claim.job_id,
                 Some(agent.id),
@@ -158,19 +159,6 @@ pub async fn lease_once(
         }
         Err(err) => Err(err),
     }
-}
-
-/// The row a claim took.
-#[derive(Debug, Clone, sqlx::FromRow)]
-pub struct Claim {
-    #[sqlx(rename = "id")]
-    pub job_id: i64,
-    pub submission_id: i64,
-    pub atomic_job_id: i64,
-    pub commit_id: i64,
-    pub run_index: i64,
-    pub attempts: i64,
-    pub lease_expires_at: i64,
 }
 
 /// The jobs a claim ranks, so that it never sorts the whole queue: the first
@@ -382,7 +370,7 @@ async fn try_claim(db: &Db, who: &Who<'_>, lease_ms: i64) -> Result<TryOutcome> 
             return Ok(TryOutcome::Empty);
         };
         let (job_id, needs_pin) = picked_job(&job, agent);
-        if let Some(claim) = take(&mut tx, agent, job_id, lease_ms, now).await? {
+        if let Some(claim) = lifecycle::lease(&mut tx, agent.id, job_id, lease_ms, now).await? {
             break (claim, needs_pin);
         }
         if !retake {
@@ -492,36 +480,10 @@ fn picked_job(picked: &Picked, agent: &AgentRecord) -> (i64, bool) {
     (picked.id, needs_pin)
 }
 
-/// Leases job `job_id` to `agent` if it is still queued.
-async fn take(
-    tx: &mut Tx,
-    agent: &AgentRecord,
-    job_id: i64,
-    lease_ms: i64,
-    now: i64,
-) -> Result<Option<Claim>> {
-    let row = sqlx::query_as::<_, Claim>(
-        "UPDATE jobs SET state = 'leased', lease_owner = $1, lease_expires_at = $2, \
-             attempts = attempts + 1, updated_at = $3 \
-         WHERE id = $4 AND state = 'queued' \
-         RETURNING id, submission_id, atomic_job_id, commit_id, run_index, attempts, lease_expires_at",
-    )
-    .bind(agent.id)
-    .bind(now + lease_ms)
-    .bind(now)
-    .bind(job_id)
-    .fetch_optional(&mut **tx)
-    .await?;
-    Ok(row)
-}
-
 /// The bookkeeping of a claim, in its transaction: pair pinning to this
-/// agent and its tbox group, then (one round trip) the fair-share counter,
-/// the agent's state and the event. Locks rows in the order jobs,
-/// atomic_jobs, then submissions and agents; the releases (result, failure,
-/// reaper) lock jobs, then submissions and agents, so concurrent claims and
-/// releases cannot deadlock. Returns false when the pair got pinned to
-/// another tbox group meanwhile.
+/// agent and its tbox group, then the fair-share counter, the agent's state
+/// and the event ([`lifecycle::leased`]). Returns false when the pair got
+/// pinned to another tbox group meanwhile.
 async fn record_claim(
     tx: &mut Tx,
     agent: &AgentRecord,
@@ -529,8 +491,12 @@ async fn record_claim(
     needs_pin: bool,
     now: i64,
 ) -> Result<bool> {
-    if needs_pin && !pin_pair(tx, agent, claim).await? {
-        return Ok(false);
+    if needs_pin {
+        let group =
+            lifecycle::pin_to_agent(tx, claim.atomic_job_id, &agent.tbox_group, agent.id).await?;
+        if group != agent.tbox_group {
+            return Ok(false);
+        }
     }
     let detail = format!("leased by {} (attempt {})", agent.name, claim.attempts);
     let event = Event {
@@ -540,38 +506,8 @@ async fn record_claim(
         failure: None,
         detail: &detail,
     };
-    let sql = join_writes(
-        tx,
-        &[
-            "UPDATE submissions SET in_flight = in_flight + 1 WHERE id = $1",
-            "UPDATE agents SET state = 'busy', last_seen_at = $1 WHERE id = $2",
-            jobs::EVENT_SQL,
-        ],
-    );
-    let query = sqlx::query(&sql)
-        .bind(claim.submission_id)
-        .bind(now)
-        .bind(agent.id);
-    jobs::bind_event(query, &event).execute(&mut **tx).await?;
+    lifecycle::leased(tx, claim, event, now).await?;
     Ok(true)
-}
-
-/// Pins the claimed job's pair to the agent's tbox group and to the agent
-/// as its preferred runner, where not yet pinned. False when the pair is
-/// pinned to another group.
-async fn pin_pair(tx: &mut Tx, agent: &AgentRecord, claim: &Claim) -> Result<bool> {
-    let group: String = sqlx::query_scalar(
-        "UPDATE atomic_jobs SET \
-             tbox_group = COALESCE(tbox_group, $1), \
-             preferred_agent_id = COALESCE(preferred_agent_id, $2) \
-         WHERE id = $3 RETURNING tbox_group",
-    )
-    .bind(&agent.tbox_group)
-    .bind(agent.id)
-    .bind(claim.atomic_job_id)
-    .fetch_one(&mut **tx)
-    .await?;
-    Ok(group == agent.tbox_group)
 }
 
 async fn mark_agent_seen(db: &Db, agent_id: i64) -> Result<()> {

@@ -5,10 +5,10 @@
 use kbot_api::agent::LeasedJob;
 use kbot_core::job::AtomicJob;
 
-use super::Claim;
 use crate::auth::AgentRecord;
 use crate::error::{Error, Result};
 use crate::jobs::build_spec::{kconfig_spec, repo_spec, KconfigRow};
+use crate::jobs::lifecycle::Claim;
 use crate::state::AppState;
 
 /// What [`leased_job`] reads: the atomic job, where its commit is, and its

@@ -229,8 +229,12 @@ pub(crate) async fn parent_of(
 /// next heartbeat.
 pub async fn cancel(state: &AppState, user: &UserAuth, id: i64) -> Result<SubmissionView> {
     let mut tx = state.db.begin().await?;
-    let cancelled =
-        jobs::cancel_submission(&mut tx, id, &format!("cancelled by {}", user.user_name)).await?;
+    let cancelled = jobs::lifecycle::cancel_submission(
+        &mut tx,
+        id,
+        &format!("cancelled by {}", user.user_name),
+    )
+    .await?;
     tx.commit().await?;
     tracing::info!(submission = id, user = %user.user_name, jobs = cancelled, "submission cancelled");
     store::submission_view(&state.db, id).await

@@ -114,7 +114,7 @@ struct Import {
 }
 
 /// The source without comments and `#[cfg(test)]` modules.
-fn product_code(src: &str) -> String {
+pub(crate) fn product_code(src: &str) -> String {
     let mut out = String::new();
     let mut lines = src.lines().peekable();
     while let Some(line) = lines.next() {

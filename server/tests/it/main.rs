@@ -47,6 +47,7 @@ mod repro;
 mod scheduling;
 mod schema_parity;
 mod sim;
+mod state_writes;
 mod token_matrix;
 mod user_api;
 mod web_access;

@@ -324,9 +324,10 @@ async fn failures_and_cancel() {
         // Cancel: the holder learns it on its heartbeat, its upload is refused,
         // nothing else of the submission is handed out.
         let mut tx = t.db().begin().await.expect("tx");
-        let n = jobs::cancel_submission(&mut tx, seeded.submission_id, "cancelled by test")
-            .await
-            .expect("cancel");
+        let n =
+            jobs::lifecycle::cancel_submission(&mut tx, seeded.submission_id, "cancelled by test")
+                .await
+                .expect("cancel");
         tx.commit().await.expect("commit");
         assert_eq!(n, 7, "{backend:?}");
         assert!(a.heartbeat_ok(again.job_id).await.cancelled);
