@@ -145,10 +145,20 @@ impl GuestArch {
     }
 
     /// QEMU's machine arguments (`-M`), before the CPU and topology.
+    /// aarch64's `virt` puts fresh random `rng-seed` and `kaslr-seed` nodes in
+    /// every boot's device tree, and virtio-mmio's ioeventfd serves the
+    /// results console on host time: either alone made an exact-clock
+    /// guest's results differ boot to boot (bw_pipe 206.2, 197.8, 197.1
+    /// MB/s), both off made them identical (BENCHMARKS.md, "Contention").
     pub fn machine_args(self) -> &'static [&'static str] {
         match self {
             GuestArch::X86_64 => &[],
-            GuestArch::Aarch64 => &["-M", "virt"],
+            GuestArch::Aarch64 => &[
+                "-M",
+                "virt,dtb-randomness=off",
+                "-global",
+                "virtio-mmio.ioeventfd=off",
+            ],
         }
     }
 

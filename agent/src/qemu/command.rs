@@ -223,7 +223,9 @@ mod tests {
             "{joined}"
         );
         assert!(
-            joined.contains(" -M virt -m 1024M -smp cpus=1,"),
+            joined.contains(
+                " -M virt,dtb-randomness=off -global virtio-mmio.ioeventfd=off -m 1024M -smp cpus=1,"
+            ),
             "{joined}"
         );
         let append = args
