@@ -186,6 +186,7 @@ fn dashboard_routes(t: RouteTable) -> RouteTable {
         .page(Method::GET, "/lists", lists::pages::lists)
         .page(Method::GET, "/series/{id}", lists::pages::series)
         .page(Method::GET, "/git/{repo}/{*path}", repos::serve::file)
+        .page(Method::GET, "/commits/{repo}/{sha}", repos::pages::commit)
 }
 
 /// Kernel profile comparisons: a page and its differential flame graph

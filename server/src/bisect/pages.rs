@@ -42,6 +42,8 @@ struct Row {
     job: String,
     tbox_group: String,
     first_bad: String,
+    /// The first bad commit's page.
+    first_bad_href: String,
     first_bad_author: String,
     /// The report's Message-ID, for a reader who may see it.
     report: String,
@@ -72,6 +74,11 @@ impl From<&BisectionView> for Row {
                 .first_bad
                 .as_ref()
                 .map(|c| format!("{} {}", short(&c.sha), c.subject))
+                .unwrap_or_default(),
+            first_bad_href: b
+                .first_bad
+                .as_ref()
+                .map(|c| crate::repos::pages::commit_href(&b.repo, &c.sha))
                 .unwrap_or_default(),
             first_bad_author: b
                 .first_bad

@@ -58,6 +58,8 @@ struct PartRow {
     /// would push the commit off the page (the full id is the title).
     message_id_short: String,
     commit: String,
+    /// The commit's page, once the patch is applied.
+    commit_href: Option<String>,
     status: PatchStatus,
     /// The mail in the list's web archive, when the list has one.
     archived: Option<String>,
@@ -92,8 +94,16 @@ impl From<&SeriesView> for SeriesRow {
 }
 
 impl PartRow {
-    fn new(p: &SeriesPart, bisections: &[Bisected<'_>], web_url: Option<&str>) -> PartRow {
+    fn new(
+        p: &SeriesPart,
+        bisections: &[Bisected<'_>],
+        (repo, web_url): (&str, Option<&str>),
+    ) -> PartRow {
         PartRow {
+            commit_href: p
+                .commit
+                .as_deref()
+                .map(|sha| crate::repos::pages::commit_href(repo, sha)),
             archived: web_url.map(|base| archive_link(base, &p.message_id)),
             index: p.index,
             subject: p.subject.clone(),
@@ -184,6 +194,10 @@ pub async fn series(State(state): State<AppState>, Path(id): Path<i64>) -> PageR
         .await?
         .into_iter()
         .find(|l| l.name == detail.series.list);
+    let repo = list
+        .as_ref()
+        .map(|l| l.repo_name.clone())
+        .unwrap_or_default();
     let git_url = list
         .as_ref()
         .map(|l| state.config.mail.git_url(&l.repo_name))
@@ -215,7 +229,7 @@ pub async fn series(State(state): State<AppState>, Path(id): Path<i64>) -> PageR
         parts: detail
             .parts
             .iter()
-            .map(|p| PartRow::new(p, &bisected, web_url))
+            .map(|p| PartRow::new(p, &bisected, (&repo, web_url)))
             .collect(),
         git_url,
         bisections: bisected

@@ -348,6 +348,24 @@ impl Mirror {
             .collect())
     }
 
+    /// `git show` of commit `sha` for people: its header, message, diffstat
+    /// and patch, without colour.
+    pub async fn show(&self, sha: &str) -> Result<String, GitError> {
+        if !is_full_sha(sha) {
+            return Err(GitError::UnknownRevision { rev: sha.into() });
+        }
+        self.git(&[
+            "show",
+            "--format=fuller",
+            "--stat",
+            "--patch",
+            "--no-color",
+            "--end-of-options",
+            sha,
+        ])
+        .await
+    }
+
     /// Whether the mirror has `sha` as a commit (no fetch).
     pub async fn has_commit(&self, sha: &str) -> bool {
         let spec = format!("{sha}^{{commit}}");

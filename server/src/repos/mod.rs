@@ -7,6 +7,7 @@
 //! metadata so reports and the dashboard never need git again.
 
 pub mod git;
+pub mod pages;
 pub mod routes;
 pub mod serve;
 mod store;
@@ -16,7 +17,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-pub use store::{commit_by_id, get_repo, list_repos, repo_by_id, RepoRow, StoredCommit};
+pub use store::{
+    commit_by_id, commits_by_ids, get_repo, list_repos, repo_by_id, RepoRow, StoredCommit,
+};
 
 use crate::error::{Error, Result};
 use crate::state::AppState;

@@ -153,6 +153,31 @@ pub async fn commit_by_id(pool: &AnyPool, id: i64) -> Result<StoredCommit> {
     .ok_or_else(|| Error::not_found("commit", id))
 }
 
+/// The commits of `ids` that exist, by id, in one query (a page listing
+/// pairs reads its commits at once, not two a row).
+pub async fn commits_by_ids(
+    pool: &AnyPool,
+    ids: &[i64],
+) -> Result<std::collections::HashMap<i64, StoredCommit>> {
+    if ids.is_empty() {
+        return Ok(Default::default());
+    }
+    let sql = format!(
+        "SELECT {COMMIT_COLUMNS} FROM commits WHERE id IN ({})",
+        crate::db::placeholders(1, ids.len())
+    );
+    let mut query = sqlx::query_as::<_, CommitRecord>(&sql);
+    for id in ids {
+        query = query.bind(id);
+    }
+    let rows = query.fetch_all(pool).await?;
+    Ok(rows
+        .into_iter()
+        .map(StoredCommit::from)
+        .map(|c| (c.id, c))
+        .collect())
+}
+
 /// A `commits` row as [`COMMIT_COLUMNS`] reads it.
 #[derive(sqlx::FromRow)]
 struct CommitRecord {

@@ -1,7 +1,7 @@
 //! SQL for submissions and what hangs off them (jobs, events, results,
 //! comparisons), as the user API and the dashboard read them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use kbot_api::agent::JobState;
 use kbot_core::job::{AtomicJob, Skipped};
@@ -9,7 +9,7 @@ use kbot_core::job::{AtomicJob, Skipped};
 use crate::db::{Db, JsonOrDefault, JsonText, Tx};
 use crate::error::{Error, Result};
 use crate::jobs::{StoredJobState, SubmissionState};
-use crate::repos::commit_by_id;
+use crate::repos::{commit_by_id, commits_by_ids, StoredCommit};
 use kbot_api::submissions::{
     ComparisonView, EventView, JobCounts, JobView, MeasuredBy, RunResult, SubmissionView,
 };
@@ -107,22 +107,47 @@ pub async fn list_submissions(
     .bind(i64::from(limit.clamp(1, 500)))
     .fetch_all(db.read())
     .await?;
-    let mut out = Vec::with_capacity(rows.len());
-    for row in rows {
-        out.push(view_of(db, row).await?);
-    }
-    Ok(out)
+    // Three queries for the page, not three per listed pair.
+    let ids: Vec<i64> = rows.iter().map(|s| s.id).collect();
+    let commit_ids: Vec<i64> = rows
+        .iter()
+        .flat_map(|s| [s.base_commit_id, s.head_commit_id])
+        .collect();
+    let commits = commits_by_ids(db.read(), &commit_ids).await?;
+    let mut counts = job_counts_of(db, &ids).await?;
+    let commit = |id: i64| {
+        commits
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| Error::not_found("commit", id))
+    };
+    rows.into_iter()
+        .map(|s| {
+            let (base, head) = (commit(s.base_commit_id)?, commit(s.head_commit_id)?);
+            let jobs = counts.remove(&s.id).unwrap_or_default();
+            Ok(view_of(s, base, head, jobs))
+        })
+        .collect()
 }
 
 pub async fn submission_view(db: &Db, id: i64) -> Result<SubmissionView> {
-    view_of(db, get_submission(db, id).await?).await
-}
-
-async fn view_of(db: &Db, s: SubmissionRow) -> Result<SubmissionView> {
+    let s = get_submission(db, id).await?;
     let base = commit_by_id(db.read(), s.base_commit_id).await?;
     let head = commit_by_id(db.read(), s.head_commit_id).await?;
-    let jobs = job_counts(db, s.id).await?;
-    Ok(SubmissionView {
+    let jobs = job_counts_of(db, &[id])
+        .await?
+        .remove(&id)
+        .unwrap_or_default();
+    Ok(view_of(s, base, head, jobs))
+}
+
+fn view_of(
+    s: SubmissionRow,
+    base: StoredCommit,
+    head: StoredCommit,
+    jobs: JobCounts,
+) -> SubmissionView {
+    SubmissionView {
         id: s.id,
         repo: s.repo_name,
         submitter: s.user_name,
@@ -135,7 +160,7 @@ async fn view_of(db: &Db, s: SubmissionRow) -> Result<SubmissionView> {
         created_at: s.created_at,
         jobs,
         skipped: s.skipped.0,
-    })
+    }
 }
 
 /// The stored state says `active` until the submission is settled; users
@@ -150,17 +175,25 @@ fn display_state(stored: SubmissionState, jobs: &JobCounts) -> &'static str {
     }
 }
 
-async fn job_counts(db: &Db, submission_id: i64) -> Result<JobCounts> {
-    let rows: Vec<(String, i64)> = sqlx::query_as(
-        "SELECT state, COUNT(*) AS n FROM jobs WHERE submission_id = $1 GROUP BY state",
-    )
-    .bind(submission_id)
-    .fetch_all(db.read())
-    .await?;
-    let mut counts = JobCounts::default();
-    for (state, n) in rows {
+/// Each of `submissions`' runs counted by state, in one query.
+async fn job_counts_of(db: &Db, submissions: &[i64]) -> Result<HashMap<i64, JobCounts>> {
+    if submissions.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let sql = format!(
+        "SELECT submission_id, state, COUNT(*) AS n FROM jobs \
+         WHERE submission_id IN ({}) GROUP BY submission_id, state",
+        crate::db::placeholders(1, submissions.len())
+    );
+    let mut query = sqlx::query_as::<_, (i64, String, i64)>(&sql);
+    for id in submissions {
+        query = query.bind(id);
+    }
+    let mut out: HashMap<i64, JobCounts> = HashMap::new();
+    for (submission, state, n) in query.fetch_all(db.read()).await? {
         let StoredJobState(state) = StoredJobState::try_from(state).map_err(anyhow::Error::msg)?;
         let n = u32::try_from(n).unwrap_or(u32::MAX);
+        let counts = out.entry(submission).or_default();
         counts.total += n;
         match state {
             JobState::Queued => counts.queued += n,
@@ -170,7 +203,7 @@ async fn job_counts(db: &Db, submission_id: i64) -> Result<JobCounts> {
             _ => counts.active += n,
         }
     }
-    Ok(counts)
+    Ok(out)
 }
 
 pub(super) async fn atomic_jobs(db: &Db, submission_id: i64) -> Result<Vec<AtomicJob>> {

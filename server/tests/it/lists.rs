@@ -593,6 +593,25 @@ async fn maintainer_pages(sim: &Sim<'_>, v1: &Value, commits: &[String], paths: 
             "{href}: {pair}"
         );
     }
+    // The bad patch's commit is one click away, as git shows it.
+    let commit = format!("/commits/{REPO}/{}", commits[1]);
+    assert!(row.contains(&format!("<a href=\"{commit}\">")), "{row}");
+    let shown = crate::dashboard_pages::page(sim, &commit).await;
+    assert!(
+        shown.contains(&format!("commit {}", commits[1])) && shown.contains("diff --git"),
+        "{shown}"
+    );
+    assert!(
+        pair.contains(&format!(
+            "<a href=\"/commits/{REPO}/{}\">",
+            str_of(&v1["base"])
+        )),
+        "the base links its commit: {pair}"
+    );
+    let (status, _) = sim
+        .fetch(&format!("/commits/{REPO}/{}", "0".repeat(40)))
+        .await;
+    assert_eq!(status, 404, "a commit the mirror does not have");
     // The list's base has a history: its runs, measured as series' bases.
     let trend = crate::dashboard_pages::page(
         sim,
