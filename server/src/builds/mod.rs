@@ -302,23 +302,19 @@ fn holds(row: &BuildRow, by: Claimant) -> bool {
 /// Records that `by`'s kernel is `build`'s (once: a waiter asks again
 /// every few seconds, and an unchanged row is not written again).
 async fn link(tx: &mut Tx, by: Claimant, build: i64, key: &str) -> Result<()> {
-    let (sql, id) = match by {
-        Claimant::Job(job) => (
-            "UPDATE jobs SET build_id = $1 WHERE id = $2 \
-             AND (build_id IS NULL OR build_id <> $1)",
-            job,
-        ),
-        Claimant::Order(order) => (
-            "UPDATE build_orders SET build_key = (SELECT build_key FROM builds WHERE id = $1) \
-             WHERE id = $2 AND build_key IS NULL",
-            order,
-        ),
-    };
-    sqlx::query(sql)
-        .bind(build)
-        .bind(id)
-        .execute(&mut **tx)
-        .await?;
+    match by {
+        Claimant::Job(job) => crate::jobs::link_build(tx, job, build).await?,
+        Claimant::Order(order) => {
+            sqlx::query(
+                "UPDATE build_orders SET build_key = (SELECT build_key FROM builds WHERE id = $1) \
+                 WHERE id = $2 AND build_key IS NULL",
+            )
+            .bind(build)
+            .bind(order)
+            .execute(&mut **tx)
+            .await?;
+        }
+    }
     tracing::debug!(build = %key, %by, "linked");
     Ok(())
 }

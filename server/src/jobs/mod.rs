@@ -247,6 +247,19 @@ pub fn failure_str(kind: FailureKind) -> &'static str {
     }
 }
 
+/// Records that job `job_id` runs the kernel of build `build_id` (not
+/// written again when unchanged: a waiting job asks every few seconds).
+pub async fn link_build(tx: &mut Tx, job_id: i64, build_id: i64) -> Result<()> {
+    sqlx::query(
+        "UPDATE jobs SET build_id = $1 WHERE id = $2 AND (build_id IS NULL OR build_id <> $1)",
+    )
+    .bind(build_id)
+    .bind(job_id)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
 /// How many queued runs (of any tbox group) the scheduler serves before
 /// the first queued run of submission `id`; `None` when it has none queued.
 pub async fn runs_ahead(db: &Db, id: i64) -> Result<Option<i64>> {

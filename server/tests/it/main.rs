@@ -48,6 +48,7 @@ mod scheduling;
 mod schema_parity;
 mod sim;
 mod state_writes;
+mod table_owners;
 mod token_matrix;
 mod user_api;
 mod web_access;
