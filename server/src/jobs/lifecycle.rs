@@ -5,7 +5,7 @@
 //! none writes `jobs.state`, `submissions.state`/`in_flight` or
 //! `atomic_jobs` pins and settlement itself.
 //!
-//! A submission is done under one condition ([`finish_if_done`]): nothing
+//! A submission is done under one condition (`finish_if_done`): nothing
 //! of it is queued or held by an agent, and every atomic job of it is
 //! settled (its comparison final, or its bisection over).
 //!
