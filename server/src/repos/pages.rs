@@ -1,12 +1,15 @@
 //! A commit as a reader sees it (`/commits/{repo}/{sha}`): `git show` of
 //! the repo's mirror, so every page that names a commit can link it, also
 //! for a repo registered from a path on the server's disk, which has no web
-//! view of its own.
+//! view of its own. Who may read it is who may fetch the mirror
+//! ([`super::serve`]): anyone with `KBOT_GIT_PUBLIC`, else a token or a
+//! session; the mirror holds `#kbot test` patches too.
 
 use askama::Template;
 use axum::extract::{Path, State};
 
 use super::git::is_full_sha;
+use crate::access::Reader;
 use crate::error::Error;
 use crate::state::AppState;
 use crate::web::{render, PageResult};
@@ -28,8 +31,12 @@ struct CommitPage {
 /// `GET /commits/{repo}/{sha}`.
 pub async fn commit(
     State(state): State<AppState>,
+    reader: Reader,
     Path((repo, sha)): Path<(String, String)>,
 ) -> PageResult {
+    if reader == Reader::Anonymous && !state.config.access.git_public {
+        return Err(Error::Unauthorized.into());
+    }
     let not_found = || Error::NotFound {
         what: "commit",
         key: format!("{repo}/{sha}"),

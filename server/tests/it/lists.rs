@@ -596,7 +596,16 @@ async fn maintainer_pages(sim: &Sim<'_>, v1: &Value, commits: &[String], paths: 
     // The bad patch's commit is one click away, as git shows it.
     let commit = format!("/commits/{REPO}/{}", commits[1]);
     assert!(row.contains(&format!("<a href=\"{commit}\">")), "{row}");
-    let shown = crate::dashboard_pages::page(sim, &commit).await;
+    // Who may fetch the mirror may read its commits: not a stranger.
+    assert_eq!(sim.fetch(&commit).await.0, 401, "{commit} without a token");
+    let shown = sim
+        .t
+        .http
+        .get(sim.t.url(&commit))
+        .bearer_auth(&sim.token)
+        .send()
+        .await;
+    let shown = shown.expect("GET").text().await.expect("text");
     assert!(
         shown.contains(&format!("commit {}", commits[1])) && shown.contains("diff --git"),
         "{shown}"
@@ -608,10 +617,19 @@ async fn maintainer_pages(sim: &Sim<'_>, v1: &Value, commits: &[String], paths: 
         )),
         "the base links its commit: {pair}"
     );
-    let (status, _) = sim
-        .fetch(&format!("/commits/{REPO}/{}", "0".repeat(40)))
+    let unknown = format!("/commits/{REPO}/{}", "0".repeat(40));
+    let unknown = sim
+        .t
+        .http
+        .get(sim.t.url(&unknown))
+        .bearer_auth(&sim.token)
+        .send()
         .await;
-    assert_eq!(status, 404, "a commit the mirror does not have");
+    assert_eq!(
+        unknown.expect("GET").status(),
+        404,
+        "a commit the mirror does not have"
+    );
     // The list's base has a history: its runs, measured as series' bases.
     let trend = crate::dashboard_pages::page(
         sim,

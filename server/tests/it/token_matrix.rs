@@ -107,6 +107,7 @@ const ROUTES: &[(&str, &str, Guard)] = &[
     ("GET", "/lists", Guard::Open),
     ("GET", "/series/{id}", Guard::Open),
     ("GET", "/git/{repo}/{*path}", Guard::Fetch),
+    ("GET", "/commits/{repo}/{sha}", Guard::Fetch),
     (
         "GET",
         "/submissions/{id}/jobs/{position}/profile",
