@@ -180,6 +180,18 @@ pub struct ComparisonView {
     pub measured_by: Option<MeasuredBy>,
 }
 
+impl ComparisonView {
+    /// A `same` in a mode blind to contention between CPUs: below that
+    /// mode's sight, not "no change" for a change that costs only so.
+    pub fn blind_same(&self) -> bool {
+        self.verdict == "same"
+            && self
+                .measured_by
+                .as_ref()
+                .is_some_and(|m| m.blind_to_contention)
+    }
+}
+
 /// How a comparison's runs were measured, and what that mode cannot see:
 /// a `same` there says nothing about what it cannot see.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

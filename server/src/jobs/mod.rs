@@ -320,9 +320,10 @@ impl Eta {
     }
 }
 
-/// [`Eta`] of submission `id` at `now_ms`: `None` when it has no run left,
-/// or when no run finished anywhere in the last hour (no pace to go by).
-pub async fn eta(db: &Db, id: i64, now_ms: i64) -> Result<Option<Eta>> {
+/// [`Eta`] of submission `id` at `now_ms`, with `ahead` its
+/// [`runs_ahead`]: `None` when it has no run left, or when no run finished
+/// anywhere in the last hour (no pace to go by).
+pub async fn eta(db: &Db, id: i64, ahead: Option<i64>, now_ms: i64) -> Result<Option<Eta>> {
     let own: i64 = sqlx::query_scalar(&format!(
         "SELECT COUNT(*) FROM jobs WHERE submission_id = $1 \
          AND (state = 'queued' OR state IN {ACTIVE_STATES_SQL})"
@@ -342,9 +343,8 @@ pub async fn eta(db: &Db, id: i64, now_ms: i64) -> Result<Option<Eta>> {
     if per_hour == 0 {
         return Ok(None);
     }
-    let ahead = runs_ahead(db, id).await?.unwrap_or(0);
     Ok(Some(Eta {
-        runs: ahead + own,
+        runs: ahead.unwrap_or(0) + own,
         per_hour,
     }))
 }

@@ -140,6 +140,16 @@ pub(crate) fn product_code(src: &str) -> String {
     out
 }
 
+/// A source file's product code with all whitespace runs made one space,
+/// so that the SQL of a `\`-continued string literal reads as one line.
+pub(crate) fn product_sql(file: &Path) -> String {
+    product_code(&std::fs::read_to_string(file).expect("read"))
+        .replace("\\\n", " ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// The module path of a file under `src` (`bisect/engine.rs` -> bisect,
 /// engine; `bisect/mod.rs` -> bisect; `lib.rs` -> nothing).
 fn module_path(rel: &Path) -> Vec<String> {
@@ -163,7 +173,7 @@ fn node_of(path: &[String]) -> Node {
     }
 }
 
-fn identifier(text: &str) -> &str {
+pub(crate) fn identifier(text: &str) -> &str {
     let end = text
         .find(|c: char| !(c.is_alphanumeric() || c == '_'))
         .unwrap_or(text.len());

@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use crate::layering::product_code;
+use crate::layering::product_sql;
 
 /// (table, columns only `jobs::lifecycle` writes).
 const OWNED: &[(&str, &[&str])] = &[
@@ -70,13 +70,7 @@ fn only_the_lifecycle_writes_job_submission_and_pin_state() {
     for file in kbot_testkit::files_under(&src, Some("rs")) {
         let rel = file.strip_prefix(&src).expect("under src");
         let rel = rel.to_string_lossy().replace('\\', "/");
-        // One logical line per statement: the SQL of a `\`-continued
-        // string literal spans several source lines.
-        let code = product_code(&std::fs::read_to_string(&file).expect("read"))
-            .replace("\\\n", " ")
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ");
+        let code = product_sql(&file);
         for (table, columns) in OWNED {
             for column in set_columns(&code, table) {
                 if !columns.contains(&column) {

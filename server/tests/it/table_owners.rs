@@ -13,7 +13,7 @@ use std::path::Path;
 
 use kbot_server::TABLE_OWNERS;
 
-use crate::layering::product_code;
+use crate::layering::{identifier, product_sql};
 
 /// Breaks of the rules the code still has, each `(module, verb, table)`:
 /// what to move where is #40's (`robot/` with a typed origin; mail finding
@@ -92,11 +92,7 @@ fn named<'a>(code: &str, words: &[&str], tables: &[&'a str]) -> BTreeSet<&'a str
             if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
                 continue;
             }
-            let rest = &code[at + word.len() + 1..];
-            let name: String = rest
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect();
+            let name = identifier(&code[at + word.len() + 1..]);
             if let Some(t) = tables.iter().find(|t| **t == name) {
                 out.insert(*t);
             }
@@ -126,11 +122,7 @@ fn tables_are_written_by_their_owners_and_read_from_below() {
             .unwrap_or_default()
             .trim_end_matches(".rs")
             .to_owned();
-        let code = product_code(&std::fs::read_to_string(&file).expect("read"))
-            .replace("\\\n", " ")
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ");
+        let code = product_sql(&file);
         for (verb, words) in VERBS {
             for table in named(&code, words, &tables) {
                 let own = owners[table];
@@ -171,28 +163,26 @@ fn tables_are_written_by_their_owners_and_read_from_below() {
 #[test]
 fn every_table_of_the_schema_has_owners() {
     let migrations = Path::new(env!("CARGO_MANIFEST_DIR")).join("../migrations/sqlite");
-    let mut created = BTreeSet::new();
-    for file in kbot_testkit::files_under(&migrations, Some("sql")) {
-        let sql = std::fs::read_to_string(&file).expect("read");
-        for (at, _) in sql.match_indices("CREATE TABLE ") {
-            let name: String = sql[at + 13..]
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect();
-            if !name.ends_with("_new") && !name.ends_with("_keep") {
-                created.insert(name);
-            }
-        }
-    }
-    // Tables a later migration dropped.
-    for file in kbot_testkit::files_under(&migrations, Some("sql")) {
-        let sql = std::fs::read_to_string(&file).expect("read");
-        for (at, _) in sql.match_indices("DROP TABLE ") {
-            let name: String = sql[at + 11..]
-                .trim_start_matches("IF EXISTS ")
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect();
+    let sqls: Vec<String> = kbot_testkit::files_under(&migrations, Some("sql"))
+        .iter()
+        .map(|file| std::fs::read_to_string(file).expect("read"))
+        .collect();
+    let after = |sql: &'_ str, word: &str| -> Vec<String> {
+        sql.match_indices(word)
+            .map(|(at, _)| {
+                let rest = &sql[at + word.len()..];
+                identifier(rest.trim_start_matches("IF EXISTS ")).to_owned()
+            })
+            .collect()
+    };
+    let mut created: BTreeSet<String> = sqls
+        .iter()
+        .flat_map(|sql| after(sql, "CREATE TABLE "))
+        .filter(|name| !name.ends_with("_new") && !name.ends_with("_keep"))
+        .collect();
+    // Tables a migration dropped, unless it renamed a rebuilt copy into place.
+    for sql in &sqls {
+        for name in after(sql, "DROP TABLE ") {
             if !sql.contains(&format!("ALTER TABLE {name}_new RENAME TO {name}")) {
                 created.remove(&name);
             }

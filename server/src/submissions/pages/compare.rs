@@ -253,10 +253,7 @@ fn card(i: usize, job: &str, c: &ComparisonView, samples: &Samples, runs_cap: u3
             )
         }),
         boot_note: c.boot_note.clone(),
-        blind_same: c.verdict == "same"
-            && c.measured_by
-                .as_ref()
-                .is_some_and(|m| m.blind_to_contention),
+        blind_same: c.blind_same(),
         measured_by: c.measured_by.clone(),
         plot,
         anchor,

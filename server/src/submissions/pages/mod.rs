@@ -74,17 +74,13 @@ impl Decided {
             })?;
         let stored = StoredComparison::from_json(&row.detail);
         let cfg = comparisons::stats_config(runs_cap);
-        let blind = row
-            .measured_by
-            .as_ref()
-            .is_some_and(|m| m.blind_to_contention);
         Some(Decided {
             how: format!(
                 "{}: {}",
                 row.metric,
                 stored.reason(cfg.min_runs, row.base_runs.min(row.head_runs) as usize)
             ),
-            blind_same: blind && row.verdict == "same",
+            blind_same: row.blind_same(),
             measured_by: row.measured_by.clone(),
         })
     }
@@ -139,7 +135,7 @@ pub async fn submission(state: &AppState, id: i64, links: Vec<Link>) -> PageResu
     let kpis = kpi_results(&state.db, &[id]).await?;
     let (shown, folded) = changed_first(&stored);
     let ahead = crate::jobs::runs_ahead(&state.db, id).await?;
-    let eta = crate::jobs::eta(&state.db, id, now_ms()).await?;
+    let eta = crate::jobs::eta(&state.db, id, ahead, now_ms()).await?;
     let label = |index: u32| job_label(detail.atomic_jobs.get(index as usize));
     render(&SubmissionPage {
         s: SubmissionSummary::new(&detail.submission, kpis.get(&id)),
