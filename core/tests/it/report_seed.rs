@@ -173,7 +173,7 @@ fn a_guest_report_says_which_mode_measured_it_and_what_it_cannot_see() {
     );
     assert!(r
         .body
-        .contains("QEMU runs the vCPUs in turns)\nparameters:\n"));
+        .contains("QEMU runs the vCPUs in turns), so contention between CPUs costs instructions, not waiting\nparameters:\n"));
 }
 
 #[test]
