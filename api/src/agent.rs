@@ -152,52 +152,22 @@ pub struct HeartbeatResponse {
     pub cancelled: bool,
 }
 
-/// States of a job, as stored and as reported by agents.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum JobState {
-    Queued,
-    Leased,
-    Building,
-    Booting,
-    Running,
-    Uploading,
-    Finished,
-    Failed,
-    Cancelled,
+crate::wire_enum! {
+    /// States of a job, as stored and as reported by agents.
+    pub enum JobState {
+        Queued = "queued",
+        Leased = "leased",
+        Building = "building",
+        Booting = "booting",
+        Running = "running",
+        Uploading = "uploading",
+        Finished = "finished",
+        Failed = "failed",
+        Cancelled = "cancelled",
+    }
 }
 
 impl JobState {
-    pub const ALL: [JobState; 9] = [
-        JobState::Queued,
-        JobState::Leased,
-        JobState::Building,
-        JobState::Booting,
-        JobState::Running,
-        JobState::Uploading,
-        JobState::Finished,
-        JobState::Failed,
-        JobState::Cancelled,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            JobState::Queued => "queued",
-            JobState::Leased => "leased",
-            JobState::Building => "building",
-            JobState::Booting => "booting",
-            JobState::Running => "running",
-            JobState::Uploading => "uploading",
-            JobState::Finished => "finished",
-            JobState::Failed => "failed",
-            JobState::Cancelled => "cancelled",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<JobState> {
-        JobState::ALL.into_iter().find(|st| st.as_str() == s)
-    }
-
     /// No further transitions happen from a terminal state.
     pub fn is_terminal(self) -> bool {
         matches!(

@@ -5,14 +5,55 @@ use utoipa::ToSchema;
 
 use crate::repos::CommitView;
 
+crate::wire_enum! {
+    /// Where a bisection is.
+    pub enum BisectionState {
+        /// Probing commits of the range.
+        Running = "running",
+        /// The first bad commit against its parent, a fresh pair.
+        Verifying = "verifying",
+        /// Verified and reported (or joined a report of the same culprit).
+        Reported = "reported",
+        /// Another bisection's report covers the same patch.
+        Duplicate = "duplicate",
+        /// The fresh pair did not show the change again.
+        NotConfirmed = "not_confirmed",
+        /// No single first bad commit: see `remaining`.
+        Inconclusive = "inconclusive",
+        Cancelled = "cancelled",
+    }
+}
+
+impl BisectionState {
+    /// Whether it still has work to do.
+    pub fn is_open(self) -> bool {
+        matches!(self, BisectionState::Running | BisectionState::Verifying)
+    }
+}
+
+crate::wire_enum! {
+    /// How a bisection classified one commit.
+    pub enum StepState {
+        /// Its runs are under way.
+        Testing = "testing",
+        /// Like the good end.
+        Good = "good",
+        /// Like the bad end.
+        Bad = "bad",
+        /// It cannot be tested (it does not build or boot).
+        Skip = "skip",
+        /// Its runs never decided it.
+        Undecided = "undecided",
+        Cancelled = "cancelled",
+    }
+}
+
 /// `GET /api/v1/bisections[/{id}]`.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct BisectionView {
     pub id: i64,
     pub repo: String,
-    /// `running`, `verifying`, `reported`, `duplicate`, `not_confirmed`,
-    /// `inconclusive` or `cancelled`.
-    pub state: String,
+    pub state: BisectionState,
     /// The range: the good end and the bad end.
     pub good: String,
     pub bad: String,
@@ -54,8 +95,7 @@ pub struct StepView {
     pub index: u32,
     pub sha: String,
     pub subject: String,
-    /// `testing`, `good`, `bad`, `skip`, `undecided` or `cancelled`.
-    pub state: String,
+    pub state: StepState,
     /// Finished runs at this commit.
     pub runs: u32,
     pub failed_runs: u32,

@@ -165,63 +165,30 @@ pub struct BuildFailed {
     pub log_tail: String,
 }
 
-/// Where a build is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum BuildState {
-    /// Its claimant builds it.
-    Building,
-    /// Built: its files are in the store.
-    Ready,
-    /// It does not build: every job that needs it fails with its log.
-    Failed,
-}
-
-/// Where a build order is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum OrderState {
-    /// No builder has it.
-    Queued,
-    /// A builder has it while its lease lasts.
-    Leased,
-    /// Its build is ready or failed.
-    Done,
-    /// Its builders lost it three times: the jobs that need it go out and
-    /// fail instead of waiting for it.
-    GivenUp,
-}
-
-impl BuildState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            BuildState::Building => "building",
-            BuildState::Ready => "ready",
-            BuildState::Failed => "failed",
-        }
+crate::wire_enum! {
+    /// Where a build is.
+    pub enum BuildState {
+        /// Its claimant builds it.
+        Building = "building",
+        /// Built: its files are in the store.
+        Ready = "ready",
+        /// It does not build: every job that needs it fails with its log.
+        Failed = "failed",
     }
 }
 
-impl OrderState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OrderState::Queued => "queued",
-            OrderState::Leased => "leased",
-            OrderState::Done => "done",
-            OrderState::GivenUp => "given_up",
-        }
-    }
-}
-
-impl std::fmt::Display for BuildState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::fmt::Display for OrderState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+crate::wire_enum! {
+    /// Where a build order is.
+    pub enum OrderState {
+        /// No builder has it.
+        Queued = "queued",
+        /// A builder has it while its lease lasts.
+        Leased = "leased",
+        /// Its build is ready or failed.
+        Done = "done",
+        /// Its builders lost it three times: the jobs that need it go out and
+        /// fail instead of waiting for it.
+        GivenUp = "given_up",
     }
 }
 

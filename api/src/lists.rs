@@ -4,6 +4,128 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+pub use crate::watches::SourceState;
+
+crate::wire_enum! {
+    /// The layout of a list's archive.
+    pub enum ArchiveKind {
+        /// public-inbox v2: `git/N.git` epochs.
+        PublicInboxV2 = "public-inbox-v2",
+        /// public-inbox v1: one git repository.
+        PublicInboxV1 = "public-inbox-v1",
+        Mbox = "mbox",
+        Maildir = "maildir",
+    }
+}
+
+crate::wire_enum! {
+    /// Where a posted series is.
+    pub enum SeriesState {
+        /// Parts are missing.
+        Waiting = "waiting",
+        /// The missing parts never came.
+        Incomplete = "incomplete",
+        /// A newer version came before it started.
+        Superseded = "superseded",
+        /// It does not apply on its base.
+        CannotApply = "cannot_apply",
+        /// Applied; its pair runs.
+        Testing = "testing",
+        Tested = "tested",
+        /// Its tip does not build.
+        BuildFailed = "build_failed",
+        /// Its tip did not run.
+        Failed = "failed",
+        /// More patches, or a larger patch mail, than the server tests.
+        TooLarge = "too_large",
+        /// The same patches on the same base as `duplicate_of`.
+        Duplicate = "duplicate",
+        /// The sender's or the list's pairs of the day are spent.
+        OverQuota = "over_quota",
+    }
+}
+
+impl SeriesState {
+    /// The list event that puts a series in this state.
+    pub fn event(self) -> ListEventKind {
+        match self {
+            SeriesState::Waiting => ListEventKind::Series,
+            SeriesState::Incomplete => ListEventKind::Incomplete,
+            SeriesState::Superseded => ListEventKind::Superseded,
+            SeriesState::CannotApply => ListEventKind::CannotApply,
+            SeriesState::Testing => ListEventKind::Applied,
+            SeriesState::Tested => ListEventKind::Tested,
+            SeriesState::BuildFailed => ListEventKind::BuildFailed,
+            SeriesState::Failed => ListEventKind::Failed,
+            SeriesState::TooLarge => ListEventKind::TooLarge,
+            SeriesState::Duplicate => ListEventKind::Duplicate,
+            SeriesState::OverQuota => ListEventKind::OverQuota,
+        }
+    }
+}
+
+crate::wire_enum! {
+    /// Something a list's reader did or saw.
+    pub enum ListEventKind {
+        Created = "created",
+        Removed = "removed",
+        /// The archive could not be read.
+        ReadFailed = "read_failed",
+        /// A message that does not parse.
+        BadMessage = "bad_message",
+        /// A new series (or a part of one) was read.
+        Series = "series",
+        Incomplete = "incomplete",
+        Superseded = "superseded",
+        /// A series was applied on its base and its pair queued.
+        Applied = "applied",
+        CannotApply = "cannot_apply",
+        /// A pair to find the base of a series was queued.
+        BuildProbe = "build_probe",
+        BuildFailed = "build_failed",
+        Tested = "tested",
+        Failed = "failed",
+        TooLarge = "too_large",
+        Duplicate = "duplicate",
+        OverQuota = "over_quota",
+        /// A `#kbot` command was taken.
+        Command = "command",
+    }
+}
+
+crate::wire_enum! {
+    /// A `#kbot` command's name.
+    pub enum CommandName {
+        /// Test a commit or branch against the report's pair.
+        Test = "test",
+        /// Run the reported pair again.
+        Retest = "retest",
+        /// The report was wrong.
+        Invalid = "invalid",
+        /// The regression duplicates another.
+        Dup = "dup",
+        /// A fix: test it, and mark the regression fixed when it is.
+        Fix = "fix",
+        /// Not a mail's: a commit on a watched tree says it closes a report.
+        Closes = "closes",
+        /// More commands in one mail than kbot reads.
+        TooMany = "too_many",
+        /// A `#kbot` line kbot does not know.
+        Unknown = "unknown",
+    }
+}
+
+crate::wire_enum! {
+    /// Where a `#kbot` command is.
+    pub enum CommandState {
+        Done = "done",
+        Refused = "refused",
+        /// Its pair runs.
+        Testing = "testing",
+        Tested = "tested",
+    }
+}
+
 /// `POST /api/v1/lists`.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ListCreate {
@@ -76,8 +198,7 @@ pub struct ListView {
     pub id: i64,
     pub name: String,
     pub archive: String,
-    /// `public-inbox-v2`, `public-inbox-v1`, `mbox` or `maildir`.
-    pub archive_kind: String,
+    pub archive_kind: ArchiveKind,
     pub address: Option<String>,
     pub web_url: Option<String>,
     pub repo: String,
@@ -87,8 +208,7 @@ pub struct ListView {
     pub interval_secs: u32,
     pub wait_secs: u32,
     pub max_runs: u32,
-    /// `active` or `removed`.
-    pub state: String,
+    pub state: SourceState,
     pub messages_read: i64,
     pub last_error: Option<String>,
     /// Unix milliseconds.
@@ -114,10 +234,7 @@ pub struct ListView {
 pub struct ListEvent {
     /// Unix milliseconds.
     pub at: i64,
-    /// `read`, `read_failed`, `bad_message`, `series`, `applied`,
-    /// `cannot_apply`, `too_large`, `duplicate`, `over_quota`,
-    /// `build_probe`, `submitted`, `command`, `fixed`, ...
-    pub kind: String,
+    pub kind: ListEventKind,
     pub detail: String,
 }
 
@@ -143,14 +260,7 @@ pub struct SeriesView {
     pub rfc: bool,
     pub title: String,
     pub author: String,
-    /// `waiting` (parts missing), `incomplete` (they never came),
-    /// `superseded` (a newer version came before it started),
-    /// `cannot_apply`, `testing`, `tested`, `build_failed`, `failed`, and
-    /// the untested ends: `too_large` (more patches, or a larger patch
-    /// mail, than the server tests), `duplicate` (the same patches on the
-    /// same base as `duplicate_of`), `over_quota` (the sender's or the
-    /// list's pairs of the day are spent).
-    pub state: String,
+    pub state: SeriesState,
     /// The base commit and how it was chosen: `base-commit` (the sender's
     /// `git format-patch --base`), or `tree head` (the list's branch head
     /// when the series was posted).
@@ -188,11 +298,9 @@ pub struct ListCommand {
     pub id: i64,
     pub message_id: String,
     pub sender: String,
-    /// `test`, `retest`, `invalid`, `dup`, `fix`.
-    pub command: String,
+    pub command: CommandName,
     pub argument: String,
-    /// `done`, `refused`, `testing` (a pair runs), `tested`.
-    pub state: String,
+    pub state: CommandState,
     pub outcome: String,
     pub regression: Option<i64>,
     pub submission: Option<i64>,

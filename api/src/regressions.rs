@@ -4,6 +4,22 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use crate::bisections::BisectionState;
+use crate::reports::OutboxState;
+
+crate::wire_enum! {
+    /// A regression's triage state.
+    pub enum TriageState {
+        New = "new",
+        Confirmed = "confirmed",
+        Reported = "reported",
+        Fixed = "fixed",
+        Invalid = "invalid",
+        WontFix = "wont_fix",
+        Duplicate = "duplicate",
+    }
+}
+
 /// A regression with what it links to, as pages and the API show it.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct RegressionRow {
@@ -15,24 +31,22 @@ pub struct RegressionRow {
     pub tbox_group: String,
     /// Head against base, in percent.
     pub change_pct: Option<f64>,
-    /// The triage state: `new`, `confirmed`, `reported`, `fixed`,
-    /// `invalid`, `wont_fix` or `duplicate`.
-    pub state: String,
+    pub state: TriageState,
     /// The pair's head commit.
     pub head_sha: String,
     pub head_subject: String,
     /// The bisection it started, and that bisection's state.
     pub bisection_id: Option<i64>,
-    pub bisection_state: Option<String>,
+    pub bisection_state: Option<BisectionState>,
     /// Its regression report, when one was written. The Message-ID is
     /// `null` for a reader who is not signed in until the report is public
     /// (sent, or written while mail is off): see `report_state`.
     pub report_id: Option<i64>,
     pub report_message_id: Option<String>,
     pub report_subject: Option<String>,
-    /// The report's outbox state (`pending`, `sent`, `mail_off`, ...).
+    /// The report's delivery state.
     #[serde(default)]
-    pub report_state: Option<String>,
+    pub report_state: Option<OutboxState>,
     /// The regression this one duplicates (`#kbot dup:`), when it says.
     #[serde(default)]
     pub duplicate_of: Option<i64>,
@@ -43,9 +57,7 @@ pub struct RegressionRow {
 /// A triage decision.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct TriageRequest {
-    /// The new state: `new`, `confirmed`, `reported`, `fixed`, `invalid`,
-    /// `wont_fix` or `duplicate`.
-    pub state: String,
+    pub state: TriageState,
     /// Why, for the regression's history.
     #[serde(default)]
     pub note: String,

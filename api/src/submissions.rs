@@ -9,7 +9,68 @@ use utoipa::ToSchema;
 use kbot_core::job::{AtomicJob, Skipped};
 use kbot_core::needs::Needs;
 
+use crate::agent::JobState;
 use crate::repos::CommitView;
+
+crate::wire_enum! {
+    /// Who made a submission.
+    pub enum SubmissionKind {
+        /// A person (or a list's sender, through the robot).
+        User = "user",
+        /// A watched branch moved.
+        Watch = "watch",
+        /// A bisection's probe runs.
+        Bisect = "bisect",
+        /// A first bad commit against its parent, or a run that must not be
+        /// reported (a list's base probe, a recheck).
+        Verify = "verify",
+    }
+}
+
+crate::wire_enum! {
+    /// Where a submission is, as users see it.
+    pub enum SubmissionStatus {
+        /// No run has started.
+        Queued = "queued",
+        /// Runs have started; some are still to do.
+        Running = "running",
+        /// Every run is settled.
+        Done = "done",
+        /// Settled, and not one run finished.
+        Failed = "failed",
+        Cancelled = "cancelled",
+    }
+}
+
+crate::wire_enum! {
+    /// Which commit of a pair a job runs.
+    pub enum Side {
+        Base = "base",
+        Head = "head",
+    }
+}
+
+crate::wire_enum! {
+    /// kbot's verdict on one metric of a pair.
+    pub enum Verdict {
+        /// The change is real and above the metric's floor.
+        Different = "different",
+        /// Any change is ruled out beyond the metric's margin.
+        Same = "same",
+        /// Neither yet: more runs are needed.
+        Unknown = "unknown",
+    }
+}
+
+impl From<kbot_core::stats::Outcome> for Verdict {
+    fn from(outcome: kbot_core::stats::Outcome) -> Verdict {
+        match outcome {
+            kbot_core::stats::Outcome::Different => Verdict::Different,
+            kbot_core::stats::Outcome::Same => Verdict::Same,
+            kbot_core::stats::Outcome::Unknown => Verdict::Unknown,
+        }
+    }
+}
 
 /// `POST /api/v1/submissions`: a job file for a base/head pair, or for one
 /// commit (`base` omitted: the head's first parent becomes the base).
@@ -37,12 +98,8 @@ pub struct SubmissionView {
     pub id: i64,
     pub repo: String,
     pub submitter: String,
-    /// Who made it: `user` (a person), `watch` (a watched branch moved),
-    /// `bisect` (a bisection's probe runs), `verify` (a first bad commit
-    /// against its parent).
-    pub kind: String,
-    /// `queued`, `running`, `done`, `failed` or `cancelled`.
-    pub state: String,
+    pub kind: SubmissionKind,
+    pub state: SubmissionStatus,
     pub base: CommitView,
     pub head: CommitView,
     pub priority: i32,
@@ -101,11 +158,10 @@ pub struct JobView {
     pub id: i64,
     /// Index into the submission's `atomic_jobs`.
     pub job_index: u32,
-    /// `base` or `head`.
-    pub side: String,
+    pub side: Side,
     pub commit: String,
     pub run_index: u32,
-    pub state: String,
+    pub state: JobState,
     pub attempts: u32,
     pub agent: Option<String>,
 }
@@ -114,7 +170,7 @@ pub struct JobView {
 pub struct EventView {
     pub id: i64,
     pub job_id: i64,
-    pub state: String,
+    pub state: JobState,
     pub detail: String,
     /// Unix milliseconds.
     pub at: i64,
@@ -125,7 +181,7 @@ pub struct EventView {
 pub struct RunResult {
     pub job_id: i64,
     pub job_index: u32,
-    pub side: String,
+    pub side: Side,
     pub commit: String,
     pub run_index: u32,
     pub metrics: BTreeMap<String, f64>,
@@ -150,8 +206,7 @@ pub struct RunResult {
 pub struct ComparisonView {
     pub job_index: u32,
     pub metric: String,
-    /// kbot's verdict: `different`, `same` or `unknown`.
-    pub verdict: String,
+    pub verdict: Verdict,
     pub base_runs: u32,
     pub head_runs: u32,
     pub base_mean: Option<f64>,
@@ -184,7 +239,7 @@ impl ComparisonView {
     /// A `same` in a mode blind to contention between CPUs: below that
     /// mode's sight, not "no change" for a change that costs only so.
     pub fn blind_same(&self) -> bool {
-        self.verdict == "same"
+        self.verdict == Verdict::Same
             && self
                 .measured_by
                 .as_ref()

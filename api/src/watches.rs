@@ -3,6 +3,31 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+crate::wire_enum! {
+    /// Whether a watch (or a list) is read.
+    pub enum SourceState {
+        Active = "active",
+        Removed = "removed",
+    }
+}
+
+crate::wire_enum! {
+    /// Something a watch did or saw.
+    pub enum WatchEventKind {
+        Created = "created",
+        Removed = "removed",
+        /// The mirror could not be fetched.
+        FetchFailed = "fetch_failed",
+        /// A pair of the new head against the last good one was queued.
+        Submitted = "submitted",
+        /// The head ran: it is the next base.
+        Tested = "tested",
+        /// The head did not run: the next head is compared against the last good one.
+        HeadFailed = "head_failed",
+        Cancelled = "cancelled",
+    }
+}
+
 /// `POST /api/v1/watches`.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct WatchCreate {
@@ -27,8 +52,7 @@ pub struct WatchView {
     pub tbox_group: Option<String>,
     pub interval_secs: u32,
     pub max_runs: u32,
-    /// `active` or `removed`.
-    pub state: String,
+    pub state: SourceState,
     /// The branch head at the last fetch.
     pub last_seen: Option<String>,
     /// The last head submitted.
@@ -48,8 +72,7 @@ pub struct WatchView {
 pub struct WatchEvent {
     /// Unix milliseconds.
     pub at: i64,
-    /// `submitted`, `tested`, `head_failed`, `fetch_failed`, `removed`, ...
-    pub kind: String,
+    pub kind: WatchEventKind,
     pub detail: String,
 }
 

@@ -26,8 +26,9 @@
 //! `kbot-api`'s.
 //!
 //! The order is the code's: a result's kernel profile (`profiles`) is
-//! stored by the upload (`jobs`), and its pages read the pairs and
-//! bisection steps from the store themselves; a job is enqueued (`jobs`) before it is leased
+//! stored by the upload (`jobs`), and the pages that compare profiles are
+//! the dashboard's (`dashboard::profiles`), which reads the pairs and
+//! bisection steps they compare; a job is enqueued (`jobs`) before it is leased
 //! (`scheduler`); a settled pair (`comparisons`) decides what follows
 //! through a function the server passes in ([`comparisons::OnSettled`],
 //! [`bisect::settled`]), so comparisons come before what they start;
@@ -56,8 +57,8 @@
 //! - [`agents`]: enrolment of test machines, the agents page.
 //! - [`repos`]: registered repos, their git mirrors, resolved commits.
 //! - [`profiles`]: results' kernel profiles (folded stacks), stored with
-//!   the result; the pages comparing two sides' (top movers, differential
-//!   flame graph).
+//!   the result (served by `jobs::profile`, compared by
+//!   `dashboard::profiles`).
 //! - [`jobs`]: enqueueing, job state changes, result upload, the lease
 //!   reaper, per-commit summaries.
 //! - [`builds`]: kernels built once per build key by the first leased job
@@ -73,7 +74,8 @@
 //! - [`bisect`]: from a regressed pair to its verified first bad commit;
 //!   [`watches`]: branches the robot follows; [`lists`]: mailing lists
 //!   whose patch series it tests and whose threads it answers.
-//! - [`dashboard`]: the overview, machines and trends pages.
+//! - [`dashboard`]: the overview, machines, trends and profile comparison
+//!   pages, and a submission's neighbours.
 //! - [`routes`]: the single route table; [`openapi`]: the OpenAPI document
 //!   of the REST API; [`server`]: migrate, bind, serve, shut down.
 
@@ -104,6 +106,7 @@ pub const TABLE_OWNERS: &[(&str, &[&str])] = &[
     // `jobs::lifecycle` writes a submission's state; `submissions` the rest.
     ("submissions", &["jobs", "submissions"]),
     ("report_outbox", &["mail"]),
+    ("posted_patches", &["mail"]),
     ("report_attempts", &["mail"]),
     ("regressions", &["regressions"]),
     ("regression_events", &["regressions"]),

@@ -35,8 +35,8 @@ use utoipa_axum::routes;
 use crate::error::{Error, HtmlError};
 use crate::state::AppState;
 use crate::{
-    access, agents, bisect, builds, dashboard, jobs, lists, openapi, profiles, regressions, repos,
-    scheduler, submissions, watches, web,
+    access, agents, bisect, builds, dashboard, jobs, lists, openapi, regressions, repos, scheduler,
+    submissions, watches, web,
 };
 
 /// The whole HTTP surface of the server.
@@ -140,7 +140,7 @@ fn user_routes(t: RouteTable) -> RouteTable {
         .api(routes!(s::kcidb))
         .api(routes!(jobs::repro::script))
         .api(routes!(jobs::repro::check))
-        .api(routes!(profiles::routes::folded))
+        .api(routes!(jobs::profile::folded))
         .api(routes!(jobs::initramfs::download))
         .api(routes!(b::list))
         .api(routes!(b::show))
@@ -192,7 +192,7 @@ fn dashboard_routes(t: RouteTable) -> RouteTable {
 /// Kernel profile comparisons: a page and its differential flame graph
 /// (SVG), for a pair and for a bisection step.
 fn profile_routes(t: RouteTable) -> RouteTable {
-    use profiles::pages as p;
+    use dashboard::profiles::pages as p;
     t.page(
         Method::GET,
         "/submissions/{id}/jobs/{position}/profile",

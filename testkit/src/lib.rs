@@ -28,7 +28,7 @@ use kbot_api::agent::{BootBackend, EnrollRequest, EnrollResponse, Hardware};
 use kbot_load::seed;
 use kbot_server::config::Config;
 use kbot_server::db::Db;
-use kbot_server::mail::outbox::NewReport;
+use kbot_server::mail::outbox::{NewReport, OutboxState, ReportKind};
 use kbot_server::mail::{MailConfig, SmtpSettings};
 use kbot_server::server::{RunningServer, Server};
 use rand::RngCore;
@@ -349,13 +349,13 @@ pub fn loopback_smtp(port: u16) -> SmtpSettings {
 
 /// A regression report to dev@example.org as the outbox stores it, in
 /// `state`; insert it with `mail::outbox::insert`.
-pub fn outbox_report(message_id: &str, state: &'static str) -> NewReport {
+pub fn outbox_report(message_id: &str, state: OutboxState) -> NewReport {
     NewReport {
         message_id: message_id.into(),
         submission_id: None,
         atomic_job_id: None,
         bisection_id: None,
-        kind: "regression",
+        kind: ReportKind::Regression,
         state,
         subject: "[linux:master] [fs/pipe] f7f4665dc5: pipen.bandwidth 9.1% regression".into(),
         envelope_from: "kbot@kbot.test".into(),

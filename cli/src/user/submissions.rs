@@ -5,7 +5,7 @@ use std::time::Duration;
 use clap::Args;
 
 use kbot_api::client::UserClient;
-use kbot_api::submissions::{EventView, JobView, SubmissionView, SubmitRequest};
+use kbot_api::submissions::{EventView, JobView, SubmissionStatus, SubmissionView, SubmitRequest};
 
 use super::{client, read_job_file, Connection};
 use crate::error::Result;
@@ -140,7 +140,7 @@ async fn follow_events(api: &UserClient, id: i64, interval: Duration, json: bool
             after = after.max(e.id);
         }
         let detail = api.submission(id).await?;
-        if is_settled(&detail.submission.state) {
+        if is_settled(detail.submission.state) {
             if json {
                 return output::json_line(&detail.submission);
             }
@@ -150,8 +150,11 @@ async fn follow_events(api: &UserClient, id: i64, interval: Duration, json: bool
     }
 }
 
-fn is_settled(state: &str) -> bool {
-    matches!(state, "done" | "failed" | "cancelled")
+fn is_settled(state: SubmissionStatus) -> bool {
+    matches!(
+        state,
+        SubmissionStatus::Done | SubmissionStatus::Failed | SubmissionStatus::Cancelled
+    )
 }
 
 /// A submission as its summary line, or as JSON with `--json`.

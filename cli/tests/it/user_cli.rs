@@ -300,7 +300,8 @@ async fn reports_and_report_show_from_the_command_line() {
 
         let mut ids = Vec::new();
         for message_id in ["first@kbot.test", "second@kbot.test"] {
-            let report = kbot_testkit::outbox_report(message_id, "mail_off");
+            let report =
+                kbot_testkit::outbox_report(message_id, kbot_api::reports::OutboxState::MailOff);
             let mut tx = server.db().begin().await.expect("begin");
             let id = outbox::insert(&mut tx, &report).await.expect("insert");
             tx.commit().await.expect("commit");
@@ -330,7 +331,8 @@ async fn reports_and_report_show_from_the_command_line() {
         assert!(ok, "report show: {err}");
         assert_eq!(
             out,
-            kbot_testkit::outbox_report("first@kbot.test", "mail_off").message
+            kbot_testkit::outbox_report("first@kbot.test", kbot_api::reports::OutboxState::MailOff)
+                .message
         );
         let (ok, out, err) = cli(
             &server,

@@ -5,10 +5,10 @@
 
 use kbot_api::agent::{BootBackend, Hardware};
 
-use crate::db::{text_enum, JsonText};
+use crate::db::JsonText;
 use crate::error::{Error, Result};
 
-text_enum! {
+kbot_api::wire_enum! {
     /// `agents.state`: what the agent last told the server it is doing.
     pub enum AgentState {
         Idle = "idle",

@@ -28,22 +28,16 @@ use crate::db::{Db, Tx};
 use crate::error::{Error, Result};
 use crate::time::now_ms;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TokenKind {
-    Enrollment,
-    Agent,
-    User,
+kbot_api::wire_enum! {
+    /// `tokens.kind`: whom a token lets in.
+    pub enum TokenKind {
+        Enrollment = "enrollment",
+        Agent = "agent",
+        User = "user",
+    }
 }
 
 impl TokenKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TokenKind::Enrollment => "enrollment",
-            TokenKind::Agent => "agent",
-            TokenKind::User => "user",
-        }
-    }
-
     fn prefix(self) -> &'static str {
         match self {
             TokenKind::Enrollment => "kbot_enr_",
@@ -219,7 +213,8 @@ pub struct UserAuth {
 
 #[derive(sqlx::FromRow)]
 struct TokenRow {
-    kind: String,
+    #[sqlx(try_from = "String")]
+    kind: TokenKind,
     user_id: Option<i64>,
     name: Option<String>,
 }
@@ -258,7 +253,8 @@ async fn lookup_user_token(db: &Db, token: &str) -> Result<TokenRow> {
 /// so they are read as an [`AgentRow`] only after this check).
 #[derive(sqlx::FromRow)]
 struct AgentTokenRow {
-    kind: String,
+    #[sqlx(try_from = "String")]
+    kind: TokenKind,
     id: Option<i64>,
 }
 
@@ -295,7 +291,7 @@ impl<S: AuthState> FromRequestParts<S> for AgentAuth {
             .await?
             .ok_or(Error::Unauthorized)?;
         let token = AgentTokenRow::from_row(&row)?;
-        if token.kind != TokenKind::Agent.as_str() || token.id.is_none() {
+        if token.kind != TokenKind::Agent || token.id.is_none() {
             return Err(Error::WrongTokenKind { needed: "an agent" });
         }
         let record = AgentRecord::try_from(AgentRow::from_row(&row)?)?;
@@ -309,8 +305,8 @@ impl<S: AuthState> FromRequestParts<S> for UserAuth {
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self> {
         let row = lookup_user_token(state.db(), bearer(parts)?).await?;
-        match (row.kind.as_str(), row.user_id) {
-            ("user", Some(user_id)) => Ok(UserAuth {
+        match (row.kind, row.user_id) {
+            (TokenKind::User, Some(user_id)) => Ok(UserAuth {
                 user_id,
                 user_name: row.name.unwrap_or_default(),
             }),

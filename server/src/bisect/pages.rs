@@ -63,7 +63,7 @@ impl From<&BisectionView> for Row {
     fn from(b: &BisectionView) -> Row {
         Row {
             id: b.id,
-            state: b.state.clone(),
+            state: b.state.to_string(),
             repo: b.repo.clone(),
             good: short(&b.good),
             bad: short(&b.bad),
@@ -123,7 +123,7 @@ impl From<&StepView> for StepRow {
             index: s.index,
             sha: short(&s.sha),
             subject: s.subject.clone(),
-            state: s.state.clone(),
+            state: s.state.to_string(),
             runs: s.runs,
             failed: s.failed_runs,
             failure: s.failure.clone().unwrap_or_default(),
@@ -176,7 +176,7 @@ fn path_plot(d: &BisectionDetail) -> String {
     rows.extend(d.steps.iter().map(|s| PathRow {
         name: format!("step {}", s.index),
         sha: &s.sha,
-        verdict: &s.state,
+        verdict: s.state.as_str(),
         values: &s.samples,
     }));
     rows.push(PathRow {

@@ -2,6 +2,7 @@
 //! across more than one commit, else a report; and the regression record.
 
 use futures::future::BoxFuture;
+use kbot_api::submissions::SubmissionKind;
 use kbot_core::job::AtomicJob;
 use kbot_core::metrics::Impact;
 use kbot_core::stats::{MetricComparison, Outcome};
@@ -77,7 +78,7 @@ pub async fn start(
         tx,
         &submissions::NewSubmission {
             user_id: origin.user_id,
-            kind: "bisect",
+            kind: kbot_api::submissions::SubmissionKind::Bisect,
             bisect: false,
             watch_id: None,
             branch: None,
@@ -127,7 +128,7 @@ pub async fn on_pair_settled(tx: &mut Tx, state: &AppState, settled: &Settled<'_
         head_patch_id,
     } = *settled;
     let origin = store::origin_job(tx, pc.atomic_job_id).await?;
-    if matches!(origin.kind.as_str(), "bisect" | "verify") {
+    if matches!(origin.kind, SubmissionKind::Bisect | SubmissionKind::Verify) {
         return Ok(());
     }
     if !booted.tests_the_commits() {

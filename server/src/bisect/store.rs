@@ -4,47 +4,18 @@
 use std::collections::{BTreeMap, HashMap};
 
 use kbot_api::agent::JobState;
+use kbot_api::submissions::SubmissionKind;
 use sqlx::AnyConnection;
 
-use crate::db::{text_enum, Db, JsonText, NullableF64, Tx};
+use crate::db::{Db, JsonText, NullableF64, Tx};
 use crate::error::{Error, Result};
-use crate::jobs::{StoredJobState, SubmissionState};
+use crate::jobs::SubmissionState;
 use crate::time::now_ms;
 
 /// States in which a bisection still has work to do.
 pub const OPEN_STATES_SQL: &str = "('running', 'verifying')";
 
-text_enum! {
-    /// `bisections.state`.
-    pub enum BisectionState {
-        Running = "running",
-        Verifying = "verifying",
-        Reported = "reported",
-        Duplicate = "duplicate",
-        NotConfirmed = "not_confirmed",
-        Inconclusive = "inconclusive",
-        Cancelled = "cancelled",
-    }
-}
-
-impl BisectionState {
-    /// Whether it still has work to do (see `OPEN_STATES_SQL`).
-    pub fn is_open(self) -> bool {
-        matches!(self, BisectionState::Running | BisectionState::Verifying)
-    }
-}
-
-text_enum! {
-    /// `bisection_steps.state`.
-    pub enum StepState {
-        Testing = "testing",
-        Good = "good",
-        Bad = "bad",
-        Skip = "skip",
-        Undecided = "undecided",
-        Cancelled = "cancelled",
-    }
-}
+pub use kbot_api::bisections::{BisectionState, StepState};
 
 /// A `bisections` row with its repo's name.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -374,7 +345,7 @@ impl CommitRuns {
 struct RunRow {
     commit_id: i64,
     #[sqlx(try_from = "String")]
-    state: StoredJobState,
+    state: JobState,
     failure: Option<String>,
     metrics: Option<JsonText<BTreeMap<String, f64>>>,
 }
@@ -393,7 +364,7 @@ pub async fn runs_by_commit(db: &Db, atomic_job_ids: &[i64]) -> Result<HashMap<i
         .await?;
         for row in rows {
             let runs = out.entry(row.commit_id).or_default();
-            match row.state.0 {
+            match row.state {
                 JobState::Finished => {
                     if let Some(JsonText(metrics)) = row.metrics {
                         runs.finished.push(metrics);
@@ -419,7 +390,7 @@ pub struct OriginJob {
     pub user_id: i64,
     pub priority: i64,
     pub job_file: String,
-    pub kind: String,
+    pub kind: SubmissionKind,
     pub bisect: bool,
     pub runs_cap: i64,
 }
@@ -432,7 +403,8 @@ struct OriginJobRow {
     user_id: i64,
     priority: i64,
     job_file: String,
-    kind: String,
+    #[sqlx(try_from = "String")]
+    kind: SubmissionKind,
     bisect: i64,
     runs_cap: i64,
 }

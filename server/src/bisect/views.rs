@@ -45,7 +45,7 @@ pub async fn view(state: &AppState, b: &BisectionRow, reader: Reader) -> Result<
     Ok(BisectionView {
         id: b.id,
         repo: b.repo_name.clone(),
-        state: b.state.as_str().to_owned(),
+        state: b.state,
         good: commit_by_id(read, b.good_commit_id).await?.sha,
         bad: commit_by_id(read, b.bad_commit_id).await?.sha,
         metric: b.metric.clone(),
@@ -57,7 +57,7 @@ pub async fn view(state: &AppState, b: &BisectionRow, reader: Reader) -> Result<
         first_bad,
         report_id: report.as_ref().map(|(id, _, _)| *id),
         report: report
-            .filter(|(_, _, st)| outbox::readable(reader, st))
+            .filter(|(_, _, st)| outbox::readable_text(reader, st))
             .map(|(_, m, _)| m),
         duplicate_of: b.duplicate_of,
         reason: b.reason.clone(),
@@ -82,7 +82,7 @@ async fn steps(state: &AppState, b: &BisectionRow, samples: &Samples) -> Result<
                 index: u32::try_from(s.idx).unwrap_or(0),
                 sha: s.sha,
                 subject: s.subject,
-                state: s.state.as_str().to_owned(),
+                state: s.state,
                 runs: u32::try_from(r.finished.len()).unwrap_or(u32::MAX),
                 failed_runs: r.failed,
                 samples: metric_values(r, &b.metric),

@@ -13,7 +13,7 @@
 use kbot_api::builds::{BuildFile, BuildView, ClaimAnswer, Claimant};
 use sqlx::AnyConnection;
 
-use crate::db::{text_enum, NullableF64, Tx};
+use crate::db::{NullableF64, Tx};
 use crate::error::{Error, Result};
 use crate::jobs::ACTIVE_STATES_SQL;
 use crate::time::now_ms;
@@ -22,24 +22,7 @@ pub mod orders;
 pub mod retention;
 pub mod routes;
 
-text_enum! {
-    /// `builds.state`.
-    pub enum BuildState {
-        Building = "building",
-        Ready = "ready",
-        Failed = "failed",
-    }
-}
-
-impl From<BuildState> for kbot_api::builds::BuildState {
-    fn from(s: BuildState) -> Self {
-        match s {
-            BuildState::Building => Self::Building,
-            BuildState::Ready => Self::Ready,
-            BuildState::Failed => Self::Failed,
-        }
-    }
-}
+pub use kbot_api::builds::BuildState;
 
 /// Most of a failed build's log kept (the compiler's last lines).
 pub const MAX_LOG_TAIL: usize = 64 * 1024;
@@ -157,7 +140,7 @@ async fn to_view(conn: &mut AnyConnection, row: BuildRow) -> Result<BuildView> {
         build_key: row.build_key,
         commit: row.commit_sha,
         arch: row.arch,
-        state: row.state.into(),
+        state: row.state,
         job_id: row.job_id,
         order_id: row.order_id,
         claims: row.claims,

@@ -16,6 +16,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use kbot_api::submissions::Side;
 use kbot_core::conditions::{self, Mode};
 
 use serde::{Deserialize, Serialize};
@@ -38,7 +39,7 @@ pub struct BootedCommits {
     pub host_kernels: Vec<String>,
     /// The measurement conditions ([`conditions::describe`]) the runs of
     /// each side (`base`, `head`) were measured under, once each.
-    pub conditions: BTreeMap<String, BTreeSet<String>>,
+    pub conditions: BTreeMap<Side, BTreeSet<String>>,
     /// The measurement modes of the QEMU runs, both sides, once each.
     #[serde(skip)]
     pub modes: BTreeSet<Mode>,
@@ -168,7 +169,7 @@ impl BootedCommits {
 
 /// Finished runs that agree on side, backend, kernel and tuning.
 struct RunGroup {
-    side: String,
+    side: Side,
     backend: Option<String>,
     kernel_release: String,
     /// The result's tuning map, as stored (JSON).
@@ -180,7 +181,8 @@ struct RunGroup {
 #[derive(sqlx::FromRow)]
 struct RunGroupRow {
     k: i64,
-    side: String,
+    #[sqlx(try_from = "String")]
+    side: Side,
     backend: Option<String>,
     kernel_release: String,
     tuning: String,
@@ -248,9 +250,9 @@ mod tests {
     const ICOUNT: &str =
         r#"{"qemu_clock":"icount shift=3,sleep=off","guest_boot_wall_secs":"4.1"}"#;
 
-    fn group(side: &str, backend: Option<&str>, release: &str, tuning: &str, n: u32) -> RunGroup {
+    fn group(side: Side, backend: Option<&str>, release: &str, tuning: &str, n: u32) -> RunGroup {
         RunGroup {
-            side: side.to_string(),
+            side,
             backend: backend.map(str::to_string),
             kernel_release: release.to_string(),
             tuning: tuning.to_string(),
@@ -262,7 +264,7 @@ mod tests {
     fn of(runs: &[(Option<&str>, &str, u32)]) -> BootedCommits {
         let mut b = BootedCommits::default();
         for (backend, release, n) in runs {
-            b.add(group("base", *backend, release, "{}", *n));
+            b.add(group(Side::Base, *backend, release, "{}", *n));
         }
         b
     }
@@ -270,9 +272,9 @@ mod tests {
     #[test]
     fn runs_under_different_conditions_do_not_test_the_commits() {
         let mut b = BootedCommits::default();
-        b.add(group("base", Some("qemu"), "6.1.0-kbot", ICOUNT, 3));
+        b.add(group(Side::Base, Some("qemu"), "6.1.0-kbot", ICOUNT, 3));
         b.add(group(
-            "head",
+            Side::Head,
             Some("qemu"),
             "6.1.0-kbot",
             r#"{"qemu_clock":"icount shift=3,sleep=off","guest_boot_wall_secs":"3.7"}"#,
@@ -282,7 +284,7 @@ mod tests {
         assert!(b.tests_the_commits());
         assert_eq!(b.mode(), Some(Mode::ExactOneCpu), "no guest_cpus: one");
         b.add(group(
-            "head",
+            Side::Head,
             Some("qemu"),
             "6.1.0-kbot",
             r#"{"qemu_clock":"wall"}"#,

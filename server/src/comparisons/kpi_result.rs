@@ -11,7 +11,7 @@ use kbot_core::table::number;
 
 use crate::db::{self, Db};
 use crate::error::Result;
-use kbot_api::submissions::SubmissionView;
+use kbot_api::submissions::{SubmissionStatus, SubmissionView, Verdict};
 
 /// What a pair's KPIs say, worst first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -107,25 +107,34 @@ impl ResultLine {
     /// The line of a pair in `state` with `finished` of `total` runs in:
     /// its KPI result once there is one (marked partial while runs are
     /// still out), else where its runs are.
-    pub fn of(state: &str, finished: u32, total: u32, kpi: Option<&KpiResult>) -> ResultLine {
+    pub fn of(
+        state: SubmissionStatus,
+        finished: u32,
+        total: u32,
+        kpi: Option<&KpiResult>,
+    ) -> ResultLine {
         let runs = format!("{finished}/{total} runs in");
         match (state, kpi) {
-            ("cancelled", _) => ResultLine::plain("cancelled", format!("cancelled: {runs}")),
-            ("done" | "finished", Some(k)) => ResultLine::plain(k.call.class(), k.text()),
-            ("queued" | "running", Some(k)) => {
+            (SubmissionStatus::Cancelled, _) => {
+                ResultLine::plain("cancelled", format!("cancelled: {runs}"))
+            }
+            (SubmissionStatus::Failed, _) => ResultLine::plain("failed", format!("failed: {runs}")),
+            (SubmissionStatus::Done, Some(k)) => ResultLine::plain(k.call.class(), k.text()),
+            (SubmissionStatus::Done, None) => {
+                ResultLine::plain("unknown", format!("no comparison: {runs}"))
+            }
+            (SubmissionStatus::Queued | SubmissionStatus::Running, Some(k)) => {
                 ResultLine::plain(k.call.class(), format!("{} (partial: {runs})", k.text()))
             }
-            ("failed", _) => ResultLine::plain("failed", format!("failed: {runs}")),
-            ("queued", None) => ResultLine::plain("queued", format!("queued: {runs}")),
-            ("running", None) => ResultLine::plain("running", format!("running: {runs}")),
-            (_, None) => ResultLine::plain("unknown", format!("no comparison: {runs}")),
-            (other, Some(k)) => ResultLine::plain(k.call.class(), format!("{other}: {}", k.text())),
+            (state @ (SubmissionStatus::Queued | SubmissionStatus::Running), None) => {
+                ResultLine::plain(state.as_str(), format!("{state}: {runs}"))
+            }
         }
     }
 
     /// The line of submission `s`.
     pub fn of_submission(s: &SubmissionView, kpi: Option<&KpiResult>) -> ResultLine {
-        ResultLine::of(&s.state, s.jobs.finished, s.jobs.total, kpi)
+        ResultLine::of(s.state, s.jobs.finished, s.jobs.total, kpi)
     }
 
     fn plain(class: &'static str, text: String) -> ResultLine {
@@ -138,7 +147,8 @@ struct Row {
     submission_id: i64,
     atomic_job_id: i64,
     metric: String,
-    verdict: String,
+    #[sqlx(try_from = "String")]
+    verdict: Verdict,
     change_pct: Option<f64>,
     base_mean: Option<f64>,
     head_mean: Option<f64>,
@@ -178,9 +188,9 @@ pub async fn kpi_results(db: &Db, submissions: &[i64]) -> Result<HashMap<i64, Kp
 
 /// The call of one KPI row.
 fn call_of(row: &Row) -> Call {
-    match row.verdict.as_str() {
-        "same" => Call::NoChange,
-        "different" => {
+    match row.verdict {
+        Verdict::Same => Call::NoChange,
+        Verdict::Different => {
             let detail: serde_json::Value = serde_json::from_str(&row.detail).unwrap_or_default();
             let flag = |k: &str| detail.get(k).and_then(serde_json::Value::as_bool);
             // Rows stored before the KPI family have no `acts`: only the
@@ -195,7 +205,7 @@ fn call_of(row: &Row) -> Call {
                 _ => Call::Changed,
             }
         }
-        _ => Call::Undecided,
+        Verdict::Unknown => Call::Undecided,
     }
 }
 
@@ -247,7 +257,7 @@ mod tests {
             submission_id: 1,
             atomic_job_id: job,
             metric: metric.into(),
-            verdict: verdict.into(),
+            verdict: Verdict::parse(verdict).expect("a verdict"),
             change_pct: Some(change),
             base_mean: Some(210.4),
             head_mean: Some(210.4 * (1.0 + change / 100.0)),
@@ -306,16 +316,28 @@ mod tests {
     fn a_line_says_where_a_pair_is() {
         let kpi = decide(&[row(1, BW, "different", -14.8, r#"{"impact":"regression"}"#)]);
         let line = |state, kpi| ResultLine::of(state, 3, 8, kpi);
-        assert_eq!(line("queued", None).text, "queued: 3/8 runs in");
-        assert_eq!(line("running", None).class, "running");
-        let partial = line("running", kpi.as_ref());
+        assert_eq!(
+            line(SubmissionStatus::Queued, None).text,
+            "queued: 3/8 runs in"
+        );
+        assert_eq!(line(SubmissionStatus::Running, None).class, "running");
+        assert_eq!(
+            line(SubmissionStatus::Done, None).text,
+            "no comparison: 3/8 runs in"
+        );
+        let partial = line(SubmissionStatus::Running, kpi.as_ref());
         assert_eq!(partial.class, "regression");
         assert!(
             partial.text.ends_with("(partial: 3/8 runs in)"),
             "{partial:?}"
         );
-        assert!(!line("done", kpi.as_ref()).text.contains("partial"));
-        assert_eq!(line("cancelled", kpi.as_ref()).class, "cancelled");
+        assert!(!line(SubmissionStatus::Done, kpi.as_ref())
+            .text
+            .contains("partial"));
+        assert_eq!(
+            line(SubmissionStatus::Cancelled, kpi.as_ref()).class,
+            "cancelled"
+        );
     }
 
     #[test]

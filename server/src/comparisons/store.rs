@@ -4,13 +4,14 @@
 use std::collections::BTreeMap;
 
 use kbot_api::agent::JobState;
+use kbot_api::submissions::SubmissionKind;
 use kbot_core::job::AtomicJob;
 use kbot_core::stats::{Comparison, MetricComparison};
 use sqlx::AnyConnection;
 
 use crate::db::{Db, JsonText, NullableF64, Tx};
 use crate::error::{Error, Result};
-use crate::jobs::{Side, StoredJobState, SubmissionState, ACTIVE_STATES_SQL};
+use crate::jobs::{Side, SubmissionState, ACTIVE_STATES_SQL};
 use crate::time::now_ms;
 
 /// The shape of an atomic job's runs; two equal counts mean nothing happened
@@ -46,16 +47,18 @@ pub struct SideRuns {
 struct PairHead {
     #[sqlx(try_from = "String")]
     state: SubmissionState,
-    kind: String,
+    #[sqlx(try_from = "String")]
+    kind: SubmissionKind,
     settled_at: Option<i64>,
 }
 
 /// How many jobs of one side are in one state.
 #[derive(sqlx::FromRow)]
 struct SideCount {
-    side: String,
     #[sqlx(try_from = "String")]
-    state: StoredJobState,
+    side: Side,
+    #[sqlx(try_from = "String")]
+    state: JobState,
     n: i64,
 }
 
@@ -79,7 +82,8 @@ async fn run_counts_on(conn: &mut AnyConnection, atomic_job_id: i64) -> Result<R
     .ok_or_else(|| Error::not_found("atomic job", atomic_job_id))?;
     let mut counts = RunCounts {
         // A bisection judges its own probe runs (crate::bisect).
-        submission_active: head.state == SubmissionState::Active && head.kind != "bisect",
+        submission_active: head.state == SubmissionState::Active
+            && head.kind != SubmissionKind::Bisect,
         settled: head.settled_at.is_some(),
         ..RunCounts::default()
     };
@@ -91,13 +95,13 @@ async fn run_counts_on(conn: &mut AnyConnection, atomic_job_id: i64) -> Result<R
     .await?;
     for row in rows {
         let n = u32::try_from(row.n).unwrap_or(u32::MAX);
-        let base = row.side == Side::Base.as_str();
+        let base = row.side == Side::Base;
         if base {
             counts.base_total += n;
         } else {
             counts.head_total += n;
         }
-        match row.state.0 {
+        match row.state {
             JobState::Finished if base => counts.base_finished += n,
             JobState::Finished => counts.head_finished += n,
             JobState::Failed | JobState::Cancelled => {}

@@ -8,5 +8,6 @@ mod fleet;
 pub mod machines;
 pub mod neighbours;
 pub mod overview;
+pub mod profiles;
 pub mod trends;
 mod trends_data;

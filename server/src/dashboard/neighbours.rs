@@ -161,7 +161,7 @@ async fn reports(db: &Db, id: i64, reader: Reader) -> Result<Vec<Link>> {
     .await?;
     Ok(rows
         .into_iter()
-        .filter(|(_, _, state)| outbox::readable(reader, state))
+        .filter(|(_, _, state)| outbox::readable_text(reader, state))
         .map(|(report, subject, state)| Link {
             rel: "report",
             text: subject,

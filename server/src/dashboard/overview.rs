@@ -17,6 +17,8 @@ use crate::state::AppState;
 use crate::time::{format_time, now_ms};
 use crate::web::paging::filter;
 use crate::web::{render, short_sha, PageResult, MEDIUM_SHA};
+use kbot_api::bisections::BisectionState;
+use kbot_api::reports::{OutboxState, ReportKind};
 
 /// Rows in each "recent" list and running jobs shown.
 const RECENT: i64 = 10;
@@ -70,7 +72,7 @@ struct RunningRow {
 
 struct BisectionRow {
     id: i64,
-    state: String,
+    state: BisectionState,
     repo: String,
     metric: String,
     group: String,
@@ -79,9 +81,9 @@ struct BisectionRow {
 
 struct ReportRow {
     message_id: String,
-    kind: String,
+    kind: ReportKind,
     subject: String,
-    state: String,
+    state: OutboxState,
     created: String,
 }
 
@@ -161,7 +163,8 @@ async fn queue(db: &Db, group: Option<&str>, now: i64) -> Result<Vec<QueueRow>> 
 #[derive(sqlx::FromRow)]
 struct StoredBisection {
     id: i64,
-    state: String,
+    #[sqlx(try_from = "String")]
+    state: BisectionState,
     repo: String,
     metric: String,
     tbox_group: String,
@@ -203,9 +206,11 @@ async fn bisections(db: &Db, open: bool) -> Result<Vec<BisectionRow>> {
 #[derive(sqlx::FromRow)]
 struct StoredReport {
     message_id: String,
-    kind: String,
+    #[sqlx(try_from = "String")]
+    kind: ReportKind,
     subject: String,
-    state: String,
+    #[sqlx(try_from = "String")]
+    state: OutboxState,
     created_at: i64,
 }
 

@@ -239,7 +239,7 @@ pub async fn links(
     .await?;
     let readable = reports
         .into_iter()
-        .filter(|(_, _, state, _)| outbox::readable(reader, state));
+        .filter(|(_, _, state, _)| outbox::readable_text(reader, state));
     for (message_id, subject, _, head_commit_id) in readable {
         out.push((
             head_commit_id,

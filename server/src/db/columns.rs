@@ -1,6 +1,6 @@
 //! Typed column values: JSON kept in TEXT columns ([`JsonText`],
-//! [`JsonOrDefault`]) and the [`text_enum!`] macro that gives each stored
-//! state an enum with its one SQL string.
+//! [`JsonOrDefault`]). States are `kbot_api::wire_enum!` enums, read
+//! through their `TryFrom<String>`.
 //!
 //! Both backends store JSON as TEXT (SQLite has no JSON type, and sqlx's
 //! `Any` driver has no `Json<T>`), so the wrappers encode and decode through
@@ -69,81 +69,5 @@ impl<'q, T: Serialize> Encode<'q, Any> for JsonText<T> {
     ) -> Result<IsNull, BoxDynError> {
         let text = serde_json::to_string(&self.0)?;
         <String as Encode<'q, Any>>::encode(text, buf)
-    }
-}
-
-/// Declares an enum of the states a TEXT column holds, each with its SQL
-/// string written once: `as_str()` (what binds write), `TryFrom<String>`
-/// (what `#[sqlx(try_from = "String")]` reads, failing on a string it does
-/// not know) and `Display`.
-macro_rules! text_enum {
-    (
-        $(#[$meta:meta])*
-        $vis:vis enum $name:ident {
-            $($(#[$vmeta:meta])* $variant:ident = $text:literal,)+
-        }
-    ) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-        $vis enum $name {
-            $($(#[$vmeta])* $variant,)+
-        }
-
-        impl $name {
-            /// The string the store keeps for this state.
-            #[allow(dead_code)]
-            pub const fn as_str(self) -> &'static str {
-                match self {
-                    $($name::$variant => $text,)+
-                }
-            }
-
-            /// The state a stored string names, if any.
-            #[allow(dead_code)]
-            pub fn parse(text: &str) -> Option<$name> {
-                match text {
-                    $($text => Some($name::$variant),)+
-                    _ => None,
-                }
-            }
-        }
-
-        impl ::std::convert::TryFrom<String> for $name {
-            type Error = String;
-
-            fn try_from(text: String) -> ::std::result::Result<$name, String> {
-                $name::parse(&text)
-                    .ok_or_else(|| format!("unknown {} {text:?}", stringify!($name)))
-            }
-        }
-
-        impl ::std::fmt::Display for $name {
-            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-    };
-}
-
-pub(crate) use text_enum;
-
-#[cfg(test)]
-mod tests {
-    text_enum! {
-        enum Light {
-            Red = "red",
-            Green = "green",
-        }
-    }
-
-    #[test]
-    fn states_read_and_write_their_one_string() {
-        assert_eq!(Light::Red.as_str(), "red");
-        assert_eq!(Light::try_from("green".to_string()), Ok(Light::Green));
-        assert_eq!(
-            Light::try_from("blue".to_string()),
-            Err("unknown Light \"blue\"".to_string())
-        );
-        assert_eq!(Light::Green.to_string(), "green");
     }
 }

@@ -10,7 +10,7 @@
 //! pick (scheduler) runs at a different place per backend.
 //!
 //! Rows are read into `#[derive(sqlx::FromRow)]` structs with
-//! `sqlx::query_as`, states through enums declared with `text_enum!`
+//! `sqlx::query_as`, states through enums declared with `kbot_api::wire_enum!`
 //! (`#[sqlx(try_from = "String")]`), JSON columns through [`JsonText`] (see
 //! `columns`).
 //!
@@ -52,7 +52,6 @@ mod float;
 pub mod sqlite;
 mod writer;
 
-pub(crate) use columns::text_enum;
 pub use columns::{JsonOrDefault, JsonText};
 pub use float::NullableF64;
 

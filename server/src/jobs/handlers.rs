@@ -11,7 +11,7 @@ use sqlx::AnyConnection;
 use crate::auth::AgentAuth;
 use crate::db::{join_writes, Db, Tx};
 use crate::error::{ApiJson, Error, Result};
-use crate::jobs::{self, Event, StoredJobState, ACTIVE_STATES_SQL};
+use crate::jobs::{self, Event, ACTIVE_STATES_SQL};
 use crate::state::AppState;
 use crate::time::now_ms;
 use crate::web::without_credentials;
@@ -232,7 +232,7 @@ pub(crate) struct JobOwner {
 #[derive(sqlx::FromRow)]
 pub(crate) struct JobOwnerRow {
     #[sqlx(try_from = "String")]
-    state: StoredJobState,
+    state: JobState,
     lease_owner: Option<i64>,
     submission_id: i64,
 }
@@ -240,7 +240,7 @@ pub(crate) struct JobOwnerRow {
 impl From<JobOwnerRow> for JobOwner {
     fn from(r: JobOwnerRow) -> JobOwner {
         JobOwner {
-            state: r.state.0,
+            state: r.state,
             lease_owner: r.lease_owner,
             submission_id: r.submission_id,
         }

@@ -15,8 +15,8 @@
 use kbot_api::agent::{FailureKind, JobState};
 
 use super::{
-    bind_event, failure_str, record_event, truncate, Event, StoredJobState, SubmissionState,
-    ACTIVE_STATES_SQL, AGENT_STATE_NOW_SQL, EVENT_SQL, MAX_DETAIL_BYTES,
+    bind_event, failure_str, record_event, truncate, Event, SubmissionState, ACTIVE_STATES_SQL,
+    AGENT_STATE_NOW_SQL, EVENT_SQL, MAX_DETAIL_BYTES,
 };
 use crate::db::{join_writes, Tx};
 use crate::error::{Error, Result};
@@ -205,7 +205,7 @@ pub async fn finish(tx: &mut Tx, job_id: i64, agent_id: i64, submission_id: i64)
 #[derive(sqlx::FromRow)]
 struct Requeued {
     #[sqlx(try_from = "String")]
-    state: StoredJobState,
+    state: JobState,
     submission_id: i64,
     attempts: i64,
 }
@@ -240,7 +240,7 @@ pub async fn requeue_or_fail(
     .await?
     .ok_or(Error::LeaseLost(job_id))?;
     let Requeued {
-        state: StoredJobState(state),
+        state,
         submission_id,
         attempts,
     } = row;

@@ -15,7 +15,7 @@ use kbot_api::agent::{FailureKind, JobState};
 use kbot_core::job::AtomicJob;
 use kbot_core::needs::Needs;
 
-use crate::db::{text_enum, Db, JsonText, Tx};
+use crate::db::{Db, JsonText, Tx};
 use crate::error::{Error, Result};
 use crate::time::now_ms;
 
@@ -23,6 +23,7 @@ pub mod build_spec;
 pub mod handlers;
 pub mod initramfs;
 pub mod lifecycle;
+pub mod profile;
 
 use lifecycle::Pinned;
 pub mod reaper;
@@ -49,7 +50,7 @@ pub const AGENT_STATE_NOW_SQL: &str = concat!(
     ") THEN 'busy' ELSE 'idle' END"
 );
 
-text_enum! {
+kbot_api::wire_enum! {
     /// `submissions.state`: `active` until every job is settled (kept here,
     /// beside the jobs, as the comparisons and the cancelling read it too).
     pub enum SubmissionState {
@@ -59,41 +60,13 @@ text_enum! {
     }
 }
 
-/// A `jobs.state` column read as the [`JobState`] whose `as_str` writes it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StoredJobState(pub JobState);
+pub use kbot_api::submissions::Side;
 
-impl TryFrom<String> for StoredJobState {
-    type Error = String;
-
-    fn try_from(text: String) -> std::result::Result<StoredJobState, String> {
-        JobState::parse(&text)
-            .map(StoredJobState)
-            .ok_or_else(|| format!("unknown job state {text:?}"))
-    }
-}
-
-/// Which commit of a pair a job runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Side {
-    Base,
-    Head,
-}
-
-impl Side {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Side::Base => "base",
-            Side::Head => "head",
-        }
-    }
-
-    /// Position inside a run: base first, so runs go base, head, base, head.
-    fn offset(self) -> i64 {
-        match self {
-            Side::Base => 0,
-            Side::Head => 1,
-        }
+/// Position inside a run: base first, so runs go base, head, base, head.
+fn side_offset(side: Side) -> i64 {
+    match side {
+        Side::Base => 0,
+        Side::Head => 1,
     }
 }
 
@@ -405,7 +378,7 @@ async fn insert_job(
     .bind(commit_id)
     .bind(side.as_str())
     .bind(i64::from(run))
-    .bind(2 * i64::from(run) + side.offset())
+    .bind(2 * i64::from(run) + side_offset(side))
     .bind(spec.needs.arch.as_deref())
     .bind(spec.needs.cpus.map(i64::from))
     .bind(spec.needs.memory_bytes.map(saturating_i64))

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use axum::extract::{Path, State};
 use axum::http::header;
 use axum::response::IntoResponse;
+use kbot_api::submissions::Side;
 use kbot_core::conditions;
 use kbot_core::job::AtomicJob;
 use kbot_core::machine::{kernel_image, KernelImage};
@@ -24,7 +25,8 @@ use crate::state::AppState;
 struct RunRow {
     job_id: i64,
     submission_id: i64,
-    side: String,
+    #[sqlx(try_from = "String")]
+    side: Side,
     run_index: i64,
     sha: String,
     repo_name: String,
@@ -68,7 +70,7 @@ pub fn reproducible(tuning: &str) -> bool {
 pub struct Repro {
     pub job_id: i64,
     pub submission_id: i64,
-    pub side: String,
+    pub side: Side,
     pub run_index: i64,
     pub commit: String,
     pub testcase: String,
@@ -459,7 +461,7 @@ mod tests {
         Repro {
             job_id: 42,
             submission_id: 7,
-            side: "head".into(),
+            side: Side::Head,
             run_index: 0,
             commit: "a".repeat(40),
             testcase: "perf-bench-sched-pipe".into(),

@@ -73,7 +73,7 @@ pub async fn upload(
                 return Ok(None);
             };
             if let Some(profile) = &upload.profile {
-                profiles::store::insert(&mut tx, result_id, profile).await?;
+                profiles::insert(&mut tx, result_id, profile).await?;
             }
             let atomic_job_id =
                 jobs::lifecycle::finish(&mut tx, job_id, agent_id, submission_id).await?;

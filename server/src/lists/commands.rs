@@ -15,6 +15,8 @@
 
 use std::fmt::Write;
 
+use kbot_api::lists::{CommandName, CommandState, ListEventKind};
+
 use super::answers;
 use super::message::{self, Command, ListMessage};
 use super::recheck::{self, Found, Reported};
@@ -38,30 +40,30 @@ pub const MAX_FIX_TITLES: i64 = 3;
 
 /// What taking one command did.
 struct Taken {
-    name: &'static str,
+    name: CommandName,
     argument: String,
-    /// `done`, `refused` or `testing`.
-    state: &'static str,
+    /// Done, refused or testing.
+    state: CommandState,
     outcome: String,
     submission_id: Option<i64>,
 }
 
 impl Taken {
-    fn done(name: &'static str, argument: String, outcome: String) -> Taken {
+    fn done(name: CommandName, argument: String, outcome: String) -> Taken {
         Taken {
             name,
             argument,
-            state: "done",
+            state: CommandState::Done,
             outcome,
             submission_id: None,
         }
     }
 
-    fn refused(name: &'static str, argument: String, outcome: String) -> Taken {
+    fn refused(name: CommandName, argument: String, outcome: String) -> Taken {
         Taken {
             name,
             argument,
-            state: "refused",
+            state: CommandState::Refused,
             outcome,
             submission_id: None,
         }
@@ -167,7 +169,7 @@ async fn take_one(state: &AppState, mail: &Mail<'_>, command: &Command) -> Resul
 async fn claim(
     state: &AppState,
     mail: &Mail<'_>,
-    name: &'static str,
+    name: CommandName,
     argument: &str,
 ) -> Result<Option<i64>> {
     let mut tx = state.db.begin().await?;
@@ -181,7 +183,7 @@ async fn claim(
             argument,
             report_id: Some(mail.r.report_id),
             regression_id: Some(mail.r.regression_id),
-            state: "refused",
+            state: CommandState::Refused,
             outcome: "kbot stopped before it acted on this command",
             submission_id: None,
             trusted: mail.sender.answerable(),
@@ -195,7 +197,7 @@ async fn claim(
 /// More than [`MAX_COMMANDS`] kinds of command in one mail: recorded (and
 /// answered) once.
 async fn too_many(state: &AppState, mail: &Mail<'_>, unread: usize) -> Result<()> {
-    let Some(id) = claim(state, mail, "too_many", "").await? else {
+    let Some(id) = claim(state, mail, CommandName::TooMany, "").await? else {
         return Ok(());
     };
     let why = format!(
@@ -205,7 +207,7 @@ async fn too_many(state: &AppState, mail: &Mail<'_>, unread: usize) -> Result<()
         state,
         mail,
         id,
-        Taken::refused("too_many", String::new(), why),
+        Taken::refused(CommandName::TooMany, String::new(), why),
     )
     .await
 }
@@ -222,21 +224,21 @@ async fn replied_report(state: &AppState, m: &ListMessage) -> Result<Option<Repo
     recheck::by_message_ids(&state.db, &ids).await
 }
 
-fn describe(command: &Command) -> (&'static str, String) {
+fn describe(command: &Command) -> (CommandName, String) {
     match command {
         Command::Test { repo, rev } => (
-            "test",
+            CommandName::Test,
             [repo.as_deref(), rev.as_deref()]
                 .into_iter()
                 .flatten()
                 .collect::<Vec<_>>()
                 .join(" "),
         ),
-        Command::Retest => ("retest", String::new()),
-        Command::Invalid => ("invalid", String::new()),
-        Command::Dup(x) => ("dup", x.clone()),
-        Command::Fix(x) => ("fix", x.clone()),
-        Command::Unknown(x) => ("unknown", x.clone()),
+        Command::Retest => (CommandName::Retest, String::new()),
+        Command::Invalid => (CommandName::Invalid, String::new()),
+        Command::Dup(x) => (CommandName::Dup, x.clone()),
+        Command::Fix(x) => (CommandName::Fix, x.clone()),
+        Command::Unknown(x) => (CommandName::Unknown, x.clone()),
     }
 }
 
@@ -340,7 +342,7 @@ async fn act(state: &AppState, r: &Reported, m: &ListMessage, command: &Command)
 async fn dup(
     state: &AppState,
     r: &Reported,
-    (name, argument): (&'static str, String),
+    (name, argument): (CommandName, String),
     of: &str,
     note: &str,
 ) -> Result<Taken> {
@@ -381,7 +383,7 @@ async fn dup(
 async fn fix(
     state: &AppState,
     r: &Reported,
-    (name, argument): (&'static str, String),
+    (name, argument): (CommandName, String),
     title: &str,
 ) -> Result<Taken> {
     if title.chars().count() < MIN_FIX_TITLE {
@@ -411,11 +413,11 @@ async fn fix(
     ))
 }
 
-fn testing(name: &'static str, argument: String, submission_id: i64, what: String) -> Taken {
+fn testing(name: CommandName, argument: String, submission_id: i64, what: String) -> Taken {
     Taken {
         name,
         argument,
-        state: "testing",
+        state: CommandState::Testing,
         outcome: format!(
             "testing {what} (submission {submission_id}); the result follows in this thread"
         ),
@@ -446,7 +448,7 @@ async fn test(
     state: &AppState,
     r: &Reported,
     m: &ListMessage,
-    (name, argument): (&'static str, String),
+    (name, argument): (CommandName, String),
     repo_name: Option<&str>,
     rev: Option<&str>,
 ) -> Result<Taken> {
@@ -592,15 +594,15 @@ async fn settle(state: &AppState, mail: &Mail<'_>, id: i64, taken: Taken) -> Res
     };
     let from = &mail.m.from.address;
     let detail = match (taken.state, answered) {
-        ("refused", false) => format!(
+        (CommandState::Refused, false) => format!(
             "#kbot {} from {from} refused, not answered: {}",
             taken.name, taken.outcome
         ),
         (state, _) => format!("#kbot {} from {from}: {state}", taken.name),
     };
-    store::event(&mut tx, mail.l.id, "command", &detail).await?;
+    store::event(&mut tx, mail.l.id, ListEventKind::Command, &detail).await?;
     tx.commit().await?;
-    tracing::info!(list = mail.l.id, command = taken.name, sender = %from, state = taken.state, answered, "command taken");
+    tracing::info!(list = mail.l.id, command = taken.name.as_str(), sender = %from, state = taken.state.as_str(), answered, "command taken");
     Ok(())
 }
 
@@ -694,7 +696,7 @@ async fn conclude(
             let _ = write!(text, "The pair (submission {}) has no finished run on a side: the kernel did not build or boot.", c.submission_id);
             false
         }
-        Some(f) if c.command == "retest" => {
+        Some(f) if c.command == CommandName::Retest => {
             let again = f.outcome == kbot_core::stats::Outcome::Different
                 && f.impact == kbot_core::metrics::Impact::Regression;
             let _ = write!(
@@ -725,7 +727,7 @@ async fn conclude(
         }
     };
     let mut tx = state.db.begin().await?;
-    if fixed && c.command == "closes" {
+    if fixed && c.command == CommandName::Closes {
         let note = format!(
             "fixed by {} (verified by kbot, submission {})",
             c.argument, c.submission_id
@@ -734,9 +736,9 @@ async fn conclude(
             .await?;
         let _ = write!(text, "\nRegression {} is marked fixed.", r.regression_id);
     }
-    store::command_done(&mut tx, c.id, "tested", &text).await?;
-    let heading = match c.command.as_str() {
-        "closes" => format!("Commit {} says it closes this report. kbot reran the job on it against the first bad commit:\n\n", c.argument),
+    store::command_done(&mut tx, c.id, CommandState::Tested, &text).await?;
+    let heading = match c.command {
+        CommandName::Closes => format!("Commit {} says it closes this report. kbot reran the job on it against the first bad commit:\n\n", c.argument),
         _ => format!("> #kbot {} {}\n\n", c.command, c.argument),
     };
     let answer = Answer {

@@ -8,6 +8,8 @@
 
 use std::time::Duration;
 
+use kbot_api::lists::{CommandName, CommandState};
+
 use super::recheck::{self, Reported};
 use super::store::{self, NewCommand};
 use crate::error::Result;
@@ -29,7 +31,10 @@ pub async fn look(state: &AppState) -> Result<()> {
     let titles = store::fix_titles_open(&state.db).await?;
     let watches = crate::watches::list(state).await?;
     for r in &open {
-        for w in watches.iter().filter(|w| w.state == "active") {
+        for w in watches
+            .iter()
+            .filter(|w| w.state == kbot_api::watches::SourceState::Active)
+        {
             let repo = repos::get_repo(&state.db, &w.repo).await?;
             if repo.id != r.repo_id {
                 continue;
@@ -79,7 +84,7 @@ async fn recheck_fix(
     sha: &str,
     key: &str,
 ) -> Result<()> {
-    if store::command_exists(&state.db, r.regression_id, "closes", sha).await? {
+    if store::command_exists(&state.db, r.regression_id, CommandName::Closes, sha).await? {
         return Ok(());
     }
     let fix = repos::resolve_commit(state, repo, sha).await?;
@@ -94,11 +99,11 @@ async fn recheck_fix(
             list_id: None,
             message_id: key,
             sender: &fix.view.author_email,
-            command: "closes",
+            command: CommandName::Closes,
             argument: sha,
             report_id: Some(r.report_id),
             regression_id: Some(r.regression_id),
-            state: "testing",
+            state: CommandState::Testing,
             outcome: &format!("rerunning the job on {sha} against the first bad commit"),
             submission_id: None,
             trusted: false,
@@ -113,7 +118,7 @@ async fn recheck_fix(
         &mut tx,
         id,
         (
-            "testing",
+            CommandState::Testing,
             &format!(
                 "rerunning the job on {sha} against the first bad commit (submission {submission})"
             ),

@@ -7,6 +7,7 @@
 //! message that cannot be parsed is recorded as an event and skipped: one
 //! bad mail must not stop a list.
 
+use kbot_api::lists::ListEventKind;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -34,35 +35,6 @@ pub struct Read {
     pub replies: Vec<ListMessage>,
 }
 
-/// The name stored for an archive kind.
-pub fn kind_name(kind: ArchiveKind) -> &'static str {
-    match kind {
-        ArchiveKind::PublicInboxV2 => "public-inbox-v2",
-        ArchiveKind::PublicInboxV1 => "public-inbox-v1",
-        ArchiveKind::Mbox => "mbox",
-        ArchiveKind::Maildir => "maildir",
-    }
-}
-
-fn kind_from(name: &str) -> Result<ArchiveKind> {
-    Ok(match name {
-        "public-inbox-v2" => ArchiveKind::PublicInboxV2,
-        "public-inbox-v1" => ArchiveKind::PublicInboxV1,
-        "mbox" => ArchiveKind::Mbox,
-        "maildir" => ArchiveKind::Maildir,
-        other => return Err(anyhow::anyhow!("unknown archive kind {other:?}").into()),
-    })
-}
-
-/// A detected kind, as the list row stores it.
-pub struct Kind(ArchiveKind);
-
-impl Kind {
-    pub fn as_str(&self) -> &'static str {
-        kind_name(self.0)
-    }
-}
-
 fn is_url(archive: &str) -> bool {
     ["http://", "https://", "git://"]
         .iter()
@@ -85,19 +57,19 @@ pub async fn start_cursor(
     state: &AppState,
     name: &str,
     archive: &str,
-    kind: &Kind,
+    kind: ArchiveKind,
     from_start: bool,
 ) -> Result<Option<String>> {
     if from_start {
         return Ok(None);
     }
     let path = local_path(state, name, archive);
-    Ok(Some(archive::tip(&path, kind.0, GIT_TIMEOUT).await?.0))
+    Ok(Some(archive::tip(&path, kind, GIT_TIMEOUT).await?.0))
 }
 
 /// Checks the archive when a list is added: a path must exist and be of a
 /// known kind; a URL must serve at least epoch 0 (which is copied now).
-pub async fn prepare(state: &AppState, name: &str, archive: &str) -> Result<Kind> {
+pub async fn prepare(state: &AppState, name: &str, archive: &str) -> Result<ArchiveKind> {
     if archive.is_empty() {
         return Err(Error::BadRequest(
             "archive: a path or a URL is needed".into(),
@@ -105,7 +77,7 @@ pub async fn prepare(state: &AppState, name: &str, archive: &str) -> Result<Kind
     }
     if is_url(archive) {
         sync_epochs(&local_path(state, name, archive), archive).await?;
-        return Ok(Kind(ArchiveKind::PublicInboxV2));
+        return Ok(ArchiveKind::PublicInboxV2);
     }
     let path = Path::new(archive);
     if !path.is_absolute() {
@@ -113,7 +85,7 @@ pub async fn prepare(state: &AppState, name: &str, archive: &str) -> Result<Kind
             "archive {archive:?}: give an absolute path on the server, or a URL"
         )));
     }
-    archive::detect(path).map(Kind).map_err(|e| {
+    archive::detect(path).map_err(|e| {
         Error::BadRequest(format!(
             "archive {archive:?}: {}",
             crate::error::error_chain(&e)
@@ -143,7 +115,7 @@ async fn sync_epochs(dir: &Path, url: &str) -> Result<()> {
 
 /// Reads what is new in the list's archive and keeps it.
 pub async fn read(state: &AppState, l: &ListRow) -> Result<Read> {
-    let kind = kind_from(&l.archive_kind)?;
+    let kind = l.archive_kind;
     if is_url(&l.archive) {
         sync_epochs(&local_path(state, &l.name, &l.archive), &l.archive).await?;
     }
@@ -208,7 +180,7 @@ async fn keep(
             Ok(m) => m,
             Err(e) => {
                 let why = format!("{}: {}", raw.origin, crate::error::error_chain(&e));
-                store::event(&mut tx, l.id, "bad_message", &why).await?;
+                store::event(&mut tx, l.id, ListEventKind::BadMessage, &why).await?;
                 continue;
             }
         };

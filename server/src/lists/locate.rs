@@ -8,7 +8,7 @@
 //! most ⌈log2 n⌉ builds. The breaking patch is answered with its own
 //! compiler lines. A one-patch series is answered at once.
 
-use kbot_api::lists::SeriesPart;
+use kbot_api::lists::{ListEventKind, SeriesPart};
 
 use super::answers;
 use super::series::Purpose;
@@ -142,7 +142,7 @@ pub async fn probe(
          building patch {index} (submission {id})",
         s.id, b.good, b.bad
     );
-    store::event(tx, l.id, "build_probe", &detail).await?;
+    store::event(tx, l.id, ListEventKind::BuildProbe, &detail).await?;
     state.wake_lessees();
     Ok(())
 }
@@ -199,7 +199,7 @@ pub async fn step(state: &AppState, l: &ListRow, s: &SeriesRow, p: Probe) -> Res
     let (from, to) = (SeriesState::Testing, SeriesState::BuildFailed);
     if store::set_state(&mut tx, s.id, from, to, Some(&detail)).await? {
         let what = format!("series {}: {detail}", s.id);
-        store::event(&mut tx, l.id, "build_failed", &what).await?;
+        store::event(&mut tx, l.id, ListEventKind::BuildFailed, &what).await?;
         tx.commit().await?;
     }
     Ok(())

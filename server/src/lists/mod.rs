@@ -90,7 +90,7 @@ pub async fn create(state: &AppState, user: &UserAuth, req: ListCreate) -> Resul
     repos::resolve_commit(state, &repo, &branch).await?;
     let kind = ingest::prepare(state, name, req.archive.trim()).await?;
     let cursor =
-        ingest::start_cursor(state, name, req.archive.trim(), &kind, req.from_start).await?;
+        ingest::start_cursor(state, name, req.archive.trim(), kind, req.from_start).await?;
     let trimmed = |o: &Option<String>| {
         o.as_deref()
             .map(str::trim)
@@ -102,7 +102,7 @@ pub async fn create(state: &AppState, user: &UserAuth, req: ListCreate) -> Resul
         &store::NewList {
             name,
             archive: req.archive.trim(),
-            archive_kind: kind.as_str(),
+            archive_kind: kind,
             address: trimmed(&req.address).as_deref(),
             web_url: trimmed(&req.web_url).as_deref(),
             repo_id: repo.id,

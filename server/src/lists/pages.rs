@@ -80,7 +80,7 @@ impl From<&SeriesView> for SeriesRow {
             total: s.total,
             title: s.title.clone(),
             author: s.author.clone(),
-            state: s.state.clone(),
+            state: s.state.to_string(),
             base: short(&s.base),
             base_how: s.base_how.clone().unwrap_or_default(),
             ref_name: s.ref_name.clone().unwrap_or_default(),

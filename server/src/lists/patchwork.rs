@@ -33,23 +33,13 @@ const CONTEXT: &str = "kbot";
 
 const HTTP_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// A check's state, patchwork's words.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CheckState {
-    Pending,
-    Success,
-    Warning,
-    Fail,
-}
-
-impl CheckState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CheckState::Pending => "pending",
-            CheckState::Success => "success",
-            CheckState::Warning => "warning",
-            CheckState::Fail => "fail",
-        }
+kbot_api::wire_enum! {
+    /// A check's state, patchwork's words.
+    pub enum CheckState {
+        Pending = "pending",
+        Success = "success",
+        Warning = "warning",
+        Fail = "fail",
     }
 }
 
@@ -182,7 +172,8 @@ struct Due {
     id: i64,
     series_id: i64,
     message_id: String,
-    state: String,
+    #[sqlx(try_from = "String")]
+    state: CheckState,
     description: String,
     patch_id: Option<i64>,
     url: String,
@@ -231,7 +222,7 @@ pub async fn send_due(state: &AppState) -> Result<()> {
         .bind(&error)
         .bind(now_ms())
         .bind(d.id)
-        .bind(&d.state)
+        .bind(d.state.as_str())
         .execute(state.db.write())
         .await?;
     }

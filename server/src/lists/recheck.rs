@@ -4,6 +4,7 @@
 //! The pair runs the regression's own atomic job on its tbox group, as kind
 //! `verify`: judged here, never reported or bisected by itself.
 
+use kbot_api::regressions::TriageState;
 use kbot_core::metrics::Impact;
 use kbot_core::stats::Outcome;
 
@@ -25,7 +26,8 @@ pub struct Reported {
     /// The regression's own job (rechecks run it on its tbox group).
     pub atomic_job_id: i64,
     pub tbox_group: String,
-    pub state: String,
+    #[sqlx(try_from = "String")]
+    pub state: TriageState,
     pub repo_id: i64,
     /// The report's pair: the blamed (first bad) commit and its base.
     pub base_commit_id: i64,
@@ -132,7 +134,10 @@ impl Reported {
     /// Whether a test of this regression is still worth machine time: not
     /// once it is fixed, invalid or a duplicate.
     pub fn is_closed(&self) -> bool {
-        matches!(self.state.as_str(), "fixed" | "invalid" | "duplicate")
+        matches!(
+            self.state,
+            TriageState::Fixed | TriageState::Invalid | TriageState::Duplicate
+        )
     }
 
     pub async fn repo(&self, db: &Db) -> Result<RepoRow> {
@@ -179,7 +184,7 @@ pub async fn queue(
             head,
             priority: 0,
             max_runs: 10,
-            kind: "verify",
+            kind: kbot_api::submissions::SubmissionKind::Verify,
             bisect: false,
             watch_id: None,
             branch: None,

@@ -3,6 +3,8 @@
 //! base, `git am -3` into `refs/kbot/series/LIST/ID`, the pair, and how it
 //! ended.
 
+use kbot_api::lists::ListEventKind;
+use kbot_api::submissions::SubmissionKind;
 use kbot_core::job::AtomicJob;
 
 use super::answers;
@@ -67,7 +69,7 @@ pub async fn progress(state: &AppState, l: &ListRow) -> Result<()> {
                 store::event(
                     &mut tx,
                     l.id,
-                    "incomplete",
+                    ListEventKind::Incomplete,
                     &format!("series {}: {detail}", s.id),
                 )
                 .await?;
@@ -165,7 +167,7 @@ async fn record(
                 "series {id}: v{} {} ({} patches) by {}",
                 draft.version, draft.title, draft.total, draft.author
             );
-            store::event(&mut tx, l.id, "series", &detail).await?;
+            store::event(&mut tx, l.id, ListEventKind::Series, &detail).await?;
             id
         }
     };
@@ -218,7 +220,7 @@ async fn supersede_older(
                 "series {} superseded by series {} (v{})",
                 older.id, s.id, s.version
             );
-            store::event(&mut tx, l.id, "superseded", &detail).await?;
+            store::event(&mut tx, l.id, ListEventKind::Superseded, &detail).await?;
         }
         tx.commit().await?;
     }
@@ -349,7 +351,7 @@ async fn apply_and_submit(
         "series {} applied on {} ({}) as {ref_name} = {tip}; submission {submission}",
         s.id, base.sha, base.how
     );
-    store::event(&mut tx, l.id, "applied", &detail).await?;
+    store::event(&mut tx, l.id, ListEventKind::Applied, &detail).await?;
     tx.commit().await?;
     state.wake_lessees();
     tracing::info!(list = l.id, series = s.id, %tip, submission, "series applied and queued");
@@ -410,7 +412,7 @@ async fn duplicate(
     if store::duplicate(&mut tx, s.id, tested.id, &detail).await? {
         store::applied(&mut tx, s.id, applied).await?;
         let what = format!("series {}: {detail}", s.id);
-        store::event(&mut tx, l.id, SeriesState::Duplicate.as_str(), &what).await?;
+        store::event(&mut tx, l.id, ListEventKind::Duplicate, &what).await?;
         tx.commit().await?;
     }
     Ok(())
@@ -485,7 +487,7 @@ async fn refuse(
         answers::not_tested(state, &mut tx, (l, s), to.as_str(), why).await?;
     }
     let what = format!("series {}: {why}", s.id);
-    store::event(&mut tx, l.id, to.as_str(), &what).await?;
+    store::event(&mut tx, l.id, to.event(), &what).await?;
     tx.commit().await?;
     tracing::info!(
         list = l.id,
@@ -538,12 +540,12 @@ pub(super) async fn queue(
     let robot = crate::auth::upsert_user(tx, ROBOT_USER, None).await?;
     let (kind, bisect, max_runs, branch) = match purpose {
         Purpose::Series => (
-            "user",
+            SubmissionKind::User,
             true,
             u32::try_from(l.runs_cap).unwrap_or(1),
             Some(l.branch.as_str()),
         ),
-        Purpose::BuildProbe => ("verify", false, 1, None),
+        Purpose::BuildProbe => (SubmissionKind::Verify, false, 1, None),
     };
     submissions::queue_pair(
         state,
@@ -596,7 +598,7 @@ async fn cannot_apply(
     store::event(
         &mut tx,
         l.id,
-        "cannot_apply",
+        ListEventKind::CannotApply,
         &format!("series {}: {detail}", s.id),
     )
     .await?;
@@ -721,7 +723,7 @@ pub async fn settle_all(state: &AppState) -> Result<()> {
             store::event(
                 &mut tx,
                 l.id,
-                to.as_str(),
+                to.event(),
                 &format!("series {}: {detail}", s.id),
             )
             .await?;

@@ -142,11 +142,11 @@ async fn enqueue(tx: &mut Tx, config: &MailConfig, blame: &Blame<'_>) -> Result<
         submission_id: Some(blame.submission_id),
         atomic_job_id: Some(pc.atomic_job_id),
         bisection_id: blame.bisection_id,
-        kind: facts.data.kind.as_str(),
+        kind: facts.data.kind.into(),
         state: if config.enabled {
-            outbox::OutboxState::Pending.as_str()
+            outbox::OutboxState::Pending
         } else {
-            outbox::OutboxState::MailOff.as_str()
+            outbox::OutboxState::MailOff
         },
         subject: rendered.subject,
         envelope_from: config.report.robot_address.clone(),
@@ -160,7 +160,7 @@ async fn enqueue(tx: &mut Tx, config: &MailConfig, blame: &Blame<'_>) -> Result<
     };
     let id = outbox::insert(tx, &row).await?;
     if id.is_some() {
-        tracing::info!(message_id = %row.message_id, subject = %row.subject, state = row.state, "report written");
+        tracing::info!(message_id = %row.message_id, subject = %row.subject, state = %row.state, "report written");
         return Ok(id);
     }
     // Written before, or a finding of the same culprit committed first on
@@ -217,10 +217,12 @@ async fn load_context(
 ) -> Result<Context> {
     let (repo_name, repo_url, branch, submission_created_at): (String, String, String, i64) =
         sqlx::query_as(
-            // A watch's pair is on the watched branch.
-            "SELECT r.name, r.url, COALESCE(w.branch, r.default_branch), s.created_at \
-         FROM submissions s JOIN repos r ON r.id = s.repo_id \
-         LEFT JOIN watches w ON w.id = s.watch_id WHERE s.id = $1",
+            // A watch's pair is on the watched branch (`submissions.branch`,
+            // which a series pair also names: its report keeps the default).
+            "SELECT r.name, r.url, \
+                 COALESCE(CASE WHEN s.watch_id IS NOT NULL THEN s.branch END, r.default_branch), \
+                 s.created_at \
+             FROM submissions s JOIN repos r ON r.id = s.repo_id WHERE s.id = $1",
         )
         .bind(submission_id)
         .fetch_one(&mut **tx)

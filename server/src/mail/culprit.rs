@@ -48,7 +48,8 @@ struct Standing {
     id: i64,
     message_id: String,
     subject: String,
-    state: String,
+    #[sqlx(try_from = "String")]
+    state: OutboxState,
     attempts: i64,
     facts: Option<String>,
 }
@@ -148,8 +149,7 @@ async fn found_elsewhere(
 
 /// Not handed to a relay yet, nor ever tried.
 fn unsent(s: &Standing) -> bool {
-    (s.state == OutboxState::Pending.as_str() && s.attempts == 0)
-        || s.state == OutboxState::MailOff.as_str()
+    (s.state == OutboxState::Pending && s.attempts == 0) || s.state == OutboxState::MailOff
 }
 
 /// Renders the report again with its new section. False when a sender

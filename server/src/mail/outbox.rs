@@ -14,38 +14,13 @@
 use kbot_api::reports::{Attempt, StoredReport};
 
 use crate::access::Reader;
-use crate::db::{text_enum, Db, Tx};
+use crate::db::{Db, Tx};
 use crate::error::Result;
 
-text_enum! {
-    /// `report_outbox.state` (see [`StoredReport::state`]).
-    pub enum OutboxState {
-        MailOff = "mail_off",
-        Pending = "pending",
-        Sending = "sending",
-        Handed = "handed",
-        Sent = "sent",
-        Failed = "failed",
-        Uncertain = "uncertain",
-    }
-}
-
-/// Whether anyone may read a report in `state` (its Message-ID, its text
-/// without recipients): it has left, or may have (`uncertain`), or it is
-/// never mailed (`mail_off`: the dashboard is its only copy). A report
-/// still waiting to leave is the signed-in users' alone, so nobody answers
-/// it before its recipients have it.
-pub fn public(state: &str) -> bool {
-    matches!(
-        OutboxState::parse(state),
-        Some(
-            OutboxState::Sent | OutboxState::Handed | OutboxState::Uncertain | OutboxState::MailOff
-        )
-    )
-}
+pub use kbot_api::reports::{AttemptOutcome, OutboxState, ReportKind};
 
 /// Whether `reader` sees every report whole: its recipients, the relay's
-/// words, and reports that are not [`public`] yet. Only people do (a
+/// words, and reports that are not public yet ([`OutboxState::is_public`]). Only people do (a
 /// session or a user token); an agent reads what anyone may.
 pub fn sees_all(reader: Reader) -> bool {
     reader == Reader::User
@@ -55,17 +30,23 @@ pub fn sees_all(reader: Reader) -> bool {
 /// `state`. Every page and API answer that names a report asks this: a
 /// Message-ID shown early lets a stranger answer the report with a
 /// command before its recipients have it.
-pub fn readable(reader: Reader, state: &str) -> bool {
-    sees_all(reader) || public(state)
+pub fn readable(reader: Reader, state: OutboxState) -> bool {
+    sees_all(reader) || state.is_public()
+}
+
+/// [`readable`] for a state read as text; a state kbot does not know is
+/// read by nobody but signed-in users.
+pub fn readable_text(reader: Reader, state: &str) -> bool {
+    sees_all(reader) || OutboxState::parse(state).is_some_and(OutboxState::is_public)
 }
 
 /// A report's stored text as `reader` may read it: whole for a signed-in
-/// reader, without its To and Cc for anyone once it is [`public`], and
+/// reader, without its To and Cc for anyone once it is public, and
 /// nothing before.
-pub fn message_for(reader: Reader, state: &str, message: &str) -> Option<String> {
+pub fn message_for(reader: Reader, state: OutboxState, message: &str) -> Option<String> {
     if sees_all(reader) {
         Some(message.to_owned())
-    } else if public(state) {
+    } else if state.is_public() {
         Some(without_recipients(message))
     } else {
         None
@@ -103,10 +84,10 @@ pub struct NewReport {
     pub atomic_job_id: Option<i64>,
     pub bisection_id: Option<i64>,
     /// `regression` or `improvement`.
-    pub kind: &'static str,
+    pub kind: ReportKind,
     /// `pending` (to send) or `mail_off` (written while mail is off): an
     /// [`OutboxState::as_str`].
-    pub state: &'static str,
+    pub state: OutboxState,
     pub subject: String,
     pub envelope_from: String,
     pub recipients: Vec<String>,
@@ -177,7 +158,7 @@ pub async fn insert(tx: &mut Tx, r: &NewReport) -> Result<Option<i64>> {
     .bind(&r.message_id)
     .bind(r.submission_id)
     .bind(r.atomic_job_id)
-    .bind(r.kind)
+    .bind(r.kind.as_str())
     .bind(&r.subject)
     .bind(&r.envelope_from)
     .bind(r.recipients.join("\n"))
@@ -185,7 +166,7 @@ pub async fn insert(tx: &mut Tx, r: &NewReport) -> Result<Option<i64>> {
     .bind(r.send_after)
     .bind(r.created_at)
     .bind(r.bisection_id)
-    .bind(r.state)
+    .bind(r.state.as_str())
     .bind(&r.culprit)
     .bind(&r.facts)
     .bind(&r.thread)
@@ -260,12 +241,30 @@ pub async fn finish(
 ) -> Result<bool> {
     let mut tx = db.begin().await?;
     let (state, next, sent_at, label) = match outcome {
-        Outcome::Sent => (OutboxState::Sent, finished_at, Some(finished_at), "sent"),
-        Outcome::Transient { next_attempt_at } => {
-            (OutboxState::Pending, next_attempt_at, None, "transient")
-        }
-        Outcome::Permanent => (OutboxState::Failed, finished_at, None, "permanent"),
-        Outcome::Uncertain => (OutboxState::Uncertain, finished_at, None, "uncertain"),
+        Outcome::Sent => (
+            OutboxState::Sent,
+            finished_at,
+            Some(finished_at),
+            AttemptOutcome::Sent,
+        ),
+        Outcome::Transient { next_attempt_at } => (
+            OutboxState::Pending,
+            next_attempt_at,
+            None,
+            AttemptOutcome::Transient,
+        ),
+        Outcome::Permanent => (
+            OutboxState::Failed,
+            finished_at,
+            None,
+            AttemptOutcome::Permanent,
+        ),
+        Outcome::Uncertain => (
+            OutboxState::Uncertain,
+            finished_at,
+            None,
+            AttemptOutcome::Uncertain,
+        ),
     };
     let last_error = (outcome != Outcome::Sent).then_some(detail);
     let updated = sqlx::query(
@@ -293,7 +292,7 @@ pub async fn finish(
     .bind(sender)
     .bind(started_at)
     .bind(finished_at)
-    .bind(label)
+    .bind(label.as_str())
     .bind(detail)
     .execute(&mut *tx)
     .await?;
@@ -359,8 +358,8 @@ pub async fn settle_abandoned(db: &Db, now: i64) -> Result<usize> {
 const RESENDABLE: [OutboxState; 2] = [OutboxState::Uncertain, OutboxState::Failed];
 
 /// Whether [`resend`] takes a report in `state`.
-pub fn is_resendable(state: &str) -> bool {
-    OutboxState::parse(state).is_some_and(|s| RESENDABLE.contains(&s))
+pub fn is_resendable(state: OutboxState) -> bool {
+    RESENDABLE.contains(&state)
 }
 
 /// An operator's decision to send an `uncertain` or `failed` report (again):
@@ -389,12 +388,14 @@ struct ReportRecord {
     id: i64,
     message_id: String,
     submission_id: Option<i64>,
-    kind: String,
+    #[sqlx(try_from = "String")]
+    kind: ReportKind,
     subject: String,
     #[sqlx(try_from = "String")]
     recipients: Recipients,
     message: String,
-    state: String,
+    #[sqlx(try_from = "String")]
+    state: OutboxState,
     attempts: i64,
     next_attempt_at: i64,
     last_error: Option<String>,
@@ -465,19 +466,21 @@ pub async fn attempts(db: &Db, outbox_id: i64) -> Result<Vec<Attempt>> {
     .bind(outbox_id)
     .fetch_all(db.read())
     .await?;
-    Ok(rows
-        .into_iter()
+    rows.into_iter()
         .map(
-            |(attempt, sender, started_at, finished_at, outcome, detail)| Attempt {
-                attempt,
-                sender,
-                started_at,
-                finished_at,
-                outcome,
-                detail,
+            |(attempt, sender, started_at, finished_at, outcome, detail)| {
+                let outcome = AttemptOutcome::try_from(outcome).map_err(anyhow::Error::msg)?;
+                Ok(Attempt {
+                    attempt,
+                    sender,
+                    started_at,
+                    finished_at,
+                    outcome,
+                    detail,
+                })
             },
         )
-        .collect())
+        .collect()
 }
 
 fn split_recipients(s: &str) -> Vec<String> {

@@ -76,8 +76,8 @@ impl From<&StoredReport> for ReportRow {
         ReportRow {
             message_id: r.message_id.clone(),
             subject: r.subject.clone(),
-            kind: r.kind.clone(),
-            state: r.state.clone(),
+            kind: r.kind.to_string(),
+            state: r.state.to_string(),
             attempts: r.attempts,
             recipients: r.recipients.join(", "),
             created: format_time(r.created_at),
@@ -95,7 +95,7 @@ impl From<Attempt> for AttemptRow {
             attempt: a.attempt,
             sender: a.sender,
             at: format_time(a.started_at),
-            outcome: a.outcome,
+            outcome: a.outcome.to_string(),
             detail: a.detail,
         }
     }
@@ -120,7 +120,7 @@ fn for_anonymous(mut r: StoredReport) -> StoredReport {
     r.recipients.clear();
     // The relay's words may name a recipient ("550 <x@y>: no such user").
     r.last_error = None;
-    match outbox::message_for(Reader::Anonymous, &r.state, &r.message) {
+    match outbox::message_for(Reader::Anonymous, r.state, &r.message) {
         Some(message) => r.message = message,
         None => {
             r.message_id.clear();
@@ -149,7 +149,7 @@ async fn find_for(state: &AppState, key: &str, reader: Reader) -> Result<StoredR
     if sees_all(reader) {
         return Ok(r);
     }
-    if !outbox::public(&r.state) {
+    if !r.state.is_public() {
         return Err(Error::NotFound {
             what: "report",
             key: key.trim_matches(['<', '>']).to_owned(),
@@ -192,7 +192,7 @@ pub async fn show_page(
         .await
         .map_err(HtmlError)?;
     render(&ShowPage {
-        resendable: state.config.mail.enabled && outbox::is_resendable(&r.state),
+        resendable: state.config.mail.enabled && outbox::is_resendable(r.state),
         r: ReportRow::from(&r),
         message: r.message.clone(),
         attempts: attempts.into_iter().map(AttemptRow::from).collect(),

@@ -10,7 +10,7 @@
 
 use kbot_core::report::{self, mbox, MessageId, PostedPatch, RenderedReport};
 
-use super::outbox::{self, NewReport, OutboxState};
+use super::outbox::{self, NewReport, OutboxState, ReportKind};
 use crate::config::mail::MailConfig;
 use crate::db::Tx;
 use crate::error::Result;
@@ -82,38 +82,73 @@ pub struct PatchThread {
     pub posted: PostedPatch,
 }
 
-#[derive(sqlx::FromRow)]
-struct PatchRow {
-    message_id: String,
-    refs: String,
-    subject: String,
-    from_name: String,
-    from_address: String,
-    recipients: String,
-    list_address: Option<String>,
-    web_url: Option<String>,
-    list_name: String,
-    ref_name: Option<String>,
-    base_sha: Option<String>,
-    repo_name: String,
-    repo_url: String,
-    branch: String,
+/// A commit applied from a patch mail, and that mail as a thread needs it
+/// (`posted_patches`, migration 0028): the lists feature records one when
+/// it applies a series ([`record_posted`]); a report on the commit answers
+/// in the mail's thread ([`patch_thread`]).
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct PostedRow {
+    pub commit_sha: String,
+    pub message_id: String,
+    /// References, oldest first, one id a line.
+    pub refs: String,
+    pub subject: String,
+    pub from_name: String,
+    pub from_address: String,
+    /// To and Cc, `Name <address>` one a line.
+    pub recipients: String,
+    pub list_address: Option<String>,
+    pub web_url: Option<String>,
+    pub list_name: String,
+    pub ref_name: Option<String>,
+    pub base_sha: Option<String>,
+    pub repo_name: String,
+    pub repo_url: String,
+    pub branch: String,
 }
 
-/// The thread of the patch mail `commit` was applied from, if it was.
+/// Records where each commit of an applied series was posted, in the
+/// caller's transaction.
+pub async fn record_posted(tx: &mut Tx, rows: &[PostedRow]) -> Result<()> {
+    for r in rows {
+        sqlx::query(
+            "INSERT INTO posted_patches (commit_sha, message_id, refs, subject, from_name, \
+                 from_address, recipients, list_address, web_url, list_name, ref_name, \
+                 base_sha, repo_name, repo_url, branch) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+        )
+        .bind(&r.commit_sha)
+        .bind(&r.message_id)
+        .bind(&r.refs)
+        .bind(&r.subject)
+        .bind(&r.from_name)
+        .bind(&r.from_address)
+        .bind(&r.recipients)
+        .bind(r.list_address.as_deref())
+        .bind(r.web_url.as_deref())
+        .bind(&r.list_name)
+        .bind(r.ref_name.as_deref())
+        .bind(r.base_sha.as_deref())
+        .bind(&r.repo_name)
+        .bind(&r.repo_url)
+        .bind(&r.branch)
+        .execute(&mut **tx)
+        .await?;
+    }
+    Ok(())
+}
+
+/// The thread of the patch mail `commit` was applied from, if it was (the
+/// newest application of it).
 pub async fn patch_thread(
     tx: &mut Tx,
     config: &MailConfig,
     commit: &str,
 ) -> Result<Option<PatchThread>> {
-    let row = sqlx::query_as::<_, PatchRow>(
-        "SELECT p.message_id, m.refs, m.subject, m.from_name, m.from_address, m.recipients, \
-             l.address AS list_address, l.web_url, l.name AS list_name, s.ref_name, s.base_sha, \
-             r.name AS repo_name, r.url AS repo_url, l.branch \
-         FROM series_parts p JOIN series s ON s.id = p.series_id \
-         JOIN lists l ON l.id = s.list_id JOIN repos r ON r.id = l.repo_id \
-         JOIN list_messages m ON m.list_id = s.list_id AND m.message_id = p.message_id \
-         WHERE p.commit_sha = $1 ORDER BY s.id DESC LIMIT 1",
+    let row = sqlx::query_as::<_, PostedRow>(
+        "SELECT commit_sha, message_id, refs, subject, from_name, from_address, recipients, \
+             list_address, web_url, list_name, ref_name, base_sha, repo_name, repo_url, branch \
+         FROM posted_patches WHERE commit_sha = $1 ORDER BY id DESC LIMIT 1",
     )
     .bind(commit)
     .fetch_optional(&mut **tx)
@@ -238,11 +273,11 @@ pub async fn enqueue_answer(
         submission_id: answer.submission_id,
         atomic_job_id: None,
         bisection_id: None,
-        kind: "answer",
+        kind: ReportKind::Answer,
         state: if config.enabled {
-            OutboxState::Pending.as_str()
+            OutboxState::Pending
         } else {
-            OutboxState::MailOff.as_str()
+            OutboxState::MailOff
         },
         subject: rendered.subject,
         envelope_from: config.report.robot_address.clone(),

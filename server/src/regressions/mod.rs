@@ -46,8 +46,11 @@ pub fn state_label(state: &str) -> &str {
 /// `row` as `reader` may see it: the Message-ID of a report that is not
 /// public yet only for a signed-in reader ([`outbox::readable`]).
 pub fn for_reader(mut row: RegressionRow, reader: Reader) -> RegressionRow {
-    let state = row.report_state.as_deref().unwrap_or_default();
-    if !outbox::readable(reader, state) {
+    let readable = match row.report_state {
+        Some(state) => outbox::readable(reader, state),
+        None => outbox::sees_all(reader),
+    };
+    if !readable {
         row.report_message_id = None;
     }
     row

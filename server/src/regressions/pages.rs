@@ -74,13 +74,16 @@ impl From<&RegressionRow> for Row {
                 .change_pct
                 .map(|c| format!("{c:+.1}%"))
                 .unwrap_or_default(),
-            state: r.state.clone(),
-            state_label: state_label(&r.state).to_owned(),
+            state: r.state.to_string(),
+            state_label: state_label(r.state.as_str()).to_owned(),
             head_short: short_sha(&r.head_sha, SHORT_SHA),
             head_subject: r.head_subject.clone(),
-            bisection: r
-                .bisection_id
-                .map(|id| (id, r.bisection_state.clone().unwrap_or_default())),
+            bisection: r.bisection_id.map(|id| {
+                (
+                    id,
+                    r.bisection_state.map(|s| s.to_string()).unwrap_or_default(),
+                )
+            }),
             report: r
                 .report_message_id
                 .clone()
@@ -105,8 +108,8 @@ impl From<&HistoryRow> for Change {
         Change {
             at: format_time(h.at),
             who: h.user.clone().unwrap_or_else(|| "kbot (robot)".into()),
-            from: state_label(&h.from_state).to_owned(),
-            to: state_label(&h.to_state).to_owned(),
+            from: state_label(h.from_state.as_str()).to_owned(),
+            to: state_label(h.to_state.as_str()).to_owned(),
             note: h.note.clone(),
         }
     }
@@ -172,7 +175,7 @@ pub async fn show(
     let message = match r.report_id {
         Some(report) => outbox::by_id(&state.db, report)
             .await?
-            .and_then(|o| outbox::message_for(reader, &o.state, &o.message)),
+            .and_then(|o| outbox::message_for(reader, o.state, &o.message)),
         None => None,
     };
     let history = store::history(&state.db, id).await?;

@@ -94,6 +94,6 @@ pub async fn triage(
     Path(id): Path<i64>,
     ApiJson(request): ApiJson<TriageRequest>,
 ) -> Result<Json<RegressionRow>> {
-    store::set_state(&state.db, id, &user, &request.state, &request.note).await?;
+    store::set_state(&state.db, id, &user, request.state.as_str(), &request.note).await?;
     Ok(Json(store::get(&state.db, id).await?))
 }

@@ -1,24 +1,15 @@
 //! The `regressions` and `regression_events` tables.
 
+use kbot_api::bisections::BisectionState;
 use kbot_api::regressions::RegressionRow;
+use kbot_api::reports::OutboxState;
 
 use crate::auth::UserAuth;
-use crate::db::{text_enum, Backend, Db, NullableF64, Tx};
+use crate::db::{Backend, Db, NullableF64, Tx};
 use crate::error::{Error, Result};
 use crate::time::now_ms;
 
-text_enum! {
-    /// `regressions.state`: the triage state (see [`super::STATES`]).
-    pub enum TriageState {
-        New = "new",
-        Confirmed = "confirmed",
-        Reported = "reported",
-        Fixed = "fixed",
-        Invalid = "invalid",
-        WontFix = "wont_fix",
-        Duplicate = "duplicate",
-    }
-}
+pub use kbot_api::regressions::TriageState;
 
 /// A regression to record.
 pub struct NewRegression<'a> {
@@ -306,7 +297,8 @@ struct Record {
     metric: String,
     tbox_group: String,
     change_pct: Option<f64>,
-    state: String,
+    #[sqlx(try_from = "String")]
+    state: TriageState,
     head_sha: String,
     head_subject: String,
     bisection_id: Option<i64>,
@@ -320,9 +312,21 @@ struct Record {
     updated_at: i64,
 }
 
-impl From<Record> for RegressionRow {
-    fn from(r: Record) -> RegressionRow {
-        RegressionRow {
+/// A [`Record`] as the API shows it; a state kbot does not know is an error.
+fn row(r: Record) -> Result<RegressionRow> {
+    RegressionRow::try_from(r).map_err(|e| anyhow::Error::msg(e).into())
+}
+
+impl TryFrom<Record> for RegressionRow {
+    type Error = String;
+
+    fn try_from(r: Record) -> std::result::Result<RegressionRow, String> {
+        let bisection_state = r
+            .bisection_state
+            .map(BisectionState::try_from)
+            .transpose()?;
+        let report_state = r.report_state.map(OutboxState::try_from).transpose()?;
+        Ok(RegressionRow {
             id: r.id,
             repo: r.repo,
             submission_id: r.submission_id,
@@ -333,15 +337,15 @@ impl From<Record> for RegressionRow {
             head_sha: r.head_sha,
             head_subject: r.head_subject,
             bisection_id: r.bisection_id,
-            bisection_state: r.bisection_state,
+            bisection_state,
             report_id: r.report_id,
             report_message_id: r.message_id,
             report_subject: r.report_subject,
-            report_state: r.report_state,
+            report_state,
             duplicate_of: r.duplicate_of,
             created_at: r.created_at,
             updated_at: r.updated_at,
-        }
+        })
     }
 }
 
@@ -390,7 +394,7 @@ pub async fn list(db: &Db, filter: &Filter, limit: i64, offset: i64) -> Result<V
         query = query.bind(value);
     }
     let rows = query.bind(limit).bind(offset).fetch_all(db.read()).await?;
-    Ok(rows.into_iter().map(RegressionRow::from).collect())
+    rows.into_iter().map(row).collect()
 }
 
 /// One regression.
@@ -399,8 +403,8 @@ pub async fn get(db: &Db, id: i64) -> Result<RegressionRow> {
         .bind(id)
         .fetch_optional(db.read())
         .await?
-        .map(RegressionRow::from)
         .ok_or_else(|| Error::not_found("regression", id))
+        .and_then(row)
 }
 
 /// One change of a regression's triage state.
@@ -410,8 +414,10 @@ pub struct HistoryRow {
     /// `None`: the robot.
     #[sqlx(rename = "name")]
     pub user: Option<String>,
-    pub from_state: String,
-    pub to_state: String,
+    #[sqlx(try_from = "String")]
+    pub from_state: TriageState,
+    #[sqlx(try_from = "String")]
+    pub to_state: TriageState,
     pub note: String,
 }
 

@@ -5,6 +5,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use kbot_api::agent::JobState;
+use kbot_api::submissions::Side;
 use kbot_core::kcidb::{self, Build, Checkout, Document, Environment, Number, Status, Test};
 use serde_json::json;
 
@@ -25,9 +27,11 @@ struct CommitRow {
 struct RunRow {
     job_id: i64,
     commit_id: i64,
-    side: String,
+    #[sqlx(try_from = "String")]
+    side: Side,
     run_index: i64,
-    state: String,
+    #[sqlx(try_from = "String")]
+    state: JobState,
     failure: Option<String>,
     failure_detail: Option<String>,
     atomic_job_id: i64,
@@ -131,7 +135,7 @@ pub async fn document(db: &Db, id: i64, mail: &MailConfig) -> Result<Document> {
             .as_deref()
             .and_then(|m| serde_json::from_str::<BTreeMap<String, f64>>(m).ok());
         match metrics {
-            Some(metrics) if run.state == "finished" && run.result_id.is_some() => {
+            Some(metrics) if run.state == JobState::Finished && run.result_id.is_some() => {
                 for (metric, value) in &metrics {
                     let verdict = verdict_of
                         .get(&(run.atomic_job_id, metric.as_str()))
@@ -160,7 +164,7 @@ fn build_of(
     checkout_id: &str,
     builds: &mut BTreeMap<String, Build>,
 ) -> String {
-    let booted = run.state == "finished" && run.backend.as_deref() != Some("host");
+    let booted = run.state == JobState::Finished && run.backend.as_deref() != Some("host");
     let (id, status) = match run.build_id {
         Some(b) => (
             kcidb::id("build", b),
@@ -242,7 +246,7 @@ impl RunContext<'_> {
     /// One metric of a finished run; the pair's verdict on the head side.
     fn measured(&self, metric: &str, value: f64, verdict: Option<(&str, Option<f64>)>) -> Test {
         let mut misc = self.misc();
-        if let (Some((v, change)), "head") = (verdict, self.run.side.as_str()) {
+        if let (Some((v, change)), Side::Head) = (verdict, self.run.side) {
             misc["kbot_verdict"] = json!(v);
             misc["change_percent"] = json!(change);
         }

@@ -88,7 +88,7 @@ pub async fn submit(
             head: &head,
             priority: i64::from(req.priority),
             max_runs,
-            kind: "user",
+            kind: kbot_api::submissions::SubmissionKind::User,
             bisect: req.bisect.unwrap_or(true),
             watch_id: None,
             branch: None,
@@ -123,7 +123,7 @@ pub(crate) struct NewPair<'a> {
     pub head: &'a StoredCommit,
     pub priority: i64,
     pub max_runs: u32,
-    pub kind: &'static str,
+    pub kind: kbot_api::submissions::SubmissionKind,
     pub bisect: bool,
     pub watch_id: Option<i64>,
     /// The branch the pair was taken from (a watch's, a list's): its runs

@@ -8,10 +8,11 @@ use kbot_core::job::{AtomicJob, Skipped};
 
 use crate::db::{Db, JsonOrDefault, JsonText, Tx};
 use crate::error::{Error, Result};
-use crate::jobs::{StoredJobState, SubmissionState};
+use crate::jobs::SubmissionState;
 use crate::repos::{commit_by_id, commits_by_ids, StoredCommit};
 use kbot_api::submissions::{
-    ComparisonView, EventView, JobCounts, JobView, MeasuredBy, RunResult, SubmissionView,
+    ComparisonView, EventView, JobCounts, JobView, MeasuredBy, RunResult, Side, SubmissionKind,
+    SubmissionStatus, SubmissionView, Verdict,
 };
 
 /// A `submissions` row.
@@ -32,13 +33,13 @@ pub struct SubmissionRow {
     pub state: SubmissionState,
     pub created_at: i64,
     pub finished_at: Option<i64>,
-    pub kind: String,
+    #[sqlx(try_from = "String")]
+    pub kind: SubmissionKind,
 }
 
 pub(crate) struct NewSubmission<'a> {
     pub user_id: i64,
-    /// `user`, `watch`, `bisect` or `verify` (see migration 0007).
-    pub kind: &'static str,
+    pub kind: SubmissionKind,
     /// Whether a regression verdict starts a bisection.
     pub bisect: bool,
     pub watch_id: Option<i64>,
@@ -72,7 +73,7 @@ pub(crate) async fn insert_submission(tx: &mut Tx, s: &NewSubmission<'_>) -> Res
     .bind(s.runs_cap)
     .bind(SubmissionState::Active.as_str())
     .bind(s.created_at)
-    .bind(s.kind)
+    .bind(s.kind.as_str())
     .bind(i64::from(s.bisect))
     .bind(s.watch_id)
     .bind(&s.skipped)
@@ -152,7 +153,7 @@ fn view_of(
         repo: s.repo_name,
         submitter: s.user_name,
         kind: s.kind,
-        state: display_state(s.state, &jobs).to_owned(),
+        state: display_state(s.state, &jobs),
         base: base.view,
         head: head.view,
         priority: i32::try_from(s.priority).unwrap_or(0),
@@ -165,13 +166,13 @@ fn view_of(
 
 /// The stored state says `active` until the submission is settled; users
 /// want to know whether anything has started yet.
-fn display_state(stored: SubmissionState, jobs: &JobCounts) -> &'static str {
+fn display_state(stored: SubmissionState, jobs: &JobCounts) -> SubmissionStatus {
     match stored {
-        SubmissionState::Done if jobs.finished == 0 && jobs.failed > 0 => "failed",
-        SubmissionState::Done => "done",
-        SubmissionState::Cancelled => "cancelled",
-        _ if jobs.active > 0 || jobs.finished > 0 || jobs.failed > 0 => "running",
-        _ => "queued",
+        SubmissionState::Done if jobs.finished == 0 && jobs.failed > 0 => SubmissionStatus::Failed,
+        SubmissionState::Done => SubmissionStatus::Done,
+        SubmissionState::Cancelled => SubmissionStatus::Cancelled,
+        _ if jobs.active > 0 || jobs.finished > 0 || jobs.failed > 0 => SubmissionStatus::Running,
+        _ => SubmissionStatus::Queued,
     }
 }
 
@@ -191,7 +192,7 @@ async fn job_counts_of(db: &Db, submissions: &[i64]) -> Result<HashMap<i64, JobC
     }
     let mut out: HashMap<i64, JobCounts> = HashMap::new();
     for (submission, state, n) in query.fetch_all(db.read()).await? {
-        let StoredJobState(state) = StoredJobState::try_from(state).map_err(anyhow::Error::msg)?;
+        let state = JobState::try_from(state).map_err(anyhow::Error::msg)?;
         let n = u32::try_from(n).unwrap_or(u32::MAX);
         let counts = out.entry(submission).or_default();
         counts.total += n;
@@ -221,10 +222,12 @@ pub(super) async fn atomic_jobs(db: &Db, submission_id: i64) -> Result<Vec<Atomi
 struct JobViewRow {
     id: i64,
     position: i64,
-    side: String,
+    #[sqlx(try_from = "String")]
+    side: Side,
     sha: String,
     run_index: i64,
-    state: String,
+    #[sqlx(try_from = "String")]
+    state: JobState,
     attempts: i64,
     agent: Option<String>,
 }
@@ -276,16 +279,17 @@ pub async fn events(db: &Db, submission_id: i64, after: i64, limit: u32) -> Resu
     .bind(i64::from(limit.clamp(1, 5000)))
     .fetch_all(db.read())
     .await?;
-    Ok(rows
-        .into_iter()
-        .map(|(id, job_id, state, detail, at)| EventView {
-            id,
-            job_id,
-            state,
-            detail,
-            at,
+    rows.into_iter()
+        .map(|(id, job_id, state, detail, at)| {
+            Ok(EventView {
+                id,
+                job_id,
+                state: JobState::try_from(state).map_err(anyhow::Error::msg)?,
+                detail,
+                at,
+            })
         })
-        .collect())
+        .collect()
 }
 
 /// A finished run as [`run_results`] reads it.
@@ -293,7 +297,8 @@ pub async fn events(db: &Db, submission_id: i64, after: i64, limit: u32) -> Resu
 struct RunResultRow {
     job_id: i64,
     position: i64,
-    side: String,
+    #[sqlx(try_from = "String")]
+    side: Side,
     sha: String,
     run_index: i64,
     metrics: JsonText<BTreeMap<String, f64>>,
@@ -351,7 +356,8 @@ pub async fn run_results(db: &Db, submission_id: i64) -> Result<Vec<RunResult>> 
 struct ComparisonRow {
     position: i64,
     metric: String,
-    verdict: String,
+    #[sqlx(try_from = "String")]
+    verdict: Verdict,
     base_n: i64,
     head_n: i64,
     base_mean: Option<f64>,

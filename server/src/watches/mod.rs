@@ -22,7 +22,7 @@ use crate::state::AppState;
 use crate::submissions::{self, NewPair};
 use crate::time::now_ms;
 use crate::worker::{self, Pace, Woken, Worker};
-use kbot_api::watches::{WatchCreate, WatchDetail, WatchView};
+use kbot_api::watches::{WatchCreate, WatchDetail, WatchEventKind, WatchView};
 use store::WatchRow;
 
 /// How often the worker looks for due watches.
@@ -185,21 +185,21 @@ async fn settle_pair(state: &AppState, w: &WatchRow, submission_id: i64) -> Resu
     store::pair_ended(&mut tx, w.id, good).await?;
     let (kind, detail) = match (&good, outcome.state) {
         (Some(_), _) => (
-            "tested",
+            WatchEventKind::Tested,
             format!(
                 "head {} tested (submission {submission_id}); it is the next base",
                 head.sha
             ),
         ),
         (None, SubmissionState::Cancelled) => (
-            "cancelled",
+            WatchEventKind::Cancelled,
             format!(
                 "the pair of head {} was cancelled (submission {submission_id})",
                 head.sha
             ),
         ),
         (None, _) => (
-            "head_failed",
+            WatchEventKind::HeadFailed,
             format!(
                 "head {} did not run ({}; submission {submission_id}): not compared; the next \
                  head is compared against the last good one",
@@ -210,7 +210,12 @@ async fn settle_pair(state: &AppState, w: &WatchRow, submission_id: i64) -> Resu
     };
     store::event(&mut tx, w.id, kind, &detail).await?;
     tx.commit().await?;
-    tracing::info!(watch = w.id, submission_id, kind, "watch pair ended");
+    tracing::info!(
+        watch = w.id,
+        submission_id,
+        kind = kind.as_str(),
+        "watch pair ended"
+    );
     Ok(Settled::Ended(good))
 }
 
@@ -262,7 +267,7 @@ async fn submit_head(
             head: &head,
             priority: 0,
             max_runs: u32::try_from(w.runs_cap).unwrap_or(1),
-            kind: "watch",
+            kind: kbot_api::submissions::SubmissionKind::Watch,
             bisect: true,
             watch_id: Some(w.id),
             branch: Some(&w.branch),
@@ -274,7 +279,7 @@ async fn submit_head(
         "new head {} ({}) tested against {} (submission {id})",
         head.sha, head.view.subject, base.sha
     );
-    store::event(&mut tx, w.id, "submitted", &detail).await?;
+    store::event(&mut tx, w.id, WatchEventKind::Submitted, &detail).await?;
     tx.commit().await?;
     state.wake_lessees();
     tracing::info!(watch = w.id, submission = id, head = %head.sha, base = %base.sha, "watch submitted a new head");

@@ -41,7 +41,7 @@ impl From<&WatchView> for WatchRow {
             repo: w.repo.clone(),
             branch: w.branch.clone(),
             job: w.job_name.clone(),
-            state: w.state.clone(),
+            state: w.state.to_string(),
             interval: w.interval_secs,
             last_seen: sha(&w.last_seen),
             last_tested: sha(&w.last_tested),

@@ -1,19 +1,13 @@
 //! SQL of watches and their events.
 
-use crate::db::{text_enum, Db, Tx};
+use crate::db::{Db, Tx};
 use crate::error::{Error, Result};
 use crate::jobs::truncate;
 use crate::jobs::SubmissionState;
 use crate::time::now_ms;
-use kbot_api::watches::{WatchEvent, WatchView};
+use kbot_api::watches::{WatchEvent, WatchEventKind, WatchView};
 
-text_enum! {
-    /// `watches.state`.
-    pub enum WatchState {
-        Active = "active",
-        Removed = "removed",
-    }
-}
+pub use kbot_api::watches::SourceState as WatchState;
 
 /// Longest event detail kept (git's stderr can be long).
 const MAX_EVENT_BYTES: usize = 4096;
@@ -61,7 +55,7 @@ impl WatchRow {
             tbox_group: self.tbox_group.clone(),
             interval_secs: u32::try_from(self.interval_secs).unwrap_or(u32::MAX),
             max_runs: u32::try_from(self.runs_cap).unwrap_or(0),
-            state: self.state.as_str().to_owned(),
+            state: self.state,
             last_seen: self.last_seen_sha.clone(),
             last_tested: self.last_tested_sha.clone(),
             last_good: self.last_good_sha.clone(),
@@ -149,7 +143,13 @@ pub async fn insert(db: &Db, w: &NewWatch<'_>) -> Result<i64> {
     .bind(now)
     .fetch_one(&mut *tx)
     .await?;
-    event(&mut tx, id, "created", &format!("watching {}", w.branch)).await?;
+    event(
+        &mut tx,
+        id,
+        WatchEventKind::Created,
+        &format!("watching {}", w.branch),
+    )
+    .await?;
     tx.commit().await?;
     Ok(id)
 }
@@ -163,17 +163,23 @@ pub async fn remove(db: &Db, id: i64, by: &str) -> Result<()> {
         .execute(&mut *tx)
         .await?;
     if done.rows_affected() == 1 {
-        event(&mut tx, id, "removed", &format!("removed by {by}")).await?;
+        event(
+            &mut tx,
+            id,
+            WatchEventKind::Removed,
+            &format!("removed by {by}"),
+        )
+        .await?;
     }
     tx.commit().await?;
     Ok(())
 }
 
-pub async fn event(tx: &mut Tx, watch_id: i64, kind: &str, detail: &str) -> Result<()> {
+pub async fn event(tx: &mut Tx, watch_id: i64, kind: WatchEventKind, detail: &str) -> Result<()> {
     sqlx::query("INSERT INTO watch_events (watch_id, at, kind, detail) VALUES ($1, $2, $3, $4)")
         .bind(watch_id)
         .bind(now_ms())
-        .bind(kind)
+        .bind(kind.as_str())
         .bind(truncate(detail, MAX_EVENT_BYTES))
         .execute(&mut **tx)
         .await?;
@@ -198,7 +204,7 @@ pub async fn fetched(db: &Db, id: i64, seen: Result<&str, &str>) -> Result<()> {
     .execute(&mut *tx)
     .await?;
     if let Some(e) = error {
-        event(&mut tx, id, "fetch_failed", e).await?;
+        event(&mut tx, id, WatchEventKind::FetchFailed, e).await?;
     }
     tx.commit().await?;
     Ok(())
@@ -242,10 +248,13 @@ pub async fn events(db: &Db, watch_id: i64, limit: i64) -> Result<Vec<WatchEvent
     .bind(limit)
     .fetch_all(db.read())
     .await?;
-    let mut events: Vec<WatchEvent> = rows
+    let mut events = rows
         .into_iter()
-        .map(|(at, kind, detail)| WatchEvent { at, kind, detail })
-        .collect();
+        .map(|(at, kind, detail)| {
+            let kind = WatchEventKind::try_from(kind).map_err(anyhow::Error::msg)?;
+            Ok(WatchEvent { at, kind, detail })
+        })
+        .collect::<Result<Vec<WatchEvent>>>()?;
     events.reverse();
     Ok(events)
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use kbot_api::agent::{BootBackend, EnrollRequest, FoldedProfile};
 use kbot_load::seed;
-use kbot_server::mail::outbox;
+use kbot_server::mail::outbox::{self, OutboxState};
 use kbot_server::repos;
 use kbot_server::time::now_ms;
 use kbot_testkit::agent::{error_code, TestAgent};
@@ -139,7 +139,11 @@ async fn anonymous_readers_see_no_pending_report_and_no_recipient() {
         let pending = "pending.1@kbot.test";
         let sent = "sent.1@kbot.test";
         let off = "off.1@kbot.test";
-        for (id, state) in [(pending, "pending"), (sent, "sent"), (off, "mail_off")] {
+        for (id, state) in [
+            (pending, OutboxState::Pending),
+            (sent, OutboxState::Sent),
+            (off, OutboxState::MailOff),
+        ] {
             let mut tx = t.db().begin().await.expect("begin");
             outbox::insert(&mut tx, &kbot_testkit::outbox_report(id, state))
                 .await
@@ -270,7 +274,7 @@ async fn reported_regression(t: &TestServer, message_id: &str) -> (i64, i64) {
     .fetch_one(&mut *tx)
     .await
     .expect("bisection");
-    let mut report = kbot_testkit::outbox_report(message_id, "pending");
+    let mut report = kbot_testkit::outbox_report(message_id, OutboxState::Pending);
     report.submission_id = Some(seeded.submission_id);
     report.atomic_job_id = Some(job);
     report.bisection_id = Some(bisection);

@@ -79,7 +79,7 @@ async fn run_until_done(
             assert_eq!(response.status(), 200, "upload");
         }
         let detail: SubmissionDetail = get(t, user, &format!("/api/v1/submissions/{id}")).await;
-        if detail.submission.state == "done" {
+        if detail.submission.state.as_str() == "done" {
             return;
         }
         assert!(Instant::now() < deadline, "submission {id} never settled");
@@ -254,7 +254,11 @@ async fn pairs_measured_under_different_conditions_are_not_blamed_on_a_commit() 
             .iter()
             .find(|c| c.metric == "bw_pipe.bandwidth.MB/sec")
             .expect("the KPI's comparison");
-        assert_eq!(kpi.verdict, "different", "the samples do differ: {kpi:?}");
+        assert_eq!(
+            kpi.verdict.as_str(),
+            "different",
+            "the samples do differ: {kpi:?}"
+        );
         assert!(!kpi.tests_the_commits);
         let note = kpi.boot_note.clone().unwrap_or_default();
         assert!(

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kbot_server::db::Db;
-use kbot_server::mail::outbox;
+use kbot_server::mail::outbox::{self, OutboxState};
 use kbot_server::mail::{MailConfig, Sender};
 use kbot_testkit::{backends, Backend, TestServer};
 use serde_json::Value;
@@ -27,7 +27,7 @@ fn config(port: u16) -> MailConfig {
 }
 
 async fn queue(db: &Db) -> i64 {
-    let report = kbot_testkit::outbox_report(MESSAGE_ID, "pending");
+    let report = kbot_testkit::outbox_report(MESSAGE_ID, OutboxState::Pending);
     let mut tx = db.begin().await.expect("begin");
     let id = outbox::insert(&mut tx, &report)
         .await
@@ -96,7 +96,11 @@ async fn crash_after_accept(backend: Backend) {
         .await
         .expect("read")
         .expect("row");
-    assert_eq!(row.state, "handed", "{backend:?}: recorded before DATA");
+    assert_eq!(
+        row.state.as_str(),
+        "handed",
+        "{backend:?}: recorded before DATA"
+    );
     assert!(row.handed_at.is_some());
 
     // The restart: a whole server with mail on, on the same store.
@@ -186,7 +190,11 @@ async fn crash_before_data(backend: Backend) {
     })
     .await;
     let row = outbox::by_id(&db, id).await.expect("read").expect("row");
-    assert_eq!(row.state, "sending", "{backend:?}: stopped before DATA");
+    assert_eq!(
+        row.state.as_str(),
+        "sending",
+        "{backend:?}: stopped before DATA"
+    );
 
     // The relay never had the message: the restarted sender sends it.
     sink.shared.plan.lock().expect("lock").hold_at_rcpt = false;

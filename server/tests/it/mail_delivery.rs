@@ -40,8 +40,8 @@ fn new_report(now: i64) -> NewReport {
         submission_id: None,
         atomic_job_id: None,
         bisection_id: None,
-        kind: "regression",
-        state: "pending",
+        kind: outbox::ReportKind::Regression,
+        state: outbox::OutboxState::Pending,
         subject:
             "[linux:master] [fs/pipe] f7f4665dc5: lmbench3.PIPE.bandwidth.MB/sec 18.5% regression"
                 .into(),
@@ -200,7 +200,7 @@ async fn outage_case(backend: Backend) {
         .await
         .expect("read")
         .expect("row");
-    assert_eq!(row.state, "sent");
+    assert_eq!(row.state.as_str(), "sent");
     assert_eq!(
         row.attempts, 5,
         "3 refused connections, 1 deferred message, 1 success"
@@ -247,7 +247,7 @@ async fn connection_refused_until_the_relay_comes_up() {
         row.attempts >= 2,
         "retried while the relay was down: {row:?}"
     );
-    assert_eq!(row.state, "pending");
+    assert_eq!(row.state.as_str(), "pending");
     assert!(row.last_error.is_some());
 
     let sink = sink::Sink::start_on(
@@ -263,7 +263,7 @@ async fn connection_refused_until_the_relay_comes_up() {
         .await
         .expect("read")
         .expect("row");
-    assert_eq!(row.state, "sent");
+    assert_eq!(row.state.as_str(), "sent");
     db.close().await;
 }
 
@@ -285,7 +285,7 @@ async fn permanent_refusal_stops_retrying() {
             .await
             .expect("read")
             .expect("row");
-        if row.state == "failed" {
+        if row.state.as_str() == "failed" {
             failed = true;
             break;
         }
@@ -435,7 +435,7 @@ async fn relay_down_then_up(backend: Backend) {
                 "{backend:?}: attempt {} came {waited} ms after the one before, not {due}: {attempts:?}",
                 n + 2
             );
-            assert_eq!(w[0].outcome, "transient");
+            assert_eq!(w[0].outcome, outbox::AttemptOutcome::Transient);
         }
     }
 
@@ -463,9 +463,12 @@ async fn relay_down_then_up(backend: Backend) {
     got.sort();
     assert_eq!(got, ids, "{backend:?}: each report exactly once");
     for row in outbox::list(&db, 10).await.expect("list") {
-        assert_eq!(row.state, "sent", "{row:?}");
+        assert_eq!(row.state.as_str(), "sent", "{row:?}");
         let attempts = outbox::attempts(&db, row.id).await.expect("attempts");
-        let sent = attempts.iter().filter(|a| a.outcome == "sent").count();
+        let sent = attempts
+            .iter()
+            .filter(|a| a.outcome == outbox::AttemptOutcome::Sent)
+            .count();
         assert_eq!(sent, 1, "{attempts:?}");
     }
     server.stop().await;

@@ -147,7 +147,7 @@ async fn case(backend: Backend) {
 
     let reports = outbox::list(server.db(), 10).await.expect("list");
     assert_eq!(reports.len(), 1);
-    assert_eq!(reports[0].state, "sent");
+    assert_eq!(reports[0].state.as_str(), "sent");
     assert!(reports[0].submission_id.is_some());
     server.stop().await;
 }

@@ -359,3 +359,64 @@ async fn two_processes_migrating_one_new_store_both_succeed() {
         }
     }
 }
+
+/// Migration 0028 gives mail its own record of where each applied patch
+/// was posted: a series applied before it keeps answering in its patch's
+/// thread, without mail reading the lists' tables.
+#[tokio::test]
+async fn patches_applied_before_0028_keep_their_threads() {
+    for backend in backends() {
+        let store = TestStore::new(backend).await;
+        let db = Db::connect(&store.database_url).await.expect("connect");
+        migrate_up_to(&db, backend, "0028").await;
+        seed::submission(&db, "linux", "dev", seed::LOAD_JOB_FILE, 1, 0)
+            .await
+            .expect("seed");
+        for sql in [
+            "INSERT INTO lists (name, archive, archive_kind, address, web_url, repo_id, branch, \
+               job_name, job_file, runs_cap, interval_secs, wait_secs, user_id, next_check_at, \
+               created_at) \
+             SELECT 'netdev', '/srv/netdev', 'mbox', 'netdev@vger.kernel.org', \
+               'https://lore.kernel.org/netdev/', r.id, 'main', 'j', 'f', 4, 60, 60, u.id, 0, 1 \
+             FROM repos r, users u WHERE r.name = 'linux' AND u.name = 'dev'",
+            "INSERT INTO list_messages (list_id, message_id, refs, subject, from_name, \
+               from_address, recipients, date_ms, is_patch, has_diff, raw, origin, read_at) \
+             SELECT id, 'p1@example.org', 'cover@example.org', '[PATCH 1/1] pipe: one more', \
+               'Pat Pipe', 'pat@example.org', 'Maint <maint@example.org>', 1, 1, 1, '', \
+               'o', 1 FROM lists",
+            "INSERT INTO series (list_id, series_key, version, total, rfc, title, author_name, \
+               author_address, state, base_sha, base_how, ref_name, tip_sha, posted_at, \
+               last_part_at, created_at, updated_at) \
+             SELECT id, 'cover@example.org', 1, 1, 0, 'pipe: one more', 'Pat Pipe', \
+               'pat@example.org', 'tested', 'abc', 'base-commit', 'refs/kbot/series/netdev/1', \
+               'def', 1, 1, 1, 1 FROM lists",
+            "INSERT INTO series_parts (series_id, idx, message_id, commit_sha) \
+             SELECT id, 1, 'p1@example.org', 'def' FROM series",
+        ] {
+            execute(&db, sql).await;
+        }
+
+        db.migrate().await.expect("migrate to the current schema");
+
+        let row: (String, String, String, String, String, Option<String>) = sqlx::query_as(
+            "SELECT message_id, refs, list_name, branch, recipients, list_address \
+             FROM posted_patches WHERE commit_sha = 'def'",
+        )
+        .fetch_one(db.read())
+        .await
+        .expect("the applied patch's thread");
+        assert_eq!(
+            row,
+            (
+                "p1@example.org".into(),
+                "cover@example.org".into(),
+                "netdev".into(),
+                "main".into(),
+                "Maint <maint@example.org>".into(),
+                Some("netdev@vger.kernel.org".into()),
+            ),
+            "{backend:?}"
+        );
+        db.close().await;
+    }
+}

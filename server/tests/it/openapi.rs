@@ -253,6 +253,64 @@ async fn security_follows_the_token_kinds() {
     t.stop().await;
 }
 
+/// Every state, kind, side and verdict of the API is a string enum in the
+/// document, with the values the server writes: a client can match on them
+/// instead of on free text.
+#[tokio::test]
+async fn states_and_kinds_are_string_enums() {
+    let t = TestServer::start(Backend::Sqlite).await;
+    let doc = document(&t).await;
+    let schemas = &doc["components"]["schemas"];
+    let values = |schema: &str| -> Vec<String> {
+        let s = &schemas[schema];
+        assert_eq!(s["type"].as_str(), Some("string"), "{schema}: {s}");
+        s["enum"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{schema} has no enum: {s}"))
+            .iter()
+            .map(|v| v.as_str().expect("a string value").to_owned())
+            .collect()
+    };
+    assert_eq!(
+        values("SubmissionStatus"),
+        ["queued", "running", "done", "failed", "cancelled"]
+    );
+    assert_eq!(values("Verdict"), ["different", "same", "unknown"]);
+    assert_eq!(values("Side"), ["base", "head"]);
+    assert!(values("OutboxState").contains(&"mail_off".to_owned()));
+    assert!(values("SeriesState").contains(&"over_quota".to_owned()));
+    assert!(values("ArchiveKind").contains(&"public-inbox-v2".to_owned()));
+    // Each typed field refers to its enum instead of being a plain string.
+    for (object, field, schema) in [
+        ("SubmissionView", "state", "SubmissionStatus"),
+        ("SubmissionView", "kind", "SubmissionKind"),
+        ("JobView", "state", "JobState"),
+        ("JobView", "side", "Side"),
+        ("ComparisonView", "verdict", "Verdict"),
+        ("BisectionView", "state", "BisectionState"),
+        ("StepView", "state", "StepState"),
+        ("RegressionRow", "state", "TriageState"),
+        ("StoredReport", "state", "OutboxState"),
+        ("StoredReport", "kind", "ReportKind"),
+        ("WatchView", "state", "SourceState"),
+        ("WatchEvent", "kind", "WatchEventKind"),
+        ("ListView", "state", "SourceState"),
+        ("ListEvent", "kind", "ListEventKind"),
+        ("SeriesView", "state", "SeriesState"),
+        ("ListCommand", "command", "CommandName"),
+        ("ListCommand", "state", "CommandState"),
+    ] {
+        let property = &schemas[object]["properties"][field];
+        let reference = property["$ref"].as_str().unwrap_or_default();
+        assert_eq!(
+            reference,
+            format!("#/components/schemas/{schema}"),
+            "{object}.{field}: {property}"
+        );
+    }
+    t.stop().await;
+}
+
 /// The installed tool `name`, or `None` (a failure under CI) when it is missing.
 fn tool(name: &str) -> Option<PathBuf> {
     let found = std::env::var_os("PATH").and_then(|paths| {
@@ -391,7 +449,7 @@ async fn generated_client_round_trip(generator: &Path, backend: Backend) {
         .json()
         .await
         .expect("results JSON");
-    assert_eq!(results.submission.state, "done", "{backend:?}");
+    assert_eq!(results.submission.state.as_str(), "done", "{backend:?}");
     assert_eq!(read["state"], "done");
     assert_eq!(read["jobs"].as_u64(), Some(results.runs.len() as u64));
     let compared = read["comparisons"].as_array().expect("comparisons");

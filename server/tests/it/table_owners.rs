@@ -15,9 +15,7 @@ use kbot_server::TABLE_OWNERS;
 
 use crate::layering::{identifier, product_sql};
 
-/// Breaks of the rules the code still has, each `(module, verb, table)`:
-/// what to move where is #40's (`robot/` with a typed origin; mail finding
-/// its thread through the origin instead of the lists' tables).
+/// Breaks of the rules the code still has, each `(module, verb, table)`.
 const KNOWN: &[(&str, &str, &str, &str)] = &[
     // The agent's busy/idle and last-seen, written in the same round trip
     // as the job's lease and release (one statement batch, `db::join_writes`).
@@ -28,29 +26,14 @@ const KNOWN: &[(&str, &str, &str, &str)] = &[
         "an agent's state with its job's",
     ),
     ("scheduler", "writes", "agents", "an agent seen by its poll"),
-    // The profile pages read the pairs and bisection steps they compare.
-    ("profiles", "reads", "jobs", "a profile's run"),
-    ("profiles", "reads", "atomic_jobs", "a profile's job"),
-    ("profiles", "reads", "results", "a profile's result"),
-    ("profiles", "reads", "submissions", "a profile's pair"),
+    // A landed fix's answer copies the lists that follow the branches
+    // holding it.
     (
-        "profiles",
+        "mail",
         "reads",
-        "bisections",
-        "a bisection step's profile",
+        "lists",
+        "the lists of a landed fix's branches",
     ),
-    (
-        "profiles",
-        "reads",
-        "bisection_steps",
-        "a bisection step's profile",
-    ),
-    // Mail finds a series' thread by commit sha in the lists' tables.
-    ("mail", "reads", "lists", "a report's thread"),
-    ("mail", "reads", "series", "a report's thread"),
-    ("mail", "reads", "series_parts", "a report's thread"),
-    ("mail", "reads", "list_messages", "a report's thread"),
-    ("mail", "reads", "watches", "a watch report's branch"),
     // A regression's page names the bisection that found it.
     (
         "regressions",

@@ -107,7 +107,7 @@ async fn run_agent(f: &Fixture, agent: &TestAgent<'_>, head_sha: &str, id: i64) 
         );
         if agent.run_slower_head(head_sha).await.is_none() {
             let s: SubmissionDetail = f.get_json(&format!("/api/v1/submissions/{id}")).await;
-            if s.submission.state != "running" && s.submission.state != "queued" {
+            if s.submission.state.as_str() != "running" && s.submission.state.as_str() != "queued" {
                 return s.submission;
             }
         }
@@ -135,7 +135,7 @@ async fn submission_runs_compares_and_settles() {
         );
 
         let done = run_agent(&f, &agent, &f.shas[1], s.id).await;
-        assert_eq!(done.state, "done", "{backend:?}");
+        assert_eq!(done.state.as_str(), "done", "{backend:?}");
         // 2 runs per side, then the job's 3 and the first look's 4, then 6:
         // the first look at which Welch's t may decide. 12 jobs.
         assert_eq!(
@@ -153,7 +153,7 @@ async fn submission_runs_compares_and_settles() {
             .iter()
             .find(|c| c.metric == KPI)
             .expect("KPI compared");
-        assert_eq!(kpi.verdict, "different");
+        assert_eq!(kpi.verdict.as_str(), "different");
         assert_eq!((kpi.base_runs, kpi.head_runs), (6, 6));
         let change = kpi.change_percent.expect("change");
         assert!((-21.0..-19.0).contains(&change), "change {change}");
@@ -217,7 +217,7 @@ async fn run_cap_settles_an_undecided_pair() {
             (f.shas[0].as_str(), f.shas[2].as_str())
         );
         let done = run_agent(&f, &agent, &f.shas[2], s.id).await;
-        assert_eq!(done.state, "done");
+        assert_eq!(done.state.as_str(), "done");
         // 3 vs 3 runs can never reach p < 0.01: the verdict stays unknown,
         // and the cap of 3 stops the extra runs.
         assert_eq!(done.jobs.total, 6, "{backend:?}");
@@ -229,7 +229,7 @@ async fn run_cap_settles_an_undecided_pair() {
             .iter()
             .find(|c| c.metric == KPI)
             .expect("KPI");
-        assert_eq!(kpi.verdict, "unknown");
+        assert_eq!(kpi.verdict.as_str(), "unknown");
         f.server.stop().await;
     }
 }
@@ -248,7 +248,7 @@ async fn a_head_that_never_builds_settles_without_a_comparison() {
             let Some(job) = agent.lease_waiting(1).await else {
                 let d: SubmissionDetail =
                     f.get_json(&format!("/api/v1/submissions/{}", s.id)).await;
-                if d.submission.state != "running" {
+                if d.submission.state.as_str() != "running" {
                     break d.submission;
                 }
                 continue;
@@ -263,7 +263,7 @@ async fn a_head_that_never_builds_settles_without_a_comparison() {
         };
         // No extra runs for a side that cannot produce any: the first batch
         // of 2 + 2 jobs only.
-        assert_eq!(settled.state, "done", "{backend:?}");
+        assert_eq!(settled.state.as_str(), "done", "{backend:?}");
         assert_eq!(
             (
                 settled.jobs.finished,

@@ -4,7 +4,7 @@
 
 use kbot_testkit::smtp_sink;
 
-use kbot_server::mail::outbox;
+use kbot_server::mail::outbox::{self, OutboxState};
 use kbot_testkit::{backends, TestServer};
 use reqwest::header::{COOKIE, LOCATION, SET_COOKIE};
 use reqwest::redirect::Policy;
@@ -377,7 +377,7 @@ async fn an_uncertain_report_is_resent_from_its_page() {
 
 /// A report whose sender stopped mid-handoff, as the outbox records one.
 async fn queue_uncertain(db: &kbot_server::db::Db, message_id: &str) {
-    let report = kbot_testkit::outbox_report(message_id, "uncertain");
+    let report = kbot_testkit::outbox_report(message_id, OutboxState::Uncertain);
     let mut tx = db.begin().await.expect("begin");
     outbox::insert(&mut tx, &report).await.expect("insert");
     tx.commit().await.expect("commit");
@@ -389,4 +389,5 @@ async fn state_of(t: &TestServer, message_id: &str) -> String {
         .expect("read")
         .expect("the report")
         .state
+        .to_string()
 }

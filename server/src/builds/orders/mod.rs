@@ -21,7 +21,7 @@ use std::time::Duration;
 use kbot_api::builds::{machine_arch, BuildOrder, OrderView};
 use sqlx::AnyConnection;
 
-use crate::db::{text_enum, Db, Tx};
+use crate::db::{Db, Tx};
 use crate::error::{Error, Result};
 use crate::jobs::build_spec::{kconfig_named, repo_spec};
 use crate::state::AppState;
@@ -29,26 +29,7 @@ use crate::time::now_ms;
 
 pub mod routes;
 
-text_enum! {
-    /// `build_orders.state`.
-    pub enum OrderState {
-        Queued = "queued",
-        Leased = "leased",
-        Done = "done",
-        GivenUp = "given_up",
-    }
-}
-
-impl From<OrderState> for kbot_api::builds::OrderState {
-    fn from(s: OrderState) -> Self {
-        match s {
-            OrderState::Queued => Self::Queued,
-            OrderState::Leased => Self::Leased,
-            OrderState::Done => Self::Done,
-            OrderState::GivenUp => Self::GivenUp,
-        }
-    }
-}
+pub use kbot_api::builds::OrderState;
 
 /// How many queued jobs one plan looks at, best first (the scheduler's
 /// own window is 64: a plan runs ahead of it).
@@ -396,7 +377,7 @@ pub async fn list(
             kconfig: r.kconfig,
             compiler: r.compiler,
             arch: r.arch,
-            state: r.state.into(),
+            state: r.state,
             agent: r.agent,
             leases: r.leases,
             build_key: r.build_key,

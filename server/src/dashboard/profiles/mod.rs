@@ -1,20 +1,15 @@
-//! Kernel profiles: the folded call stacks an agent takes of one extra,
-//! unmeasured execution of a workload (QEMU guests with perf) and uploads
-//! with the run's result, and the dashboard's comparison of two sides.
-//!
-//! The upload stores a result's profile in its own transaction
-//! ([`store::insert`], called by `jobs::results`). A side is the finished
-//! runs of an atomic job at one commit: a pair's base and head, or a
-//! bisection's good end and one tested commit ([`store::Side`]). Its
+//! The dashboard's comparison of the kernel profiles (stored by
+//! `profiles`) of two sides. A side is the finished runs of an atomic job
+//! at one commit: a pair's base and head, or a bisection's good end and one
+//! tested commit ([`store::Side`]). Its
 //! profiles are merged (stack counts summed, [`kbot_core::profile`]) and
 //! compared: the symbols whose self and children shares moved most, and a
 //! differential flame graph drawn by `inferno` ([`flamegraph`]), served as
 //! a static SVG (its script and event handlers removed).
 //!
-//! Pages and routes are in [`pages`].
+//! The pages are in [`pages`].
 
 pub mod pages;
-pub mod routes;
 pub mod store;
 
 use kbot_core::profile::{top_movers, Mover, Profile, Share};

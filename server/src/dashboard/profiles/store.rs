@@ -1,27 +1,9 @@
-//! The `result_profiles` rows (migration 0017): written with the result
-//! they belong to, read per side of a comparison.
+//! The profiles of each side of a comparison (`result_profiles`, written
+//! by `profiles::insert`), and the pairs and bisection steps compared.
 
-use kbot_api::agent::FoldedProfile;
-
-use crate::db::{Db, Tx};
+use crate::db::Db;
 use crate::error::{Error, Result};
 use crate::repos::commit_by_id;
-
-/// Stores the profile of result `result_id`, in the upload's transaction.
-/// A result has one profile: a second write of the same result changes
-/// nothing.
-pub async fn insert(tx: &mut Tx, result_id: i64, profile: &FoldedProfile) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO result_profiles (result_id, event, folded) VALUES ($1, $2, $3) \
-         ON CONFLICT (result_id) DO NOTHING",
-    )
-    .bind(result_id)
-    .bind(&profile.event)
-    .bind(&profile.folded)
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
-}
 
 /// The runs of one side of a comparison: those of any of `atomic_job_ids`
 /// at `commit_id`.

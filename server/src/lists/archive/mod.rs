@@ -26,14 +26,7 @@ mod mailbox;
 use inbox::{head_of, read_v1, read_v2, v1_git_dir, v2_tip};
 use mailbox::{maildir_tip, read_maildir, read_mbox};
 
-/// The layout of an archive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ArchiveKind {
-    PublicInboxV2,
-    PublicInboxV1,
-    Mbox,
-    Maildir,
-}
+pub use kbot_api::lists::ArchiveKind;
 
 /// Where a reader stopped, as text to store: for v2 the last commit read
 /// of each epoch (`0:<sha> 1:<sha>`), for v1 the last commit read, for an

@@ -5,7 +5,7 @@ use crate::db::{Db, Tx};
 use crate::error::Result;
 use crate::jobs::truncate;
 use crate::time::now_ms;
-use kbot_api::lists::ListCommand;
+use kbot_api::lists::{CommandName, CommandState, ListCommand};
 
 /// A command to record.
 pub struct NewCommand<'a> {
@@ -13,11 +13,11 @@ pub struct NewCommand<'a> {
     pub list_id: Option<i64>,
     pub message_id: &'a str,
     pub sender: &'a str,
-    pub command: &'a str,
+    pub command: CommandName,
     pub argument: &'a str,
     pub report_id: Option<i64>,
     pub regression_id: Option<i64>,
-    pub state: &'a str,
+    pub state: CommandState,
     pub outcome: &'a str,
     pub submission_id: Option<i64>,
     /// Whether the sender was believed (its answers may go To it).
@@ -35,11 +35,11 @@ pub async fn insert_command(tx: &mut Tx, c: &NewCommand<'_>) -> Result<Option<i6
     .bind(c.list_id)
     .bind(c.message_id)
     .bind(c.sender)
-    .bind(c.command)
+    .bind(c.command.as_str())
     .bind(c.argument)
     .bind(c.report_id)
     .bind(c.regression_id)
-    .bind(c.state)
+    .bind(c.state.as_str())
     .bind(truncate(c.outcome, MAX_DETAIL_BYTES))
     .bind(c.submission_id)
     .bind(now_ms())
@@ -52,13 +52,13 @@ pub async fn insert_command(tx: &mut Tx, c: &NewCommand<'_>) -> Result<Option<i6
 pub async fn command_taken(
     tx: &mut Tx,
     id: i64,
-    (state, outcome): (&str, &str),
+    (state, outcome): (CommandState, &str),
     submission_id: Option<i64>,
 ) -> Result<()> {
     sqlx::query(
         "UPDATE list_commands SET state = $1, outcome = $2, submission_id = $3 WHERE id = $4",
     )
-    .bind(state)
+    .bind(state.as_str())
     .bind(truncate(outcome, MAX_DETAIL_BYTES))
     .bind(submission_id)
     .bind(id)
@@ -67,9 +67,9 @@ pub async fn command_taken(
     Ok(())
 }
 
-pub async fn command_done(tx: &mut Tx, id: i64, state: &str, outcome: &str) -> Result<()> {
+pub async fn command_done(tx: &mut Tx, id: i64, state: CommandState, outcome: &str) -> Result<()> {
     sqlx::query("UPDATE list_commands SET state = $1, outcome = $2 WHERE id = $3")
-        .bind(state)
+        .bind(state.as_str())
         .bind(truncate(outcome, MAX_DETAIL_BYTES))
         .bind(id)
         .execute(&mut **tx)
@@ -82,9 +82,11 @@ struct CommandRecord {
     id: i64,
     message_id: String,
     sender: String,
-    command: String,
+    #[sqlx(try_from = "String")]
+    command: CommandName,
     argument: String,
-    state: String,
+    #[sqlx(try_from = "String")]
+    state: CommandState,
     outcome: String,
     regression_id: Option<i64>,
     submission_id: Option<i64>,
@@ -128,7 +130,8 @@ pub struct RunningCommand {
     pub id: i64,
     pub list_id: Option<i64>,
     pub message_id: String,
-    pub command: String,
+    #[sqlx(try_from = "String")]
+    pub command: CommandName,
     pub argument: String,
     pub regression_id: Option<i64>,
     pub submission_id: i64,
@@ -150,14 +153,14 @@ pub async fn running_commands(db: &Db) -> Result<Vec<RunningCommand>> {
 pub async fn command_exists(
     db: &Db,
     regression_id: i64,
-    command: &str,
+    command: CommandName,
     argument: &str,
 ) -> Result<bool> {
     let n: i64 = sqlx::query_scalar(
         "SELECT COUNT(*) FROM list_commands WHERE regression_id = $1 AND command = $2          AND argument = $3",
     )
     .bind(regression_id)
-    .bind(command)
+    .bind(command.as_str())
     .bind(argument)
     .fetch_one(db.read())
     .await?;

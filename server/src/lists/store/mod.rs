@@ -1,12 +1,12 @@
 //! SQL of lists and their events and reads; their messages, series and
 //! commands are in the submodules, re-exported here.
 
-use crate::db::{text_enum, Db, Tx};
+use crate::db::{Db, Tx};
 use crate::error::{Error, Result};
 use crate::jobs::truncate;
 use crate::time::now_ms;
 use crate::web::without_credentials;
-use kbot_api::lists::{ListEvent, ListView};
+use kbot_api::lists::{ArchiveKind, ListEvent, ListEventKind, ListView};
 
 mod commands;
 mod messages;
@@ -16,30 +16,7 @@ pub use commands::*;
 pub use messages::*;
 pub use series::*;
 
-text_enum! {
-    /// `lists.state`.
-    pub enum ListState {
-        Active = "active",
-        Removed = "removed",
-    }
-}
-
-text_enum! {
-    /// `series.state` (see [`kbot_api::lists::SeriesView::state`]).
-    pub enum SeriesState {
-        Waiting = "waiting",
-        Incomplete = "incomplete",
-        Superseded = "superseded",
-        CannotApply = "cannot_apply",
-        Testing = "testing",
-        Tested = "tested",
-        BuildFailed = "build_failed",
-        Failed = "failed",
-        TooLarge = "too_large",
-        Duplicate = "duplicate",
-        OverQuota = "over_quota",
-    }
-}
+pub use kbot_api::lists::{SeriesState, SourceState as ListState};
 
 /// Longest event or detail text kept (git's stderr can be long).
 const MAX_DETAIL_BYTES: usize = 8192;
@@ -50,7 +27,8 @@ pub struct ListRow {
     pub id: i64,
     pub name: String,
     pub archive: String,
-    pub archive_kind: String,
+    #[sqlx(try_from = "String")]
+    pub archive_kind: ArchiveKind,
     pub address: Option<String>,
     pub web_url: Option<String>,
     pub repo_id: i64,
@@ -107,7 +85,7 @@ impl ListRow {
             id: self.id,
             name: self.name.clone(),
             archive: without_credentials(&self.archive),
-            archive_kind: self.archive_kind.clone(),
+            archive_kind: self.archive_kind,
             address: self.address.clone(),
             web_url: self.web_url.as_deref().map(without_credentials),
             repo: self.repo_name.clone(),
@@ -117,7 +95,7 @@ impl ListRow {
             interval_secs: u32::try_from(self.interval_secs).unwrap_or(u32::MAX),
             wait_secs: u32::try_from(self.wait_secs).unwrap_or(u32::MAX),
             max_runs: u32::try_from(self.runs_cap).unwrap_or(0),
-            state: self.state.as_str().to_owned(),
+            state: self.state,
             messages_read: self.messages_read,
             last_error: self.last_error.as_deref().map(without_credentials),
             checked_at: self.checked_at,
@@ -193,7 +171,7 @@ pub async fn poke(db: &Db, id: i64) -> Result<()> {
 pub struct NewList<'a> {
     pub name: &'a str,
     pub archive: &'a str,
-    pub archive_kind: &'a str,
+    pub archive_kind: ArchiveKind,
     pub address: Option<&'a str>,
     pub web_url: Option<&'a str>,
     pub repo_id: i64,
@@ -237,7 +215,7 @@ pub async fn insert(db: &Db, l: &NewList<'_>) -> Result<i64> {
     )
     .bind(l.name)
     .bind(l.archive)
-    .bind(l.archive_kind)
+    .bind(l.archive_kind.as_str())
     .bind(l.address)
     .bind(l.web_url)
     .bind(l.repo_id)
@@ -263,7 +241,7 @@ pub async fn insert(db: &Db, l: &NewList<'_>) -> Result<i64> {
     event(
         &mut tx,
         id,
-        "created",
+        ListEventKind::Created,
         &format!("reading {} ({})", l.archive, l.archive_kind),
     )
     .await?;
@@ -280,17 +258,23 @@ pub async fn remove(db: &Db, id: i64, by: &str) -> Result<()> {
         .execute(&mut *tx)
         .await?;
     if done.rows_affected() == 1 {
-        event(&mut tx, id, "removed", &format!("removed by {by}")).await?;
+        event(
+            &mut tx,
+            id,
+            ListEventKind::Removed,
+            &format!("removed by {by}"),
+        )
+        .await?;
     }
     tx.commit().await?;
     Ok(())
 }
 
-pub async fn event(tx: &mut Tx, list_id: i64, kind: &str, detail: &str) -> Result<()> {
+pub async fn event(tx: &mut Tx, list_id: i64, kind: ListEventKind, detail: &str) -> Result<()> {
     sqlx::query("INSERT INTO list_events (list_id, at, kind, detail) VALUES ($1, $2, $3, $4)")
         .bind(list_id)
         .bind(now_ms())
-        .bind(kind)
+        .bind(kind.as_str())
         .bind(truncate(&without_credentials(detail), MAX_DETAIL_BYTES))
         .execute(&mut **tx)
         .await?;
@@ -305,15 +289,17 @@ pub async fn events(db: &Db, list_id: i64, limit: i64) -> Result<Vec<ListEvent>>
     .bind(limit)
     .fetch_all(db.read())
     .await?;
-    let mut events: Vec<ListEvent> = rows
+    let mut events = rows
         .into_iter()
-        // Events written before their detail was cut still hold URLs whole.
-        .map(|(at, kind, detail)| ListEvent {
-            at,
-            kind,
-            detail: without_credentials(&detail),
+        .map(|(at, kind, detail)| {
+            Ok(ListEvent {
+                at,
+                kind: ListEventKind::try_from(kind).map_err(anyhow::Error::msg)?,
+                // Events written before their detail was cut still hold URLs whole.
+                detail: without_credentials(&detail),
+            })
         })
-        .collect();
+        .collect::<Result<Vec<ListEvent>>>()?;
     events.reverse();
     Ok(events)
 }
@@ -342,7 +328,7 @@ pub async fn read_failed(db: &Db, id: i64, why: &str) -> Result<()> {
         .bind(id)
         .execute(&mut *tx)
         .await?;
-    event(&mut tx, id, "read_failed", why).await?;
+    event(&mut tx, id, ListEventKind::ReadFailed, why).await?;
     tx.commit().await?;
     Ok(())
 }

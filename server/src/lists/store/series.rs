@@ -4,6 +4,7 @@ use super::{SeriesState, MAX_DETAIL_BYTES};
 use crate::db::{Db, Tx};
 use crate::error::{Error, Result};
 use crate::jobs::truncate;
+use crate::mail::thread::PostedRow;
 use crate::time::now_ms;
 use kbot_api::lists::{SeriesPart, SeriesView};
 
@@ -54,7 +55,7 @@ impl SeriesRow {
             rfc: self.rfc != 0,
             title: self.title.clone(),
             author: format!("{} <{}>", self.author_name, self.author_address),
-            state: self.state.as_str().to_owned(),
+            state: self.state,
             base: self.base_sha.clone(),
             base_how: self.base_how.clone(),
             ref_name: self.ref_name.clone(),
@@ -297,7 +298,20 @@ pub async fn applied(tx: &mut Tx, id: i64, a: &Applied<'_>) -> Result<()> {
         .execute(&mut **tx)
         .await?;
     }
-    Ok(())
+    // Mail answers a report on one of these commits in its patch's thread.
+    let posted = sqlx::query_as::<_, PostedRow>(
+        "SELECT p.commit_sha, p.message_id, m.refs, m.subject, m.from_name, m.from_address, \
+             m.recipients, l.address AS list_address, l.web_url, l.name AS list_name, \
+             s.ref_name, s.base_sha, r.name AS repo_name, r.url AS repo_url, l.branch \
+         FROM series_parts p JOIN series s ON s.id = p.series_id \
+         JOIN lists l ON l.id = s.list_id JOIN repos r ON r.id = l.repo_id \
+         JOIN list_messages m ON m.list_id = s.list_id AND m.message_id = p.message_id \
+         WHERE s.id = $1 AND p.commit_sha IS NOT NULL ORDER BY p.idx",
+    )
+    .bind(id)
+    .fetch_all(&mut **tx)
+    .await?;
+    crate::mail::thread::record_posted(tx, &posted).await
 }
 
 /// The base a series was tried on, when it did not apply.

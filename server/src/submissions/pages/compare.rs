@@ -22,7 +22,7 @@ use crate::submissions;
 use crate::web::paging::{filter, link, Pager, Paging};
 use crate::web::plots::samples::{self, SamplesPlot};
 use crate::web::{render, PageResult};
-use kbot_api::submissions::{ComparisonView, MeasuredBy};
+use kbot_api::submissions::{ComparisonView, MeasuredBy, Verdict};
 
 /// Metric cards per page: each carries a plot.
 const PER_PAGE: u32 = 12;
@@ -99,13 +99,13 @@ pub async fn page(
         .iter()
         .filter(|c| job_filter.is_none_or(|j| c.job_index == j))
         .filter(|c| metric_filter.is_none_or(|m| c.metric.contains(m)))
-        .filter(|c| verdict_filter.is_none_or(|v| c.verdict == v))
+        .filter(|c| verdict_filter.is_none_or(|v| c.verdict.as_str() == v))
         .collect();
     // The KPIs first, then what changed, biggest first; the rest by name.
     chosen.sort_by(|x, y| {
         let key = |c: &ComparisonView| {
             let rank = kbot_core::metrics::report_rank(&c.metric);
-            (c.job_index, rank.min(1), c.verdict != "different")
+            (c.job_index, rank.min(1), c.verdict != Verdict::Different)
         };
         let size = |c: &ComparisonView| {
             c.change_percent
@@ -155,7 +155,7 @@ fn verdict_counts(
                 .cloned()
                 .collect();
             params.push(("verdict", (*v).to_owned()));
-            let n = all.iter().filter(|c| c.verdict == *v).count();
+            let n = all.iter().filter(|c| c.verdict.as_str() == *v).count();
             ((*v).to_owned(), n, link(path, &params))
         })
         .collect()
@@ -233,7 +233,7 @@ fn card(i: usize, job: &str, c: &ComparisonView, samples: &Samples, runs_cap: u3
     MetricCard {
         job: job.to_owned(),
         metric: c.metric.clone(),
-        verdict: c.verdict.clone(),
+        verdict: c.verdict.to_string(),
         impact: stored.impact.clone().unwrap_or_default(),
         change: change_text(c, stored.change_is_absolute, unit, v.estimator_name()),
         reason: stored.reason(cfg.min_runs, c.base_runs.min(c.head_runs) as usize),

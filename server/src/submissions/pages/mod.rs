@@ -96,7 +96,7 @@ fn changed_first(all: &[ComparisonView]) -> (Vec<&ComparisonView>, Vec<&Comparis
     let is_kpi = |c: &ComparisonView| kbot_core::metrics::report_rank(&c.metric) == 0;
     let (mut shown, folded): (Vec<&ComparisonView>, Vec<&ComparisonView>) = all
         .iter()
-        .partition(|c| is_kpi(c) || c.verdict == "different");
+        .partition(|c| is_kpi(c) || c.verdict == kbot_api::submissions::Verdict::Different);
     let size = |c: &ComparisonView| {
         c.change_percent
             .filter(|v| v.is_finite())

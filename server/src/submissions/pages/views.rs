@@ -32,7 +32,7 @@ impl SubmissionRow {
             base_short: short_sha(&s.base.sha, SHORT_SHA),
             head_short: short_sha(&s.head.sha, SHORT_SHA),
             head_subject: s.head.subject.clone(),
-            state: s.state.clone(),
+            state: s.state.to_string(),
             jobs_finished: s.jobs.finished,
             jobs_failed: s.jobs.failed,
             jobs_total: s.jobs.total,
@@ -67,9 +67,9 @@ impl SubmissionSummary {
     pub fn new(s: &SubmissionView, kpi: Option<&KpiResult>) -> SubmissionSummary {
         SubmissionSummary {
             result: ResultLine::of_submission(s, kpi),
-            kind: s.kind.clone(),
+            kind: s.kind.to_string(),
             id: s.id,
-            state: s.state.clone(),
+            state: s.state.to_string(),
             repo: s.repo.clone(),
             base_sha: s.base.sha.clone(),
             base_subject: s.base.subject.clone(),
@@ -116,7 +116,7 @@ impl ComparisonRow {
                 Some(x) => format!("{x:+.1}%"),
                 None => String::new(),
             },
-            verdict: c.verdict.clone(),
+            verdict: c.verdict.to_string(),
             base_runs: c.base_runs,
             head_runs: c.head_runs,
             not_a_commit_test: c.boot_note.is_some(),
@@ -146,10 +146,10 @@ impl JobRow {
         JobRow {
             id: j.id,
             job,
-            side: j.side.clone(),
+            side: j.side.to_string(),
             commit_short: short_sha(&j.commit, SHORT_SHA),
             run_index: j.run_index,
-            state: j.state.clone(),
+            state: j.state.to_string(),
             attempts: j.attempts,
             agent: j.agent.clone().unwrap_or_default(),
         }
@@ -168,7 +168,7 @@ impl From<&EventView> for EventRow {
         EventRow {
             at: format_time(e.at),
             job_id: e.job_id,
-            state: e.state.clone(),
+            state: e.state.to_string(),
             detail: crate::access::paths_for_viewer(&e.detail),
         }
     }
