@@ -146,7 +146,10 @@ pub async fn read(state: &AppState, l: &ListRow) -> Result<Read> {
 }
 
 /// A raw message and what parsing it gave.
-type Parsed = (archive::RawMessage, Result<ListMessage>);
+type Parsed = (
+    archive::RawMessage,
+    std::result::Result<ListMessage, message::Unparsable>,
+);
 
 /// Parses a batch on the blocking pool: MIME parsing of up to 8 MiB a
 /// message is CPU work that must not hold the async runtime.
@@ -179,7 +182,7 @@ async fn keep(
         let m = match parsed {
             Ok(m) => m,
             Err(e) => {
-                let why = format!("{}: {}", raw.origin, crate::error::error_chain(&e));
+                let why = format!("{}: {e}", raw.origin);
                 store::event(&mut tx, l.id, ListEventKind::BadMessage, &why).await?;
                 continue;
             }

@@ -13,7 +13,11 @@ use mail_parser::{
     Address, HeaderName, HeaderValue, Message, MessageParser, MimeHeaders, PartType,
 };
 
-use crate::error::{Error, Result};
+/// Why an archived mail is not read: the archive's content, not anyone's
+/// request (the reader records it as a `bad_message` event and goes on).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Unparsable(pub String);
 
 /// The largest message read: the kernel lists refuse far smaller ones, so a
 /// larger one is not a list message and is not worth the memory.
@@ -68,7 +72,7 @@ pub struct ListMessage {
 /// Parses one raw message; refuses one larger than [`MAX_MESSAGE_BYTES`],
 /// one that is not a mail, and one without a usable Message-ID (the id is
 /// what threads and stores it).
-pub fn parse(raw: &[u8]) -> Result<ListMessage> {
+pub fn parse(raw: &[u8]) -> Result<ListMessage, Unparsable> {
     if raw.len() > MAX_MESSAGE_BYTES {
         return Err(bad(format!(
             "message of {} bytes is larger than {MAX_MESSAGE_BYTES}",
@@ -127,8 +131,8 @@ fn without_mbox_line(raw: &[u8]) -> &[u8] {
         .map_or(&[][..], |end| &raw[end + 1..])
 }
 
-fn bad(why: String) -> Error {
-    Error::BadRequest(why)
+fn bad(why: String) -> Unparsable {
+    Unparsable(why)
 }
 
 /// The usable ids of an id header's value, in order.
@@ -449,7 +453,10 @@ change-id: 20240101-thing-fix-0123456789ab\r
     #[test]
     fn refused_messages() {
         let no_id = "From: a@b\r\nSubject: x\r\n\r\nbody\r\n";
-        assert!(matches!(parse(no_id.as_bytes()), Err(Error::BadRequest(_))));
+        assert_eq!(
+            parse(no_id.as_bytes()),
+            Err(Unparsable("no usable Message-ID".into()))
+        );
         let bad_id = "Message-ID: <no-at-sign>\r\nSubject: x\r\n\r\nbody\r\n";
         assert!(parse(bad_id.as_bytes()).is_err());
         assert!(parse(b"").is_err());
