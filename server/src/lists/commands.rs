@@ -25,7 +25,7 @@ use super::trust::{self, Sender};
 use crate::error::Result;
 use crate::mail::thread::{self, Answer, ThreadPlace};
 use crate::regressions::{self, TriageState};
-use crate::repos;
+use crate::repos::{self, git::Am};
 use crate::state::AppState;
 
 /// Most commands read in one mail (syzbot takes 3 per bug); the rest are
@@ -490,12 +490,12 @@ async fn test(
                 .am(&first_bad.sha, raw, &paths, ("kbot", robot))
                 .await?
             {
-                Ok(tip) => {
+                Am::Applied(tip) => {
                     let ref_name = format!("refs/kbot/tests/{}/{}", r.regression_id, short(&tip));
                     mirror.set_ref(&ref_name, &tip).await?;
                     repos::resolve_commit(state, &repo, &tip).await?
                 }
-                Err(why) => {
+                Am::Refused(why) => {
                     return Ok(Taken::refused(
                         name,
                         argument,

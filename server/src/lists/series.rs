@@ -17,6 +17,7 @@ use super::store::{self, ListRow, SeriesRow, SeriesState};
 use super::subject;
 use crate::error::Result;
 use crate::jobs::SubmissionState;
+use crate::repos::git::Am;
 use crate::repos::{self, RepoRow, StoredCommit};
 use crate::state::AppState;
 use crate::submissions::{self, NewPair};
@@ -227,10 +228,17 @@ async fn supersede_older(
     Ok(())
 }
 
-/// The base with the series' prerequisite patches applied on it (kept at
-/// `refs/kbot/series/LIST/ID-prerequisites`); the plain base when it names
-/// none. `Err` with the base and why when a prerequisite was never posted
-/// or does not apply.
+/// A series' base once its prerequisite patches are applied on it.
+enum Prepared {
+    /// The base, with the prerequisites on it (kept at
+    /// `refs/kbot/series/LIST/ID-prerequisites`) when it names any.
+    Ready(Base),
+    /// A prerequisite was never posted or does not apply: the plain base,
+    /// and why.
+    Refused(Base, String),
+}
+
+/// The series' base with its prerequisite patches applied ([`Prepared`]).
 async fn with_prerequisites(
     state: &AppState,
     l: &ListRow,
@@ -239,10 +247,10 @@ async fn with_prerequisites(
     base: Base,
     ids: &[&String],
     rows: &[store::MessageMetaRow],
-) -> Result<std::result::Result<Base, (Base, String)>> {
+) -> Result<Prepared> {
     let named = prerequisites::named(rows, ids);
     if named.is_empty() {
-        return Ok(Ok(base));
+        return Ok(Prepared::Ready(base));
     }
     let texts = match prerequisites::posted(&state.db, &named).await? {
         Ok(texts) => texts,
@@ -250,19 +258,22 @@ async fn with_prerequisites(
             let why = format!(
                 "prerequisite-patch-id {id} is not among the patches posted to the lists kbot reads"
             );
-            return Ok(Err((base, why)));
+            return Ok(Prepared::Refused(base, why));
         }
     };
     match apply(state, repo, &base.sha, &texts).await? {
-        Ok(tip) => {
+        Am::Applied(tip) => {
             let name = format!("refs/kbot/series/{}/{}-prerequisites", l.name, s.id);
             repos::mirror_for(state, &repo.name)
                 .set_ref(&name, &tip)
                 .await?;
             let how = format!("{} + {} prerequisite patch(es)", base.how, named.len());
-            Ok(Ok(Base { sha: tip, how }))
+            Ok(Prepared::Ready(Base { sha: tip, how }))
         }
-        Err(why) => Ok(Err((base, format!("the prerequisite patches: {why}")))),
+        Am::Refused(why) => Ok(Prepared::Refused(
+            base,
+            format!("the prerequisite patches: {why}"),
+        )),
     }
 }
 
@@ -293,13 +304,13 @@ async fn apply_and_submit(
     let base = base::choose(state, l, &repo, &posting).await?;
     let ids: Vec<&String> = draft.cover.iter().chain(draft.patches.values()).collect();
     let base = match with_prerequisites(state, l, s, &repo, base, &ids, rows).await? {
-        Ok(base) => base,
-        Err((base, why)) => return cannot_apply(state, l, s, &repo, &base, &why).await,
+        Prepared::Ready(base) => base,
+        Prepared::Refused(base, why) => return cannot_apply(state, l, s, &repo, &base, &why).await,
     };
     let mirror = repos::mirror_for(state, &repo.name);
     let tip = match apply(state, &repo, &base.sha, &texts).await? {
-        Ok(tip) => tip,
-        Err(why) => return cannot_apply(state, l, s, &repo, &base, &why).await,
+        Am::Applied(tip) => tip,
+        Am::Refused(why) => return cannot_apply(state, l, s, &repo, &base, &why).await,
     };
     let ref_name = format!("refs/kbot/series/{}/{}", l.name, s.id);
     let commits = mirror.rev_list(&base.sha, &tip, true).await?;
@@ -620,7 +631,7 @@ pub(super) async fn apply(
     repo: &RepoRow,
     base: &str,
     texts: &[String],
-) -> Result<std::result::Result<String, String>> {
+) -> Result<Am> {
     let robot = &state.config.mail.report.robot_address;
     let mirror = repos::mirror_for(state, &repo.name);
     let paths = touched_paths(&texts.concat());

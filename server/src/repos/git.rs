@@ -464,9 +464,9 @@ impl Mirror {
     /// the patches touch (`paths`, taken literally), so a kernel-sized tree
     /// costs a few files. Commits are made by `committer`, dated as
     /// authored, so the same series on the same base always gives the same
-    /// commits. `Ok(Err)` carries git am's own words when the series does
-    /// not apply, or why it was not tried: binary patches that declare more
-    /// than the limit (an inflate bomb of a few MB can write GBs). The
+    /// commits. [`Am::Refused`] carries git am's own words when the series
+    /// does not apply, or why it was not tried: binary patches that declare
+    /// more than the limit (an inflate bomb of a few MB can write GBs). The
     /// patches come from anyone who can post to a list, so `git am` runs
     /// under an address-space limit and a time limit ([`AmLimits`]).
     pub async fn am(
@@ -475,11 +475,11 @@ impl Mirror {
         mbox: Vec<u8>,
         paths: &[String],
         committer: (&str, &str),
-    ) -> Result<Result<String, String>, GitError> {
+    ) -> Result<Am, GitError> {
         let base = checked_sha(base)?;
         let declared = binary_bytes(&mbox);
         if declared > self.am_limits.max_binary_bytes {
-            return Ok(Err(format!(
+            return Ok(Am::Refused(format!(
                 "binary patches declare {declared} bytes, larger than the {} bytes kbot applies",
                 self.am_limits.max_binary_bytes
             )));
@@ -515,6 +515,16 @@ impl Mirror {
     }
 }
 
+/// What `git am` made of a series on a base.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Am {
+    /// Every patch applied: the tip commit.
+    Applied(String),
+    /// Not applied: git am's own words, or why it was not tried. The
+    /// series' answer, not a fault of kbot's.
+    Refused(String),
+}
+
 /// The `git am` run inside the worktree at `dir`.
 async fn am_in(
     dir: &Path,
@@ -523,7 +533,7 @@ async fn am_in(
     paths: &[String],
     (name, email): (&str, &str),
     limits: AmLimits,
-) -> Result<Result<String, String>, GitError> {
+) -> Result<Am, GitError> {
     let timeout = limits.timeout;
     let at = |args: Vec<String>| {
         let mut all = vec!["-C".to_owned(), dir.to_string_lossy().into_owned()];
@@ -557,14 +567,14 @@ async fn am_in(
     ]));
     if let Some(why) = am_failure(&strs(&at(am)), mbox, limits).await? {
         let _ = run_git(None, &strs(&at(own(&["am", "--abort"]))), timeout).await;
-        return Ok(Err(why));
+        return Ok(Am::Refused(why));
     }
     let tip = run_git(None, &strs(&at(own(&["rev-parse", "HEAD"]))), timeout).await?;
     let tip = tip.trim().to_owned();
     if tip == base {
-        return Ok(Err("git am made no commit".into()));
+        return Ok(Am::Refused("git am made no commit".into()));
     }
-    Ok(Ok(tip))
+    Ok(Am::Applied(tip))
 }
 
 /// Runs `git am` with the mbox on its input; `Some` of what it said (both

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use kbot_fuzz::run;
 use kbot_server::lists::message::{self, MAX_MESSAGE_BYTES, MAX_REFERENCES};
-use kbot_server::repos::git::{sparse_pattern, AmLimits, Mirror};
+use kbot_server::repos::git::{sparse_pattern, Am, AmLimits, Mirror};
 use kbot_testkit::backends;
 use kbot_testkit::gitrepo::git;
 use kbot_testkit::inbox::PublicInbox;
@@ -350,7 +350,7 @@ async fn git_am_refuses_a_bomb_and_runs_bounded() {
     let m = mirror(&world, tmp.path(), limits).await;
     let committer = ("kbot", "kbot@kbot.test");
 
-    let said = m
+    let bombed = m
         .am(
             &base,
             bomb.mails[0].clone().into_bytes(),
@@ -358,8 +358,10 @@ async fn git_am_refuses_a_bomb_and_runs_bounded() {
             committer,
         )
         .await
-        .expect("git runs")
-        .expect_err("the bomb is refused");
+        .expect("git runs");
+    let Am::Refused(said) = bombed else {
+        panic!("the bomb applied: {bombed:?}");
+    };
     assert!(
         said.contains("binary patches declare 536870912 bytes"),
         "{said}"
@@ -367,11 +369,13 @@ async fn git_am_refuses_a_bomb_and_runs_bounded() {
     let big = files_over(tmp.path(), limits.max_binary_bytes);
     assert!(big.is_empty(), "{big:?}");
 
-    let tip = m
+    let starred = m
         .am(&base, star.clone().into_bytes(), &["*".into()], committer)
         .await
-        .expect("git runs")
-        .expect("a `*` file applies");
+        .expect("git runs");
+    let Am::Applied(tip) = starred else {
+        panic!("a `*` file does not apply: {starred:?}");
+    };
     let changed = git(
         Path::new(m.path()),
         &["diff-tree", "--no-commit-id", "--name-only", "-r", &tip],
@@ -389,9 +393,12 @@ async fn git_am_refuses_a_bomb_and_runs_bounded() {
     let tight = Mirror::at(m.path(), Duration::from_secs(60)).with_am_limits(starved);
     let paths = ["big.txt".to_owned()];
     let out = tight.am(&base, big.clone(), &paths, committer).await;
-    assert!(!matches!(out, Ok(Ok(_))), "git am ran in 16 MiB: {out:?}");
+    assert!(
+        !matches!(out, Ok(Am::Applied(_))),
+        "git am ran in 16 MiB: {out:?}"
+    );
     let out = m.am(&base, big, &paths, committer).await;
-    assert!(matches!(out, Ok(Ok(_))), "{out:?}");
+    assert!(matches!(out, Ok(Am::Applied(_))), "{out:?}");
 }
 
 /// A mail adding `big.txt` of `lines` lines of 64 bytes.
