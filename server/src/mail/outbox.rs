@@ -20,8 +20,9 @@ use crate::error::Result;
 pub use kbot_api::reports::{AttemptOutcome, OutboxState, ReportKind};
 
 /// Whether `reader` sees every report whole: its recipients, the relay's
-/// words, and reports that are not public yet ([`OutboxState::is_public`]). Only people do (a
-/// session or a user token); an agent reads what anyone may.
+/// words, and reports that are not public yet ([`OutboxState::is_public`]).
+/// Only people do (a session or a user token); an agent reads what anyone
+/// may.
 pub fn sees_all(reader: Reader) -> bool {
     reader == Reader::User
 }
@@ -83,10 +84,8 @@ pub struct NewReport {
     pub submission_id: Option<i64>,
     pub atomic_job_id: Option<i64>,
     pub bisection_id: Option<i64>,
-    /// `regression` or `improvement`.
     pub kind: ReportKind,
-    /// `pending` (to send) or `mail_off` (written while mail is off): an
-    /// [`OutboxState::as_str`].
+    /// `Pending` (to send) or `MailOff` (written while mail is off).
     pub state: OutboxState,
     pub subject: String,
     pub envelope_from: String,

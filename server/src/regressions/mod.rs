@@ -12,6 +12,7 @@
 use kbot_api::regressions::RegressionRow;
 
 use crate::access::Reader;
+use crate::error::{Error, Result};
 use crate::mail::outbox;
 
 pub mod pages;
@@ -56,7 +57,20 @@ pub fn for_reader(mut row: RegressionRow, reader: Reader) -> RegressionRow {
     row
 }
 
-/// Whether `state` is one of [`STATES`].
-pub fn is_state(state: &str) -> bool {
-    STATES.iter().any(|(value, _)| *value == state)
+/// The triage state `text` names; a clear error for one that is none.
+pub fn parse_state(text: &str) -> Result<TriageState> {
+    TriageState::parse(text).ok_or_else(|| Error::BadRequest(format!("no triage state {text:?}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_triage_state_is_parsed_once_with_a_clear_error() {
+        assert_eq!(parse_state("wont_fix").ok(), Some(TriageState::WontFix));
+        let err = parse_state("bogus").expect_err("no such state");
+        assert_eq!(err.to_string(), "no triage state \"bogus\"");
+        assert_eq!(err.code(), "bad_request");
+    }
 }

@@ -201,7 +201,8 @@ pub async fn triage(
     f: CsrfForm<TriageForm>,
 ) -> Result<Redirect, HtmlError> {
     let user = f.session.user();
-    store::set_state(&state.db, id, &user, &f.form.state, &f.form.note).await?;
+    let to = super::parse_state(&f.form.state)?;
+    store::set_state(&state.db, id, &user, to, &f.form.note).await?;
     Ok(Redirect::to(&format!("/regressions/{id}")))
 }
 

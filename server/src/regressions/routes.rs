@@ -9,7 +9,7 @@ use utoipa::IntoParams;
 use super::store::{self, Filter};
 use crate::access::Reader;
 use crate::auth::UserAuth;
-use crate::error::{ApiJson, Error, Result};
+use crate::error::{ApiJson, Result};
 use crate::state::AppState;
 use kbot_api::regressions::{RegressionRow, TriageRequest};
 
@@ -60,11 +60,8 @@ pub async fn list(
         state: q.state.unwrap_or_default(),
     };
     // A misspelt state would list nothing and look like an empty queue.
-    if !filter.state.is_empty() && !super::is_state(&filter.state) {
-        return Err(Error::BadRequest(format!(
-            "no triage state {:?}",
-            filter.state
-        )));
+    if !filter.state.is_empty() {
+        super::parse_state(&filter.state)?;
     }
     let limit = q.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
     let offset = q.offset.unwrap_or(0);
@@ -94,6 +91,6 @@ pub async fn triage(
     Path(id): Path<i64>,
     ApiJson(request): ApiJson<TriageRequest>,
 ) -> Result<Json<RegressionRow>> {
-    store::set_state(&state.db, id, &user, request.state.as_str(), &request.note).await?;
+    store::set_state(&state.db, id, &user, request.state, &request.note).await?;
     Ok(Json(store::get(&state.db, id).await?))
 }

@@ -224,19 +224,30 @@ pub async fn mark_duplicate(
 }
 
 /// A person's triage: the new state and why.
-pub async fn set_state(db: &Db, id: i64, user: &UserAuth, to: &str, note: &str) -> Result<()> {
-    if !super::is_state(to) {
-        return Err(Error::BadRequest(format!("no triage state {to:?}")));
-    }
+pub async fn set_state(
+    db: &Db,
+    id: i64,
+    user: &UserAuth,
+    to: TriageState,
+    note: &str,
+) -> Result<()> {
     let mut tx = db.begin().await?;
     let from: String = sqlx::query_scalar("SELECT state FROM regressions WHERE id = $1")
         .bind(id)
         .fetch_optional(&mut *tx)
         .await?
         .ok_or_else(|| Error::not_found("regression", id))?;
-    change(&mut tx, id, Some(user.user_id), &from, to, note.trim()).await?;
+    change(
+        &mut tx,
+        id,
+        Some(user.user_id),
+        &from,
+        to.as_str(),
+        note.trim(),
+    )
+    .await?;
     tx.commit().await?;
-    tracing::info!(regression = id, user = %user.user_name, from, to, "regression triaged");
+    tracing::info!(regression = id, user = %user.user_name, from, to = to.as_str(), "regression triaged");
     Ok(())
 }
 

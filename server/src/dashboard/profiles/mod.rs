@@ -1,11 +1,11 @@
 //! The dashboard's comparison of the kernel profiles (stored by
 //! `profiles`) of two sides. A side is the finished runs of an atomic job
 //! at one commit: a pair's base and head, or a bisection's good end and one
-//! tested commit ([`store::Side`]). Its
-//! profiles are merged (stack counts summed, [`kbot_core::profile`]) and
-//! compared: the symbols whose self and children shares moved most, and a
-//! differential flame graph drawn by `inferno` ([`flamegraph`]), served as
-//! a static SVG (its script and event handlers removed).
+//! tested commit ([`store::Side`]). Its profiles are merged (stack counts
+//! summed, [`kbot_core::profile`]) and compared: the symbols whose self and
+//! children shares moved most, and a differential flame graph drawn by
+//! `inferno` ([`flamegraph`]), served as a static SVG (its script and event
+//! handlers removed).
 //!
 //! The pages are in [`pages`].
 
