@@ -17,7 +17,7 @@
 //! 2. web: `web`
 //! 3. features: `access`, `agents`, `repos`, `profiles`, `jobs`, `builds`,
 //!    `scheduler`, `comparisons`, `submissions`, `mail`, `regressions`, `bisect`,
-//!    `watches`, `lists`, `dashboard`
+//!    `watches`, `lists`, `robot`, `dashboard`
 //! 4. assembly: `lib`, `server`, `routes`, `openapi`
 //!
 //! Base modules name only base modules; `web` names base modules; a
@@ -35,8 +35,10 @@
 //! submissions show their comparisons, reports (`mail`) quote them,
 //! regressions link reports, bisections record regressions and send
 //! reports, watches start bisections, and lists queue pairs whose
-//! bisections answer in the patch's thread. `dashboard` holds only the pages
-//! that span features.
+//! bisections answer in the patch's thread. A submission that ended is
+//! told to the feature that queued it through another function the server
+//! passes in ([`comparisons::OnEnded`], [`robot::ended`]), by its
+//! [`jobs::Origin`]. `dashboard` holds only the pages that span features.
 //!
 //! # Modules
 //!
@@ -74,6 +76,7 @@
 //! - [`bisect`]: from a regressed pair to its verified first bad commit;
 //!   [`watches`]: branches the robot follows; [`lists`]: mailing lists
 //!   whose patch series it tests and whose threads it answers.
+//! - [`robot`]: a submission's end told to the feature that queued it.
 //! - [`dashboard`]: the overview, machines, trends and profile comparison
 //!   pages, and a submission's neighbours.
 //! - [`routes`]: the single route table; [`openapi`]: the OpenAPI document
@@ -143,6 +146,7 @@ pub mod openapi;
 pub mod profiles;
 pub mod regressions;
 pub mod repos;
+pub mod robot;
 pub mod routes;
 pub mod scheduler;
 pub mod server;

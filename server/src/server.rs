@@ -70,7 +70,11 @@ impl Server {
         } = self;
         let grace = Duration::from_secs(u64::from(state.config.shutdown_timeout_secs));
         let reaper = tokio::spawn(reaper::run(state.clone()));
-        let comparer = crate::comparisons::spawn_worker(state.clone(), crate::bisect::settled);
+        let comparer = crate::comparisons::spawn_worker(
+            state.clone(),
+            crate::bisect::settled,
+            crate::robot::ended,
+        );
         let bisector = crate::bisect::spawn_worker(state.clone());
         let watcher = crate::watches::spawn_worker(state.clone());
         let reader = crate::lists::spawn_worker(state.clone());

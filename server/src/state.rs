@@ -31,6 +31,9 @@ pub struct AppState {
     pub queue_changed: Arc<Notify>,
     /// Result uploads, as they commit.
     pub job_done: broadcast::Sender<JobDone>,
+    /// Woken when a submission is cancelled, so the comparison worker tells
+    /// its origin now rather than at its next re-scan.
+    pub ended: Arc<Notify>,
     /// Flips to `true` at shutdown; long-polls return early on it.
     pub shutdown: watch::Receiver<bool>,
     /// Agent tokens checked in the last few seconds (see its module).
@@ -60,11 +63,18 @@ impl AppState {
             artifacts,
             queue_changed: Arc::new(Notify::new()),
             job_done,
+            ended: Arc::new(Notify::new()),
             shutdown,
             agent_tokens: Arc::new(AgentTokenCache::new(token_ttl)),
             sign_in_limiter: Arc::new(sign_in_limiter),
             enrol_limiter: Arc::new(enrol_limiter),
         }
+    }
+
+    /// Call after committing a transaction that cancelled a submission.
+    pub fn submission_ended(&self) {
+        // A stored permit: a worker busy with a pass sees it next.
+        self.ended.notify_one();
     }
 
     /// Call after committing a transaction that queued jobs.

@@ -58,6 +58,16 @@ pub async fn advance(state: &AppState, id: i64) -> Result<()> {
     }
 }
 
+/// A bisection's verify pair ended (`robot::ended`): reports the first bad
+/// commit if the pair confirms it.
+pub async fn verify_ended(state: &AppState, submission_id: i64) -> Result<()> {
+    match store::verifying_with(&state.db, submission_id).await? {
+        Some(id) => advance(state, id).await,
+        // Cancelled meanwhile, or another replica was told first.
+        None => Ok(()),
+    }
+}
+
 /// Cancels an open bisection and its queued runs.
 pub async fn cancel(state: &AppState, id: i64, by: &str) -> Result<BisectionRow> {
     let b = store::get(&state.db, id).await?;
@@ -86,6 +96,7 @@ pub async fn cancel(state: &AppState, id: i64, by: &str) -> Result<BisectionRow>
     };
     store::conclude(&mut tx, &b, &conclusion).await?;
     tx.commit().await?;
+    state.submission_ended();
     tracing::info!(bisection = id, by, "bisection cancelled");
     store::get(&state.db, id).await
 }

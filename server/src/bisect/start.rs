@@ -2,7 +2,6 @@
 //! across more than one commit, else a report; and the regression record.
 
 use futures::future::BoxFuture;
-use kbot_api::submissions::SubmissionKind;
 use kbot_core::job::AtomicJob;
 use kbot_core::metrics::Impact;
 use kbot_core::stats::{MetricComparison, Outcome};
@@ -78,7 +77,7 @@ pub async fn start(
         tx,
         &submissions::NewSubmission {
             user_id: origin.user_id,
-            kind: kbot_api::submissions::SubmissionKind::Bisect,
+            origin: crate::jobs::Origin::BisectProbe,
             bisect: false,
             watch_id: None,
             branch: None,
@@ -128,7 +127,7 @@ pub async fn on_pair_settled(tx: &mut Tx, state: &AppState, settled: &Settled<'_
         head_patch_id,
     } = *settled;
     let origin = store::origin_job(tx, pc.atomic_job_id).await?;
-    if matches!(origin.kind, SubmissionKind::Bisect | SubmissionKind::Verify) {
+    if !origin.origin.judged() {
         return Ok(());
     }
     if !booted.tests_the_commits() {

@@ -3,17 +3,14 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use crate::jobs::Origin;
 use kbot_api::agent::JobState;
-use kbot_api::submissions::SubmissionKind;
 use sqlx::AnyConnection;
 
 use crate::db::{Db, JsonText, NullableF64, Tx};
 use crate::error::{Error, Result};
 use crate::jobs::SubmissionState;
 use crate::time::now_ms;
-
-/// States in which a bisection still has work to do.
-pub const OPEN_STATES_SQL: &str = "('running', 'verifying')";
 
 pub use kbot_api::bisections::{BisectionState, StepState};
 
@@ -114,12 +111,15 @@ pub async fn started_from(db: &Db, origin: i64) -> Result<Vec<BisectionRow>> {
     .await?)
 }
 
-pub async fn open_ids(db: &Db) -> Result<Vec<i64>> {
-    Ok(sqlx::query_scalar::<_, i64>(&format!(
-        "SELECT id FROM bisections WHERE state IN {OPEN_STATES_SQL} ORDER BY id"
-    ))
-    .fetch_all(db.read())
-    .await?)
+/// The bisections still stepping through probes (a verifying one waits for
+/// its verify pair's end, `super::verify_ended`).
+pub async fn running_ids(db: &Db) -> Result<Vec<i64>> {
+    Ok(
+        sqlx::query_scalar::<_, i64>("SELECT id FROM bisections WHERE state = $1 ORDER BY id")
+            .bind(BisectionState::Running.as_str())
+            .fetch_all(db.read())
+            .await?,
+    )
 }
 
 /// What a new bisection starts from.
@@ -383,6 +383,17 @@ pub async fn runs_by_commit(db: &Db, atomic_job_ids: &[i64]) -> Result<HashMap<i
     Ok(out)
 }
 
+/// The verifying bisection whose verify pair is `submission_id`, if any.
+pub async fn verifying_with(db: &Db, submission_id: i64) -> Result<Option<i64>> {
+    Ok(sqlx::query_scalar(
+        "SELECT id FROM bisections WHERE verify_submission_id = $1 AND state = $2",
+    )
+    .bind(submission_id)
+    .bind(BisectionState::Verifying.as_str())
+    .fetch_optional(db.read())
+    .await?)
+}
+
 /// What the origin pair's atomic job says about where and how it ran.
 pub struct OriginJob {
     pub tbox_group: Option<String>,
@@ -390,7 +401,8 @@ pub struct OriginJob {
     pub user_id: i64,
     pub priority: i64,
     pub job_file: String,
-    pub kind: SubmissionKind,
+    /// What the pair was queued for: only some pairs report or bisect.
+    pub origin: Origin,
     pub bisect: bool,
     pub runs_cap: i64,
 }
@@ -404,7 +416,7 @@ struct OriginJobRow {
     priority: i64,
     job_file: String,
     #[sqlx(try_from = "String")]
-    kind: SubmissionKind,
+    origin: Origin,
     bisect: i64,
     runs_cap: i64,
 }
@@ -417,7 +429,7 @@ impl From<OriginJobRow> for OriginJob {
             user_id: r.user_id,
             priority: r.priority,
             job_file: r.job_file,
-            kind: r.kind,
+            origin: r.origin,
             bisect: r.bisect != 0,
             runs_cap: r.runs_cap,
         }
@@ -426,7 +438,7 @@ impl From<OriginJobRow> for OriginJob {
 
 pub async fn origin_job(conn: &mut AnyConnection, atomic_job_id: i64) -> Result<OriginJob> {
     sqlx::query_as::<_, OriginJobRow>(
-        "SELECT a.tbox_group, a.preferred_agent_id, s.user_id, s.priority, s.job_file, s.kind, \
+        "SELECT a.tbox_group, a.preferred_agent_id, s.user_id, s.priority, s.job_file, s.origin, \
              s.bisect, s.runs_cap FROM atomic_jobs a JOIN submissions s ON s.id = a.submission_id \
          WHERE a.id = $1",
     )

@@ -70,7 +70,7 @@ pub(super) async fn queue_verification(
             head: first_bad,
             priority: pair.origin.priority,
             max_runs: u32::try_from(b.runs_cap).unwrap_or(1),
-            kind: kbot_api::submissions::SubmissionKind::Verify,
+            origin: crate::jobs::Origin::Verify,
             bisect: false,
             watch_id: None,
             branch: None,

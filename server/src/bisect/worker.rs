@@ -1,5 +1,6 @@
 //! The bisection worker: after a burst of uploads, or every [`TICK`],
-//! advances every open bisection once.
+//! advances every running bisection once (probe runs end one by one, not
+//! with their submission; a verify pair's end is told, `super::verify_ended`).
 
 use std::time::Duration;
 
@@ -9,7 +10,7 @@ use super::{advance, store};
 use crate::state::{AppState, JobDone};
 use crate::worker::{self, Pace, Woken, Worker};
 
-/// How often the worker looks at open bisections without an upload to wake it.
+/// How often the worker looks at running bisections without an upload to wake it.
 const TICK: Duration = Duration::from_secs(2);
 
 /// Starts the bisection worker; it runs until the server shuts down.
@@ -45,12 +46,12 @@ impl Worker for Bisector {
     }
 }
 
-/// Advances every open bisection once.
+/// Advances every running bisection once.
 pub async fn advance_all(state: &AppState) {
-    let ids = match store::open_ids(&state.db).await {
+    let ids = match store::running_ids(&state.db).await {
         Ok(ids) => ids,
         Err(e) => {
-            tracing::error!(error = %crate::error::error_chain(&e), "listing open bisections failed");
+            tracing::error!(error = %crate::error::error_chain(&e), "listing running bisections failed");
             return;
         }
     };

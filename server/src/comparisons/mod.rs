@@ -240,6 +240,12 @@ fn extra_runs(
 pub type OnSettled =
     for<'a> fn(&'a mut Tx, &'a AppState, &'a Settled<'a>) -> BoxFuture<'a, Result<()>>;
 
+/// What the feature that queued a submission does once it ended (done or
+/// cancelled), told once by this worker in a transaction of its own. The
+/// server passes `robot::ended`, which goes by the submission's
+/// [`jobs::Origin`]: no feature asks whether its pairs ended.
+pub type OnEnded = for<'a> fn(&'a AppState, i64, jobs::Origin) -> BoxFuture<'a, Result<()>>;
+
 /// A pair whose verdict is being recorded, as [`OnSettled`] gets it.
 pub struct Settled<'a> {
     pub submission_id: i64,
@@ -252,7 +258,11 @@ pub struct Settled<'a> {
 }
 
 /// Starts the comparison worker; it runs until the server shuts down.
-pub fn spawn_worker(state: AppState, on_settled: OnSettled) -> tokio::task::JoinHandle<()> {
+pub fn spawn_worker(
+    state: AppState,
+    on_settled: OnSettled,
+    on_ended: OnEnded,
+) -> tokio::task::JoinHandle<()> {
     // Subscribe before returning, so no upload after start-up is missed.
     let done = state.job_done.subscribe();
     let shutdown = state.shutdown.clone();
@@ -260,16 +270,19 @@ pub fn spawn_worker(state: AppState, on_settled: OnSettled) -> tokio::task::Join
         state,
         done,
         on_settled,
+        on_ended,
     };
     tokio::spawn(worker::run(worker, shutdown, Pace::Every(RESCAN_INTERVAL)))
 }
 
 /// The comparison worker: an upload evaluates its pair (and the others
-/// already waiting), a tick or a lagging receiver re-scans.
+/// already waiting), a tick or a lagging receiver re-scans; then the
+/// submissions that ended are told to their origins.
 struct Comparer {
     state: AppState,
     done: broadcast::Receiver<JobDone>,
     on_settled: OnSettled,
+    on_ended: OnEnded,
 }
 
 /// What woke the comparison worker.
@@ -278,16 +291,21 @@ enum Upload {
     Stored(i64),
     /// Missed some uploads: the re-scan covers them.
     Lagged,
+    /// A submission was cancelled.
+    Ended,
 }
 
 impl Worker for Comparer {
     type Event = Upload;
 
     async fn event(&mut self) -> Option<Upload> {
-        match self.done.recv().await {
-            Ok(job) => Some(Upload::Stored(job.atomic_job_id)),
-            Err(RecvError::Lagged(_)) => Some(Upload::Lagged),
-            Err(RecvError::Closed) => None,
+        tokio::select! {
+            upload = self.done.recv() => match upload {
+                Ok(job) => Some(Upload::Stored(job.atomic_job_id)),
+                Err(RecvError::Lagged(_)) => Some(Upload::Lagged),
+                Err(RecvError::Closed) => None,
+            },
+            () = self.state.ended.notified() => Some(Upload::Ended),
         }
     }
 
@@ -299,6 +317,59 @@ impl Worker for Comparer {
             Woken::Event(Upload::Lagged) | Woken::Tick => {
                 rescan(&self.state, self.on_settled).await;
             }
+            Woken::Event(Upload::Ended) => {}
+        }
+        tell_ended(&self.state, self.on_ended).await;
+    }
+}
+
+/// How long a replica holds an ended submission while its origin is told;
+/// one that dies meanwhile leaves it to another after this.
+const TELL_HOLD: Duration = Duration::from_secs(300);
+/// When an origin that failed to take an ended submission is told again.
+const TELL_RETRY: Duration = Duration::from_secs(30);
+/// Ended submissions taken per query.
+const TELL_BATCH: i64 = 64;
+
+/// Tells every ended submission's origin that it ended, each once.
+pub async fn tell_ended(state: &AppState, on_ended: OnEnded) {
+    loop {
+        let now = crate::time::now_ms();
+        let due = match jobs::ended::due(&state.db, now, TELL_BATCH).await {
+            Ok(due) => due,
+            Err(e) => {
+                tracing::error!(error = %crate::error::error_chain(&e), "listing ended submissions failed");
+                return;
+            }
+        };
+        let full = due.len() as i64 == TELL_BATCH;
+        for e in due {
+            if let Err(err) = tell(state, on_ended, &e, now).await {
+                tracing::error!(submission = e.id, origin = %e.origin,
+                    error = %crate::error::error_chain(&err), "telling an ended submission failed");
+            }
+        }
+        if !full {
+            return;
+        }
+    }
+}
+
+async fn tell(state: &AppState, on_ended: OnEnded, e: &jobs::ended::Ended, now: i64) -> Result<()> {
+    let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+    let held_until = now + ms(TELL_HOLD);
+    if !jobs::ended::hold(&state.db, e, held_until).await? {
+        return Ok(());
+    }
+    match on_ended(state, e.id, e.origin).await {
+        Ok(()) => jobs::ended::told(&state.db, e.id).await,
+        Err(err) => {
+            let held = jobs::ended::Ended {
+                dispatch_at: held_until,
+                ..*e
+            };
+            jobs::ended::hold(&state.db, &held, now + ms(TELL_RETRY)).await?;
+            Err(err)
         }
     }
 }

@@ -7,7 +7,9 @@
 //!
 //! A submission is done under one condition (`finish_if_done`): nothing
 //! of it is queued or held by an agent, and every atomic job of it is
-//! settled (its comparison final, or its bisection over).
+//! settled (its comparison final, or its bisection over). A submission
+//! that ends (done or cancelled) becomes due to be told to its origin
+//! ([`super::ended`]).
 //!
 //! Writes lock rows in the order jobs, atomic_jobs, submissions, agents, so
 //! concurrent leases and releases cannot deadlock.
@@ -313,9 +315,10 @@ pub async fn cancel_submission(tx: &mut Tx, submission_id: i64, reason: &str) ->
     .fetch_all(&mut **tx)
     .await?;
     sqlx::query(
-        "UPDATE submissions SET state = 'cancelled', in_flight = 0, finished_at = $1 \
-         WHERE id = $2",
+        "UPDATE submissions SET state = 'cancelled', in_flight = 0, finished_at = $1, \
+             dispatch_at = $2 WHERE id = $3",
     )
+    .bind(now)
     .bind(now)
     .bind(submission_id)
     .execute(&mut **tx)
@@ -388,15 +391,18 @@ pub async fn close_probes(tx: &mut Tx, submission_id: i64) -> Result<()> {
 /// The one condition under which an active submission is done: no run of
 /// it queued or held by an agent, and every atomic job of it settled.
 async fn finish_if_done(tx: &mut Tx, submission_id: i64) -> Result<()> {
+    // An ended submission is due to be told to its origin at once (`super::ended`).
+    let now = now_ms();
     sqlx::query(&format!(
-        "UPDATE submissions SET state = 'done', finished_at = $1 \
-         WHERE id = $2 AND state = 'active' \
-           AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.submission_id = $3 \
+        "UPDATE submissions SET state = 'done', finished_at = $1, dispatch_at = $2 \
+         WHERE id = $3 AND state = 'active' \
+           AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.submission_id = $4 \
                            AND (j.state = 'queued' OR j.state IN {ACTIVE_STATES_SQL})) \
-           AND NOT EXISTS (SELECT 1 FROM atomic_jobs a WHERE a.submission_id = $4 \
+           AND NOT EXISTS (SELECT 1 FROM atomic_jobs a WHERE a.submission_id = $5 \
                            AND a.settled_at IS NULL)"
     ))
-    .bind(now_ms())
+    .bind(now)
+    .bind(now)
     .bind(submission_id)
     .bind(submission_id)
     .bind(submission_id)

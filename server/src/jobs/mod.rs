@@ -20,6 +20,7 @@ use crate::error::{Error, Result};
 use crate::time::now_ms;
 
 pub mod build_spec;
+pub mod ended;
 pub mod handlers;
 pub mod initramfs;
 pub mod lifecycle;
@@ -57,6 +58,49 @@ kbot_api::wire_enum! {
         Active = "active",
         Done = "done",
         Cancelled = "cancelled",
+    }
+}
+
+kbot_api::wire_enum! {
+    /// `submissions.origin` (migration 0029): who queued a submission and
+    /// why, so the one feature waiting for its end is told when it ends
+    /// (`comparisons::OnEnded`) instead of asking.
+    pub enum Origin {
+        /// A person's submission (the API, the CLI, the dashboard).
+        User = "user",
+        /// A watched branch's new head against the last good one.
+        Watch = "watch",
+        /// A list's series: its base against its tip.
+        Series = "series",
+        /// Base against one patch of a series whose tip does not build.
+        BuildProbe = "build_probe",
+        /// A regression's job rerun on a fix or a retest (list commands,
+        /// landed fixes).
+        Recheck = "recheck",
+        /// A bisection's probe runs.
+        BisectProbe = "bisect_probe",
+        /// A bisection's first bad commit against its parent.
+        Verify = "verify",
+    }
+}
+
+impl Origin {
+    /// Whether a settled verdict of its pairs may report or start a
+    /// bisection: a probe's or a recheck's is read by what queued it.
+    pub fn judged(self) -> bool {
+        matches!(self, Origin::User | Origin::Watch | Origin::Series)
+    }
+
+    /// The kind users see: only people's, watches' and series' pairs are
+    /// judged for reports and bisections.
+    pub fn kind(self) -> kbot_api::submissions::SubmissionKind {
+        use kbot_api::submissions::SubmissionKind;
+        match self {
+            Origin::User | Origin::Series => SubmissionKind::User,
+            Origin::Watch => SubmissionKind::Watch,
+            Origin::BisectProbe => SubmissionKind::Bisect,
+            Origin::BuildProbe | Origin::Recheck | Origin::Verify => SubmissionKind::Verify,
+        }
     }
 }
 

@@ -652,9 +652,10 @@ async fn resolve_first(
     Err(last.unwrap_or_else(|| anyhow::anyhow!("no revision given").into()))
 }
 
-/// Answers every command (and found fix) whose pair ended.
-pub async fn settle_all(state: &AppState) -> Result<()> {
-    for c in store::running_commands(&state.db).await? {
+/// A recheck pair ended (`robot::ended`): answers the commands (and found
+/// fixes) it tested.
+pub async fn pair_ended(state: &AppState, submission_id: i64) -> Result<()> {
+    for c in store::testing_commands_of(&state.db, submission_id).await? {
         let Some(regression_id) = c.regression_id else {
             continue;
         };

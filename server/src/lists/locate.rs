@@ -15,7 +15,6 @@ use super::series::Purpose;
 use super::store::{self, ListRow, SeriesRow, SeriesState};
 use crate::db::Tx;
 use crate::error::Result;
-use crate::jobs::SubmissionState;
 use crate::repos::{self, StoredCommit};
 use crate::state::AppState;
 
@@ -147,13 +146,32 @@ pub async fn probe(
     Ok(())
 }
 
-/// Moves a probe on once its pair has settled: the next patch to build,
-/// or the answer in the thread of the patch that breaks the build.
-pub async fn step(state: &AppState, l: &ListRow, s: &SeriesRow, p: Probe) -> Result<()> {
-    let outcome = answers::pair_outcome(&state.db, p.submission_id).await?;
-    if outcome.state == SubmissionState::Active {
+/// A build probe's pair ended (`robot::ended`): moves its series' probe on.
+pub async fn probe_ended(state: &AppState, submission_id: i64) -> Result<()> {
+    let found: Option<(i64,)> =
+        sqlx::query_as("SELECT series_id FROM series_build_probes WHERE submission_id = $1")
+            .bind(submission_id)
+            .fetch_optional(state.db.read())
+            .await?;
+    let Some((series_id,)) = found else {
+        // A later probe replaced it, or another replica was told first.
+        return Ok(());
+    };
+    let s = store::series(&state.db, series_id).await?;
+    let Some(probe) = probe_of(state, series_id).await? else {
+        return Ok(());
+    };
+    if s.state != SeriesState::Testing || probe.submission_id != submission_id {
         return Ok(());
     }
+    let l = store::get(&state.db, s.list_id).await?;
+    step(state, &l, &s, probe).await
+}
+
+/// Moves a probe on once its pair ended: the next patch to build, or the
+/// answer in the thread of the patch that breaks the build.
+async fn step(state: &AppState, l: &ListRow, s: &SeriesRow, p: Probe) -> Result<()> {
+    let outcome = answers::pair_outcome(&state.db, p.submission_id).await?;
     let parts = patches(state, s).await?;
     let bounds = match outcome.build_log {
         Some(_) => Bounds {

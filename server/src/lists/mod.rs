@@ -293,7 +293,8 @@ impl Worker for Reader {
     }
 }
 
-/// One pass: read due lists, then settle what runs.
+/// One pass: read due lists, then decide and post patchwork checks. A
+/// pair's end reaches the lists through `robot::ended`.
 async fn pass(state: &AppState) {
     let now = now_ms();
     match store::due(&state.db, now).await {
@@ -308,17 +309,11 @@ async fn pass(state: &AppState) {
         }
         Err(e) => log_error("listing due lists", None, &e),
     }
-    if let Err(e) = series::settle_all(state).await {
-        log_error("settling series", None, &e);
-    }
     if let Err(e) = patchwork::resolve(state).await {
         log_error("deciding patchwork checks", None, &e);
     }
     if let Err(e) = patchwork::send_due(state).await {
         log_error("posting patchwork checks", None, &e);
-    }
-    if let Err(e) = commands::settle_all(state).await {
-        log_error("settling command pairs", None, &e);
     }
 }
 

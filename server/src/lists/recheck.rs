@@ -184,7 +184,7 @@ pub async fn queue(
             head,
             priority: 0,
             max_runs: 10,
-            kind: kbot_api::submissions::SubmissionKind::Verify,
+            origin: crate::jobs::Origin::Recheck,
             bisect: false,
             watch_id: None,
             branch: None,

@@ -4,7 +4,6 @@
 //! ended.
 
 use kbot_api::lists::ListEventKind;
-use kbot_api::submissions::SubmissionKind;
 use kbot_core::job::AtomicJob;
 
 use super::answers;
@@ -16,7 +15,7 @@ use super::prerequisites;
 use super::store::{self, ListRow, SeriesRow, SeriesState};
 use super::subject;
 use crate::error::Result;
-use crate::jobs::SubmissionState;
+use crate::jobs::Origin;
 use crate::repos::git::Am;
 use crate::repos::{self, RepoRow, StoredCommit};
 use crate::state::AppState;
@@ -253,8 +252,8 @@ async fn with_prerequisites(
         return Ok(Prepared::Ready(base));
     }
     let texts = match prerequisites::posted(&state.db, &named).await? {
-        Ok(texts) => texts,
-        Err(id) => {
+        prerequisites::Posted::All(texts) => texts,
+        prerequisites::Posted::Missing(id) => {
             let why = format!(
                 "prerequisite-patch-id {id} is not among the patches posted to the lists kbot reads"
             );
@@ -549,14 +548,14 @@ pub(super) async fn queue(
 ) -> Result<i64> {
     let (jobs, skipped) = list_jobs(state, l)?;
     let robot = crate::auth::upsert_user(tx, ROBOT_USER, None).await?;
-    let (kind, bisect, max_runs, branch) = match purpose {
+    let (origin, bisect, max_runs, branch) = match purpose {
         Purpose::Series => (
-            SubmissionKind::User,
+            Origin::Series,
             true,
             u32::try_from(l.runs_cap).unwrap_or(1),
             Some(l.branch.as_str()),
         ),
-        Purpose::BuildProbe => (SubmissionKind::Verify, false, 1, None),
+        Purpose::BuildProbe => (Origin::BuildProbe, false, 1, None),
     };
     submissions::queue_pair(
         state,
@@ -572,7 +571,7 @@ pub(super) async fn queue(
             // Below users' and watches' pairs: anyone can post to a list.
             priority: i64::from(state.config.lists.priority),
             max_runs,
-            kind,
+            origin,
             bisect,
             watch_id: None,
             branch,
@@ -678,70 +677,77 @@ pub(super) fn touched_paths(text: &str) -> Vec<String> {
     paths
 }
 
-/// Moves every `testing` series whose pair ended to `tested`,
-/// `build_failed` (answered with the compiler's lines) or `failed`.
-pub async fn settle_all(state: &AppState) -> Result<()> {
-    for s in store::series_in_state(&state.db, SeriesState::Testing).await? {
-        let Some(submission) = s.submission_id else {
-            continue;
-        };
-        if let Some(probe) = locate::probe_of(state, s.id).await? {
-            let l = store::get(&state.db, s.list_id).await?;
-            locate::step(state, &l, &s, probe).await?;
-            continue;
+/// A series' pair ended (`robot::ended`): the series is `tested`,
+/// `build_failed` (answered with the compiler's lines, after finding the
+/// patch that breaks the build when there are several) or `failed`.
+pub async fn pair_ended(state: &AppState, submission: i64) -> Result<()> {
+    let Some(s) = store::testing_series_of(&state.db, submission).await? else {
+        // Superseded or removed meanwhile, or another replica was told first.
+        return Ok(());
+    };
+    if locate::probe_of(state, s.id).await?.is_some() {
+        return Ok(());
+    }
+    let outcome = answers::pair_outcome(&state.db, submission).await?;
+    let l = store::get(&state.db, s.list_id).await?;
+    // Several patches and a tip that does not build: find the one that breaks it.
+    let probe = match (outcome.head_finished, &outcome.build_log) {
+        (0, Some(_)) => locate::first(state, &l, &s).await?,
+        _ => None,
+    };
+    let mut tx = state.db.begin().await?;
+    if let Some(target) = probe {
+        locate::probe(state, &mut tx, &l, &s, &target).await?;
+        tx.commit().await?;
+        return Ok(());
+    }
+    let (to, detail) = conclusion(state, &mut tx, (&l, &s), submission, &outcome).await?;
+    if store::set_state(&mut tx, s.id, SeriesState::Testing, to, Some(&detail)).await? {
+        if to == SeriesState::Tested {
+            super::versions::answer_if_changed(state, &mut tx, &l, &s).await?;
         }
-        let outcome = answers::pair_outcome(&state.db, submission).await?;
-        if outcome.state == SubmissionState::Active {
-            continue;
-        }
-        let l = store::get(&state.db, s.list_id).await?;
-        // Several patches and a tip that does not build: find the one that breaks it.
-        let probe = match (outcome.head_finished, &outcome.build_log) {
-            (0, Some(_)) => locate::first(state, &l, &s).await?,
-            _ => None,
-        };
-        let mut tx = state.db.begin().await?;
-        if let Some(target) = probe {
-            locate::probe(state, &mut tx, &l, &s, &target).await?;
-            tx.commit().await?;
-            continue;
-        }
-        let (to, detail) = if outcome.head_finished > 0 {
-            let verdict = super::versions::verdict_line(&mut tx, submission).await?;
-            (
-                SeriesState::Tested,
-                format!("tested: submission {submission}: {verdict}"),
-            )
-        } else if let Some(log) = outcome.build_log.as_deref() {
-            let place = answers::series_place(state, &l, &s).await?;
-            answers::build_failed(state, &mut tx, (&l, &s), &place, log).await?;
-            let broken = "the series does not build (see the answer in its thread)";
-            patchwork::set_all(state, &mut tx, &s, CheckState::Fail, broken).await?;
-            (
-                SeriesState::BuildFailed,
-                format!("the series' tip does not build:\n{log}"),
-            )
-        } else {
-            let why = outcome.head_failure.as_deref().unwrap_or("no finished run");
-            let untested = format!("kbot could not run the tests: {why}");
-            patchwork::set_all(state, &mut tx, &s, CheckState::Warning, &untested).await?;
-            (SeriesState::Failed, format!("the tip did not run: {why}"))
-        };
-        if store::set_state(&mut tx, s.id, SeriesState::Testing, to, Some(&detail)).await? {
-            if to == SeriesState::Tested {
-                super::versions::answer_if_changed(state, &mut tx, &l, &s).await?;
-            }
-            store::event(
-                &mut tx,
-                l.id,
-                to.event(),
-                &format!("series {}: {detail}", s.id),
-            )
-            .await?;
-            tx.commit().await?;
-        }
+        store::event(
+            &mut tx,
+            l.id,
+            to.event(),
+            &format!("series {}: {detail}", s.id),
+        )
+        .await?;
+        tx.commit().await?;
     }
     Ok(())
+}
+
+/// What a series becomes once its pair ended without a probe to run, with
+/// the build failure's answer and the patchwork checks that go with it.
+async fn conclusion(
+    state: &AppState,
+    tx: &mut crate::db::Tx,
+    (l, s): (&ListRow, &SeriesRow),
+    submission: i64,
+    outcome: &answers::PairOutcome,
+) -> Result<(SeriesState, String)> {
+    Ok(if outcome.head_finished > 0 {
+        let verdict = super::versions::verdict_line(tx, submission).await?;
+        (
+            SeriesState::Tested,
+            format!("tested: submission {submission}: {verdict}"),
+        )
+    } else if let Some(log) = outcome.build_log.as_deref() {
+        let place = answers::series_place(state, l, s).await?;
+        answers::build_failed(state, tx, (l, s), &place, log).await?;
+        let broken = "the series does not build (see the answer in its thread)";
+        patchwork::set_all(state, tx, s, CheckState::Fail, broken).await?;
+        (
+            SeriesState::BuildFailed,
+            format!("the series' tip does not build:\n{log}"),
+        )
+    } else {
+        let why = outcome.head_failure.as_deref().unwrap_or("no finished run");
+        let untested = format!("kbot could not run the tests: {why}");
+        patchwork::set_all(state, tx, s, CheckState::Warning, &untested).await?;
+        (SeriesState::Failed, format!("the tip did not run: {why}"))
+    })
 }
 
 #[cfg(test)]

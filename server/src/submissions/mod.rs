@@ -88,7 +88,7 @@ pub async fn submit(
             head: &head,
             priority: i64::from(req.priority),
             max_runs,
-            kind: kbot_api::submissions::SubmissionKind::User,
+            origin: jobs::Origin::User,
             bisect: req.bisect.unwrap_or(true),
             watch_id: None,
             branch: None,
@@ -123,7 +123,7 @@ pub(crate) struct NewPair<'a> {
     pub head: &'a StoredCommit,
     pub priority: i64,
     pub max_runs: u32,
-    pub kind: kbot_api::submissions::SubmissionKind,
+    pub origin: jobs::Origin,
     pub bisect: bool,
     pub watch_id: Option<i64>,
     /// The branch the pair was taken from (a watch's, a list's): its runs
@@ -145,7 +145,7 @@ pub(crate) async fn queue_pair(
         tx,
         &store::NewSubmission {
             user_id: p.user_id,
-            kind: p.kind,
+            origin: p.origin,
             bisect: p.bisect,
             watch_id: p.watch_id,
             branch: p.branch,
@@ -236,6 +236,7 @@ pub async fn cancel(state: &AppState, user: &UserAuth, id: i64) -> Result<Submis
     )
     .await?;
     tx.commit().await?;
+    state.submission_ended();
     tracing::info!(submission = id, user = %user.user_name, jobs = cancelled, "submission cancelled");
     store::submission_view(&state.db, id).await
 }

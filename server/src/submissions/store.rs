@@ -8,7 +8,7 @@ use kbot_core::job::{AtomicJob, Skipped};
 
 use crate::db::{Db, JsonOrDefault, JsonText, Tx};
 use crate::error::{Error, Result};
-use crate::jobs::SubmissionState;
+use crate::jobs::{Origin, SubmissionState};
 use crate::repos::{commit_by_id, commits_by_ids, StoredCommit};
 use kbot_api::submissions::{
     ComparisonView, EventView, JobCounts, JobView, MeasuredBy, RunResult, Side, SubmissionKind,
@@ -39,7 +39,8 @@ pub struct SubmissionRow {
 
 pub(crate) struct NewSubmission<'a> {
     pub user_id: i64,
-    pub kind: SubmissionKind,
+    /// Who queued it and why; its kind follows.
+    pub origin: Origin,
     /// Whether a regression verdict starts a bisection.
     pub bisect: bool,
     pub watch_id: Option<i64>,
@@ -60,8 +61,9 @@ pub(crate) async fn insert_submission(tx: &mut Tx, s: &NewSubmission<'_>) -> Res
     Ok(sqlx::query_scalar(
         "INSERT INTO submissions (user_id, repo_id, job_name, job_file, base_commit_id, \
              head_commit_id, priority, runs_cap, state, created_at, kind, bisect, watch_id, \
-             skipped, branch) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) RETURNING id",
+             skipped, branch, origin) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) \
+         RETURNING id",
     )
     .bind(s.user_id)
     .bind(s.repo_id)
@@ -73,11 +75,12 @@ pub(crate) async fn insert_submission(tx: &mut Tx, s: &NewSubmission<'_>) -> Res
     .bind(s.runs_cap)
     .bind(SubmissionState::Active.as_str())
     .bind(s.created_at)
-    .bind(s.kind.as_str())
+    .bind(s.origin.kind().as_str())
     .bind(i64::from(s.bisect))
     .bind(s.watch_id)
     .bind(&s.skipped)
     .bind(s.branch)
+    .bind(s.origin.as_str())
     .fetch_one(&mut **tx)
     .await?)
 }

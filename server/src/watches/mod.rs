@@ -143,14 +143,11 @@ pub async fn check_due(state: &AppState) {
     }
 }
 
-/// One look at a watch: settle its finished pair, fetch, submit a new head.
+/// One look at a watch with no pair running: fetch, submit a new head.
 async fn check(state: &AppState, w: &WatchRow) -> Result<()> {
-    let mut last_good = w.last_good_commit_id;
-    if let Some(sub) = w.current_submission_id {
-        match settle_pair(state, w, sub).await? {
-            Settled::Running => return Ok(()),
-            Settled::Ended(good) => last_good = good.or(last_good),
-        }
+    if w.current_submission_id.is_some() {
+        // One pair at a time; its end is told ([`pair_ended`]).
+        return Ok(());
     }
     let repo = repos::repo_by_id(&state.db, w.repo_id).await?;
     let head_sha = match fetch_head(state, &repo, &w.branch).await {
@@ -165,24 +162,23 @@ async fn check(state: &AppState, w: &WatchRow) -> Result<()> {
     if w.last_tested_sha.as_deref() == Some(head_sha.as_str()) {
         return Ok(());
     }
-    submit_head(state, w, &repo, &head_sha, last_good).await
+    submit_head(state, w, &repo, &head_sha, w.last_good_commit_id).await
 }
 
-enum Settled {
-    Running,
-    /// The pair ended; its head when that ran (the next base).
-    Ended(Option<i64>),
-}
-
-async fn settle_pair(state: &AppState, w: &WatchRow, submission_id: i64) -> Result<Settled> {
+/// A watch's pair ended (`robot::ended`): its head is the next base if it
+/// ran, and the watch looks at its branch again at once.
+pub async fn pair_ended(state: &AppState, submission_id: i64) -> Result<()> {
+    let Some(w) = store::by_current_submission(&state.db, submission_id).await? else {
+        // The watch was removed, or another replica was told first.
+        return Ok(());
+    };
     let outcome = store::pair_outcome(&state.db, submission_id).await?;
-    if outcome.state == SubmissionState::Active {
-        return Ok(Settled::Running);
-    }
     let head = repos::commit_by_id(state.db.read(), outcome.head_commit_id).await?;
     let good = (outcome.head_finished > 0).then_some(head.id);
     let mut tx = state.db.begin().await?;
-    store::pair_ended(&mut tx, w.id, good).await?;
+    if !store::pair_ended(&mut tx, w.id, submission_id, good, now_ms()).await? {
+        return Ok(());
+    }
     let (kind, detail) = match (&good, outcome.state) {
         (Some(_), _) => (
             WatchEventKind::Tested,
@@ -216,7 +212,7 @@ async fn settle_pair(state: &AppState, w: &WatchRow, submission_id: i64) -> Resu
         kind = kind.as_str(),
         "watch pair ended"
     );
-    Ok(Settled::Ended(good))
+    Ok(())
 }
 
 /// Fetches the mirror and resolves the branch to its head's full sha.
@@ -267,7 +263,7 @@ async fn submit_head(
             head: &head,
             priority: 0,
             max_runs: u32::try_from(w.runs_cap).unwrap_or(1),
-            kind: kbot_api::submissions::SubmissionKind::Watch,
+            origin: crate::jobs::Origin::Watch,
             bisect: true,
             watch_id: Some(w.id),
             branch: Some(&w.branch),

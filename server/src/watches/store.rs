@@ -211,16 +211,40 @@ pub async fn fetched(db: &Db, id: i64, seen: Result<&str, &str>) -> Result<()> {
 }
 
 /// The watch's pair ended: the head becomes the next base when it ran.
-pub async fn pair_ended(tx: &mut Tx, id: i64, good_commit_id: Option<i64>) -> Result<()> {
-    sqlx::query(
+/// The watch whose running pair is `submission_id`, if any.
+pub async fn by_current_submission(db: &Db, submission_id: i64) -> Result<Option<WatchRow>> {
+    Ok(sqlx::query_as::<_, WatchRow>(&format!(
+        "{WATCH_SELECT} WHERE w.current_submission_id = $1"
+    ))
+    .bind(submission_id)
+    .fetch_optional(db.read())
+    .await?)
+}
+
+/// Ends the watch's running pair `submission_id` (the head that ran is the
+/// next base) and makes the watch due at `now`; false when it was ended
+/// already.
+pub async fn pair_ended(
+    tx: &mut Tx,
+    id: i64,
+    submission_id: i64,
+    good_commit_id: Option<i64>,
+    now: i64,
+) -> Result<bool> {
+    let ended = sqlx::query(
         "UPDATE watches SET current_submission_id = NULL, \
-         last_good_commit_id = COALESCE($1, last_good_commit_id) WHERE id = $2",
+         last_good_commit_id = COALESCE($1, last_good_commit_id), \
+         next_check_at = CASE WHEN next_check_at > $2 THEN $3 ELSE next_check_at END \
+         WHERE id = $4 AND current_submission_id = $5",
     )
     .bind(good_commit_id)
+    .bind(now)
+    .bind(now)
     .bind(id)
+    .bind(submission_id)
     .execute(&mut **tx)
     .await?;
-    Ok(())
+    Ok(ended.rows_affected() == 1)
 }
 
 pub async fn pair_started(

@@ -420,3 +420,64 @@ async fn patches_applied_before_0028_keep_their_threads() {
         db.close().await;
     }
 }
+
+/// Submissions stored before 0029 get the origin their kind and links
+/// name; an ended one whose watch had not yet looked at it is due to be
+/// told, others are not.
+#[tokio::test]
+async fn submissions_before_0029_get_their_origin_and_waiting_ends() {
+    for backend in backends() {
+        let store = TestStore::new(backend).await;
+        let db = Db::connect(&store.database_url).await.expect("connect");
+        migrate_up_to(&db, backend, "0029").await;
+        let pair = |b: u32, h: u32| (format!("{b:040x}"), format!("{h:040x}"));
+        let mut ids = Vec::new();
+        for (base, head) in [pair(1, 2), pair(2, 3), pair(3, 4)] {
+            let seeded = seed::submission_at(
+                &db,
+                "linux",
+                "dev",
+                seed::LOAD_JOB_FILE,
+                1,
+                0,
+                (&base, &head),
+            )
+            .await
+            .expect("seed");
+            ids.push(seeded.submission_id);
+        }
+        let [watched, told, probe] = ids[..] else {
+            panic!("three submissions")
+        };
+        execute(&db, &format!("UPDATE submissions SET state = 'done', finished_at = 7, kind = 'watch' WHERE id IN ({watched}, {told})")).await;
+        execute(&db, &format!("UPDATE submissions SET state = 'done', finished_at = 8, kind = 'verify' WHERE id = {probe}")).await;
+        execute(
+            &db,
+            &format!(
+                "INSERT INTO watches (repo_id, branch, job_name, job_file, interval_secs, runs_cap, \
+                   user_id, next_check_at, created_at, current_submission_id) \
+                 SELECT r.id, 'master', 'j', 'f', 60, 4, u.id, 0, 1, {watched} \
+                 FROM repos r, users u WHERE r.name = 'linux' AND u.name = 'dev'"
+            ),
+        )
+        .await;
+
+        db.migrate().await.expect("migrate to the current schema");
+
+        let rows: Vec<(i64, String, Option<i64>)> =
+            sqlx::query_as("SELECT id, origin, dispatch_at FROM submissions ORDER BY id")
+                .fetch_all(db.read())
+                .await
+                .expect("submissions");
+        assert_eq!(
+            rows,
+            vec![
+                (watched, "watch".into(), Some(7)),
+                (told, "watch".into(), None),
+                (probe, "build_probe".into(), None),
+            ],
+            "{backend:?}"
+        );
+        db.close().await;
+    }
+}

@@ -139,11 +139,14 @@ pub struct RunningCommand {
     pub trusted: i64,
 }
 
-pub async fn running_commands(db: &Db) -> Result<Vec<RunningCommand>> {
+/// The commands (and found fixes) still testing on pair `submission_id`.
+pub async fn testing_commands_of(db: &Db, submission_id: i64) -> Result<Vec<RunningCommand>> {
     Ok(sqlx::query_as::<_, RunningCommand>(
         "SELECT id, list_id, message_id, command, argument, regression_id, submission_id, \
-         trusted FROM list_commands WHERE state = 'testing' AND submission_id IS NOT NULL ORDER BY id",
+         trusted FROM list_commands WHERE state = $1 AND submission_id = $2 ORDER BY id",
     )
+    .bind(CommandState::Testing.as_str())
+    .bind(submission_id)
     .fetch_all(db.read())
     .await?)
 }

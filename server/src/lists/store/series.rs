@@ -89,16 +89,15 @@ pub async fn series_of_list(db: &Db, list_id: i64, limit: i64) -> Result<Vec<Ser
     .await?)
 }
 
-/// Every list's series in `state`.
-pub async fn series_in_state(db: &Db, state: SeriesState) -> Result<Vec<SeriesRow>> {
-    Ok(
-        sqlx::query_as::<_, SeriesRow>(&format!(
-            "{SERIES_SELECT} WHERE s.state = $1 ORDER BY s.id"
-        ))
-        .bind(state.as_str())
-        .fetch_all(db.read())
-        .await?,
-    )
+/// The `testing` series whose pair is `submission_id`, if any.
+pub async fn testing_series_of(db: &Db, submission_id: i64) -> Result<Option<SeriesRow>> {
+    Ok(sqlx::query_as::<_, SeriesRow>(&format!(
+        "{SERIES_SELECT} WHERE s.submission_id = $1 AND s.state = $2"
+    ))
+    .bind(submission_id)
+    .bind(SeriesState::Testing.as_str())
+    .fetch_optional(db.read())
+    .await?)
 }
 
 /// The list's series of this key and version, if stored.
