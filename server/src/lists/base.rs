@@ -82,7 +82,7 @@ pub async fn choose(
         }
     }
     match tagged_tree(state, l, posting).await? {
-        Ok((tag, tree)) => {
+        Lookup::Found((tag, tree)) => {
             let sha = head_of(state, repo, &mirror, &tree, posted_secs).await?;
             return Ok(chosen(
                 sha,
@@ -90,15 +90,15 @@ pub async fn choose(
                 &not,
             ));
         }
-        Err(why) => not.push(why),
+        Lookup::Not(why) => not.push(why),
     }
     match maintainers_tree(state, l, &mirror, posting).await? {
-        Ok(tree) => {
+        Lookup::Found(tree) => {
             let sha = head_of(state, repo, &mirror, &tree, posted_secs).await?;
             let how = format!("MAINTAINERS T: {} head when posted", tree.name());
             return Ok(chosen(sha, how, &not));
         }
-        Err(why) => not.push(why),
+        Lookup::Not(why) => not.push(why),
     }
     let sha = mirror.head_at(&l.branch, posted_secs).await?;
     Ok(chosen(
@@ -106,6 +106,13 @@ pub async fn choose(
         format!("tree head ({} when posted)", l.branch),
         &not,
     ))
+}
+
+/// What one way of finding the base found: a tree, or why it found none
+/// (said in the chosen base's `how`).
+enum Lookup<T> {
+    Found(T),
+    Not(String),
 }
 
 fn chosen(sha: String, how: String, not: &[String]) -> Base {
@@ -162,10 +169,10 @@ async fn tagged_tree(
     state: &AppState,
     l: &ListRow,
     posting: &Posting<'_>,
-) -> Result<std::result::Result<(String, Tree), String>> {
+) -> Result<Lookup<(String, Tree)>> {
     let tags = l.tree_tags();
     if tags.is_empty() {
-        return Ok(Err("the list maps no subject tag to a tree".into()));
+        return Ok(Lookup::Not("the list maps no subject tag to a tree".into()));
     }
     let first = posting
         .draft
@@ -178,10 +185,10 @@ async fn tagged_tree(
         .unwrap_or_default();
     for word in &words {
         if let Some((_, spec)) = tags.iter().find(|(t, _)| t.eq_ignore_ascii_case(word)) {
-            return Ok(Ok((word.clone(), tree_of(state, spec).await?)));
+            return Ok(Lookup::Found((word.clone(), tree_of(state, spec).await?)));
         }
     }
-    Ok(Err(format!(
+    Ok(Lookup::Not(format!(
         "no subject tag of [{}] names a tree",
         words.join(" ")
     )))
@@ -194,12 +201,12 @@ async fn maintainers_tree(
     l: &ListRow,
     mirror: &Mirror,
     posting: &Posting<'_>,
-) -> Result<std::result::Result<Tree, String>> {
+) -> Result<Lookup<Tree>> {
     let paths = super::series::touched_paths(posting.patches);
     let head = mirror.resolve(&l.branch).await?;
     let found: Option<String> = mirror.file_at(&head, "MAINTAINERS").await?;
     let Some(text) = found else {
-        return Ok(Err(format!("{} has no MAINTAINERS", l.branch)));
+        return Ok(Lookup::Not(format!("{} has no MAINTAINERS", l.branch)));
     };
     let trees = maintainers::trees_of(&text, &paths);
     let repos = repos::list_repos(&state.db).await?;
@@ -208,13 +215,13 @@ async fn maintainers_tree(
             let branch = branch
                 .clone()
                 .unwrap_or_else(|| repo.default_branch.clone());
-            return Ok(Ok(Tree {
+            return Ok(Lookup::Found(Tree {
                 repo: repo.clone(),
                 branch,
             }));
         }
     }
-    Ok(Err(if trees.is_empty() {
+    Ok(Lookup::Not(if trees.is_empty() {
         "MAINTAINERS names no tree for the files it touches".into()
     } else {
         format!(

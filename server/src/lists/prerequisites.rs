@@ -24,9 +24,17 @@ pub fn named(rows: &[super::store::MessageMetaRow], ids: &[&String]) -> Vec<Stri
     out
 }
 
-/// The posted mail of each prerequisite, in order, `\n` line ends; or the
-/// first patch-id no list kbot reads has posted.
-pub async fn posted(db: &Db, ids: &[String]) -> Result<Result<Vec<String>, String>> {
+/// Where the prerequisites of a series were posted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Posted {
+    /// The posted mail of each, in order, `\n` line ends.
+    All(Vec<String>),
+    /// The first patch-id no list kbot reads has posted.
+    Missing(String),
+}
+
+/// Finds the posted mail of each prerequisite patch-id.
+pub async fn posted(db: &Db, ids: &[String]) -> Result<Posted> {
     let mut texts = Vec::new();
     for id in ids {
         let raw: Option<Vec<u8>> = sqlx::query_scalar(
@@ -38,10 +46,10 @@ pub async fn posted(db: &Db, ids: &[String]) -> Result<Result<Vec<String>, Strin
         .await?;
         match raw {
             Some(raw) => texts.push(super::series::mail_text(&raw)),
-            None => return Ok(Err(id.clone())),
+            None => return Ok(Posted::Missing(id.clone())),
         }
     }
-    Ok(Ok(texts))
+    Ok(Posted::All(texts))
 }
 
 #[cfg(test)]

@@ -36,8 +36,9 @@ pub struct StandingReport {
     pub id: i64,
     pub message_id: String,
     pub subject: String,
-    /// One address per line, To first.
-    pub recipients: String,
+    /// To first.
+    #[sqlx(try_from = "String")]
+    pub recipients: super::outbox::Recipients,
     /// What it was rendered from (reports before facts were kept have none).
     pub facts: Option<String>,
 }
@@ -108,10 +109,9 @@ fn report_place(
         None => (
             report
                 .recipients
-                .lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty())
-                .map(|a| mbox::Mailbox::new("", a))
+                .0
+                .iter()
+                .map(|a| mbox::Mailbox::new("", a.as_str()))
                 .collect::<Vec<_>>(),
             Vec::new(),
         ),

@@ -484,6 +484,7 @@ pub async fn attempts(db: &Db, outbox_id: i64) -> Result<Vec<Attempt>> {
 
 fn split_recipients(s: &str) -> Vec<String> {
     s.lines()
+        .map(str::trim)
         .filter(|l| !l.is_empty())
         .map(str::to_owned)
         .collect()

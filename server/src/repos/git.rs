@@ -683,31 +683,91 @@ fn checked_sha(sha: &str) -> Result<&str, GitError> {
     }
 }
 
-/// Runs git with `input` on its standard input (written from a separate
-/// task, so a large diff cannot deadlock against a full output pipe).
+/// Runs git with `input` on its standard input; its output as text.
 async fn run_git_with_input(
     dir: Option<&Path>,
     args: &[&str],
     input: Vec<u8>,
     timeout: Duration,
 ) -> Result<String, GitError> {
-    use tokio::io::AsyncWriteExt;
-    let mut cmd = git_command(dir, args);
-    cmd.stdin(Stdio::piped());
-    let mut child = cmd.spawn()?;
-    if let Some(mut stdin) = child.stdin.take() {
-        tokio::spawn(async move {
-            // A git that exits early closes the pipe; its status tells why.
-            let _ = stdin.write_all(&input).await;
-        });
-    }
-    finish(args, child.wait_with_output(), timeout).await
+    let out = run(dir, args, Some(input), Some(timeout)).await?;
+    Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
 async fn run_git(dir: Option<&Path>, args: &[&str], timeout: Duration) -> Result<String, GitError> {
+    let out = run(dir, args, None, Some(timeout)).await?;
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// The server's one git runner: git on the repository `dir` (its git
+/// directory; none for a command run inside a worktree), `input` on its
+/// standard input, ended after `timeout` (or by dropping the future, for
+/// callers with a timeout of their own). Its standard output as bytes (an
+/// archive's messages need not be UTF-8), or why it failed.
+pub async fn run(
+    dir: Option<&Path>,
+    args: &[&str],
+    input: Option<Vec<u8>>,
+    timeout: Option<Duration>,
+) -> Result<Vec<u8>, GitError> {
+    let output = spawn(dir, args, input)?.wait_with_output();
+    let output = match timeout {
+        None => output.await?,
+        Some(timeout) => match tokio::time::timeout(timeout, output).await {
+            Ok(out) => out?,
+            Err(_) => {
+                return Err(GitError::Timeout {
+                    command: command_name(args),
+                    secs: timeout.as_secs(),
+                })
+            }
+        },
+    };
+    outcome(args, output)
+}
+
+/// Starts git as [`run`] does, for a caller that streams its output
+/// (then [`outcome`] of `wait_with_output`).
+pub fn spawn(
+    dir: Option<&Path>,
+    args: &[&str],
+    input: Option<Vec<u8>>,
+) -> Result<tokio::process::Child, GitError> {
+    use tokio::io::AsyncWriteExt;
     let mut cmd = git_command(dir, args);
-    cmd.stdin(Stdio::null());
-    finish(args, cmd.output(), timeout).await
+    cmd.stdin(if input.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    });
+    let mut child = cmd.spawn()?;
+    if let (Some(input), Some(mut stdin)) = (input, child.stdin.take()) {
+        // From a separate task, so a large input cannot deadlock against a
+        // full output pipe; a git that exits early closes the pipe, and its
+        // status tells why.
+        tokio::spawn(async move {
+            let _ = stdin.write_all(&input).await;
+        });
+    }
+    Ok(child)
+}
+
+/// A finished git's standard output, or why it failed.
+pub fn outcome(args: &[&str], output: std::process::Output) -> Result<Vec<u8>, GitError> {
+    if !output.status.success() {
+        // git may quote the URL it was given, credentials and all, and
+        // its words reach pages, events and API errors.
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        return Err(GitError::Failed {
+            command: command_name(args),
+            stderr: without_credentials(stderr.trim()),
+        });
+    }
+    Ok(output.stdout)
+}
+
+fn command_name(args: &[&str]) -> String {
+    args.first().copied().unwrap_or_default().to_owned()
 }
 
 fn git_command(dir: Option<&Path>, args: &[&str]) -> Command {
@@ -723,34 +783,6 @@ fn git_command(dir: Option<&Path>, args: &[&str]) -> Command {
         .stderr(Stdio::piped())
         .kill_on_drop(true);
     cmd
-}
-
-/// Waits for a git child within `timeout`; its stdout, or why it failed.
-async fn finish(
-    args: &[&str],
-    output: impl std::future::Future<Output = std::io::Result<std::process::Output>>,
-    timeout: Duration,
-) -> Result<String, GitError> {
-    let command = args.first().copied().unwrap_or_default().to_owned();
-    let output = match tokio::time::timeout(timeout, output).await {
-        Ok(out) => out?,
-        Err(_) => {
-            return Err(GitError::Timeout {
-                command,
-                secs: timeout.as_secs(),
-            })
-        }
-    };
-    if !output.status.success() {
-        // git may quote the URL it was given, credentials and all, and
-        // its words reach pages, events and API errors.
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        return Err(GitError::Failed {
-            command,
-            stderr: without_credentials(stderr.trim()),
-        });
-    }
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
 /// Refuses revisions git would parse as an option, a range or a path, so user

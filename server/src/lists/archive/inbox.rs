@@ -4,10 +4,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-
-use tokio::io::AsyncWriteExt;
-use tokio::process::Command;
 
 use super::{epochs, is_bare_repo, Cursor, RawMessage};
 use crate::error::{Error, GitError, Result};
@@ -213,17 +209,14 @@ async fn cat_blobs(dir: &Path, specs: &[String]) -> Result<Vec<Option<Vec<u8>>>>
         return Ok(Vec::new());
     }
     let input = specs.iter().map(|s| format!("{s}\n")).collect::<String>();
-    let mut child = git_command(dir, &["cat-file", "--batch"], true).spawn()?;
-    feed(&mut child, input.into_bytes());
+    let args = ["cat-file", "--batch"];
+    let mut child = crate::repos::git::spawn(Some(dir), &args, Some(input.into_bytes()))?;
     let stdout = child
         .stdout
         .take()
         .ok_or_else(|| anyhow::anyhow!("git cat-file has no output pipe"))?;
     let objects = read_batch(&mut tokio::io::BufReader::new(stdout), specs.len()).await?;
-    let output = child.wait_with_output().await?;
-    if !output.status.success() {
-        return Err(failed("cat-file", &output.stderr).into());
-    }
+    crate::repos::git::outcome(&args, child.wait_with_output().await?)?;
     Ok(objects)
 }
 
@@ -285,55 +278,9 @@ where
 
 /// Runs git on the repository `dir`, optionally feeding it `input`; its
 /// standard output as bytes (messages need not be UTF-8). The archive
-/// reader's timeout ends it (`kill_on_drop`).
+/// reader's timeout ends it.
 async fn git(dir: &Path, args: &[&str], input: Option<Vec<u8>>) -> Result<Vec<u8>, GitError> {
-    let mut child = git_command(dir, args, input.is_some()).spawn()?;
-    if let Some(input) = input {
-        feed(&mut child, input);
-    }
-    let output = child.wait_with_output().await?;
-    if !output.status.success() {
-        return Err(failed(
-            args.first().copied().unwrap_or_default(),
-            &output.stderr,
-        ));
-    }
-    Ok(output.stdout)
-}
-
-fn git_command(dir: &Path, args: &[&str], with_input: bool) -> Command {
-    let mut cmd = Command::new("git");
-    cmd.arg("--git-dir")
-        .arg(dir)
-        .args(args)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("LC_ALL", "C")
-        .stdin(if with_input {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    cmd
-}
-
-/// Writes `input` to the child from a separate task, so a large output
-/// cannot deadlock against the input.
-fn feed(child: &mut tokio::process::Child, input: Vec<u8>) {
-    if let Some(mut stdin) = child.stdin.take() {
-        tokio::spawn(async move {
-            let _ = stdin.write_all(&input).await;
-        });
-    }
-}
-
-fn failed(command: &str, stderr: &[u8]) -> GitError {
-    GitError::Failed {
-        command: command.to_owned(),
-        stderr: String::from_utf8_lossy(stderr).trim().to_owned(),
-    }
+    crate::repos::git::run(Some(dir), args, input, None).await
 }
 
 fn is_sha(text: &str) -> bool {
