@@ -792,6 +792,47 @@ async fn a_watch_follows_the_branch() {
     }
 }
 
+/// 11b. A watch hears that its pair ended instead of asking: a cancelled
+/// pair is told to the watch at once (one `cancelled` event), and the
+/// watch, due again at once, tests the head that arrived meanwhile rather
+/// than waiting out its hour-long interval.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_watch_pair_is_told_and_the_watch_moves_on() {
+    for backend in backends() {
+        let world = World::new();
+        let c1 = world.repo.commit("pipe: watched 1");
+        let sim = Sim::start(backend, &world).await;
+        let body =
+            json!({"repo": REPO, "branch": "main", "job_file": sim::JOB, "interval_secs": 3600});
+        let watch = id(&sim.post("/api/v1/watches", body, 201).await);
+        let running = |w: &Value| w["watch"]["current_submission"].is_i64();
+        let w = sim.watch_when(watch, running).await;
+        assert_eq!(w["watch"]["last_tested"], c1.as_str(), "{w:#}");
+        let first = w["watch"]["current_submission"].as_i64().expect("a pair");
+
+        let c2 = world.repo.commit("pipe: watched 2");
+        let path = format!("/api/v1/submissions/{first}/cancel");
+        sim.post(&path, json!({}), 200).await;
+        let moved_on = |w: &Value| {
+            w["watch"]["last_tested"] == c2 && w["watch"]["current_submission"].is_i64()
+        };
+        let w = sim.watch_when(watch, moved_on).await;
+        let cancelled: Vec<&Value> = w["events"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .filter(|e| e["kind"] == "cancelled")
+            .collect();
+        assert_eq!(cancelled.len(), 1, "{w:#}");
+        assert!(
+            str_of(&cancelled[0]["detail"]).contains(&format!("submission {first}")),
+            "{w:#}"
+        );
+        assert_ne!(w["watch"]["current_submission"], first, "{w:#}");
+        sim.stop().await;
+    }
+}
+
 const BISECTION_KEYS: &[&str] = &[
     "id",
     "repo",
