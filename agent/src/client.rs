@@ -16,6 +16,18 @@ pub struct ApiClient {
     inner: AgentClient,
 }
 
+/// What enrolment gave the agent, kept across restarts.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Identity {
+    pub server: String,
+    pub agent_id: i64,
+    pub agent_token: String,
+    /// The backend the server knows this agent by (absent in identities
+    /// written before it was recorded).
+    #[serde(default)]
+    pub backend: Option<kbot_api::agent::BootBackend>,
+}
+
 impl ApiClient {
     /// `server` is the server's base URL (`http://127.0.0.1:8080`).
     pub fn new(server: &str, token: Option<String>) -> Result<ApiClient> {

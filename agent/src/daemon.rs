@@ -9,7 +9,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, Notify};
 
 use kbot_api::agent::{
@@ -19,6 +18,7 @@ use kbot_api::builds::{BuildOrder, OrderLease};
 
 use crate::build_cache::{read_json, write_json};
 use crate::client::ApiClient;
+use crate::client::Identity;
 use crate::error::{AgentError, Result};
 use crate::job_runner::JobRunner;
 use crate::outcome::{Failure, Outcome};
@@ -26,18 +26,6 @@ use crate::process::Cancel;
 use crate::roles::Roles;
 use crate::shared_build::{OrderDone, SharedBuilds};
 use crate::spool::{backoff, Pending, Spool};
-
-/// What enrolment gave the agent, kept across restarts.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Identity {
-    pub server: String,
-    pub agent_id: i64,
-    pub agent_token: String,
-    /// The backend the server knows this agent by (absent in identities
-    /// written before it was recorded).
-    #[serde(default)]
-    pub backend: Option<BootBackend>,
-}
 
 pub struct Daemon {
     pub client: ApiClient,

@@ -10,14 +10,11 @@ use crate::error::{AgentError, Result};
 use crate::host_backend::{self, HostConfig};
 use crate::kernel_build::{server_key, Builder};
 use crate::kexec::{BootStep, KexecMachine, RealSystem};
-use crate::outcome::{Failure, Outcome};
+use crate::outcome::{Failure, OnState, Outcome};
 use crate::process::Cancel;
 use crate::qemu::{QemuBackend, INITRAMFS};
 use crate::shared_build::SharedBuilds;
 use crate::workload;
-
-/// Reports a state change with a detail line.
-pub type OnState<'a> = &'a (dyn Fn(JobState, &str) + Sync);
 
 pub enum Backend {
     Qemu(QemuBackend),

@@ -295,7 +295,7 @@ impl Builder {
                     "+refs/kbot/*:refs/kbot/*",
                 ]);
                 let identity = self.cfg.work_dir.join("agent.json");
-                let id = crate::build_cache::read_json::<crate::daemon::Identity>(&identity)?;
+                let id = crate::build_cache::read_json::<crate::client::Identity>(&identity)?;
                 if let Some(id) = id.filter(|_| url.starts_with("http")) {
                     fetch.envs([
                         ("GIT_CONFIG_COUNT", "1".to_owned()),

@@ -3,6 +3,9 @@
 use kbot_api::agent::{FailureKind, ResultUpload};
 use serde::{Deserialize, Serialize};
 
+/// Reports a state change with a detail line.
+pub type OnState<'a> = &'a (dyn Fn(kbot_api::agent::JobState, &str) + Sync);
+
 /// A run that produced no statistics: the kind decides how the server
 /// counts it (`build_failed`, `boot_failed`, `incomplete`, ...).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -30,9 +30,9 @@ use tokio::runtime::Handle;
 
 use crate::build_cache::{BuildKey, BuiltKernel};
 use crate::error::{AgentError, Result};
-use crate::job_runner::OnState;
 use crate::kernel_build::{server_key, Builder};
 use crate::outcome::Failure;
+use crate::outcome::OnState;
 use crate::process::Cancel;
 
 /// The server's shared builds, seen from a job's blocking thread.

@@ -252,7 +252,7 @@ async fn submit(
 async fn enrol_host_agent(
     server: &kbot_testkit::TestServer,
     tmp: &tempfile::TempDir,
-) -> (PathBuf, String, kbot_agent::daemon::Identity) {
+) -> (PathBuf, String, kbot_agent::client::Identity) {
     let work = tmp.path().join("agent");
     let server_url = server.url("").trim_end_matches('/').to_string();
     let token = server.enrollment_token().await;

@@ -138,7 +138,7 @@ pub async fn build_failed(
     log: &str,
 ) -> Result<()> {
     let config = &state.config.mail;
-    let jobs = super::series::list_jobs(state, l)?.0;
+    let jobs = super::pairs::list_jobs(state, l)?.0;
     let job = jobs.first();
     let mut body = greeting(place);
     let _ = write!(

@@ -202,7 +202,7 @@ async fn maintainers_tree(
     mirror: &Mirror,
     posting: &Posting<'_>,
 ) -> Result<Lookup<Tree>> {
-    let paths = super::series::touched_paths(posting.patches);
+    let paths = super::patches::touched_paths(posting.patches);
     let head = mirror.resolve(&l.branch).await?;
     let found: Option<String> = mirror.file_at(&head, "MAINTAINERS").await?;
     let Some(text) = found else {

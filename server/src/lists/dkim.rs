@@ -17,8 +17,18 @@ use mail_auth::{
     AuthenticatedMessage, DkimResult, MessageAuthenticator, Parameters, ResolverCache, Txt,
 };
 
-use super::trust::Seal;
 use crate::config::mail::{DkimKeys, MailConfig};
+
+/// How the From line of a command mail was checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seal {
+    /// A DKIM signature passed with a domain aligned with the From.
+    Pass,
+    /// No DKIM signature at all, on a list that accepts that.
+    UnsignedAccepted,
+    /// No aligned passing signature: the From may be anyone's.
+    Unverified,
+}
 
 /// How the From address `from` of the raw mail `raw` is sealed.
 pub async fn seal(config: &MailConfig, raw: &[u8], from: &str, accept_unsigned: bool) -> Seal {

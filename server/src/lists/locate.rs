@@ -11,7 +11,7 @@
 use kbot_api::lists::{ListEventKind, SeriesPart};
 
 use super::answers;
-use super::series::Purpose;
+use super::pairs::{self, Purpose};
 use super::store::{self, ListRow, SeriesRow, SeriesState};
 use crate::db::Tx;
 use crate::error::Result;
@@ -115,7 +115,7 @@ pub async fn probe(
     t: &Target,
 ) -> Result<()> {
     let pair = (&t.base, &t.head);
-    let id = super::series::queue(state, tx, l, pair, Purpose::BuildProbe).await?;
+    let id = pairs::queue(state, tx, l, pair, Purpose::BuildProbe).await?;
     let (index, b) = (t.index, t.bounds);
     sqlx::query(
         "INSERT INTO series_build_probes (series_id, part_index, submission_id, good_index, \

@@ -33,7 +33,9 @@ pub mod locate;
 pub mod maintainers;
 pub mod message;
 pub mod pages;
+pub mod pairs;
 pub mod patch_status;
+pub mod patches;
 pub mod patchwork;
 pub mod prerequisites;
 pub mod recheck;
@@ -151,7 +153,7 @@ fn patchwork_settings(req: &ListCreate) -> Result<Option<(&str, &str, &str)>> {
 fn maintainers(given: &[String]) -> Result<String> {
     let mut out = Vec::new();
     for a in given.iter().map(|a| a.trim()).filter(|a| !a.is_empty()) {
-        if !crate::mail::compose::usable(a) {
+        if !crate::mail::outbox::usable(a) {
             return Err(Error::BadRequest(format!(
                 "maintainers: {a:?} is not a mail address"
             )));

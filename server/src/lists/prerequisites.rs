@@ -45,7 +45,7 @@ pub async fn posted(db: &Db, ids: &[String]) -> Result<Posted> {
         .fetch_optional(db.read())
         .await?;
         match raw {
-            Some(raw) => texts.push(super::series::mail_text(&raw)),
+            Some(raw) => texts.push(super::patches::mail_text(&raw)),
             None => return Ok(Posted::Missing(id.clone())),
         }
     }

@@ -4,29 +4,25 @@
 //! ended.
 
 use kbot_api::lists::ListEventKind;
-use kbot_core::job::AtomicJob;
 
 use super::answers;
 use super::assemble::{self, MessageMeta, SeriesDraft};
 use super::base::{self, Base};
 use super::locate;
+use super::pairs::{self, Purpose};
+use super::patches;
 use super::patchwork::{self, CheckState};
 use super::prerequisites;
 use super::store::{self, ListRow, SeriesRow, SeriesState};
 use super::subject;
 use crate::error::Result;
-use crate::jobs::Origin;
 use crate::repos::git::Am;
-use crate::repos::{self, RepoRow, StoredCommit};
+use crate::repos::{self, RepoRow};
 use crate::state::AppState;
-use crate::submissions::{self, NewPair};
 use crate::time::now_ms;
 
 /// Messages older than this (by when kbot read them) no longer join series.
 const ASSEMBLY_WINDOW_MS: i64 = 30 * 24 * 3600 * 1000;
-
-/// The user robot submissions are made as (the watches' robot).
-const ROBOT_USER: &str = crate::watches::ROBOT_USER;
 
 /// Assembles the list's open patch mails and moves each series on.
 pub async fn progress(state: &AppState, l: &ListRow) -> Result<()> {
@@ -260,7 +256,7 @@ async fn with_prerequisites(
             return Ok(Prepared::Refused(base, why));
         }
     };
-    match apply(state, repo, &base.sha, &texts).await? {
+    match patches::apply(state, repo, &base.sha, &texts).await? {
         Am::Applied(tip) => {
             let name = format!("refs/kbot/series/{}/{}-prerequisites", l.name, s.id);
             repos::mirror_for(state, &repo.name)
@@ -291,7 +287,7 @@ async fn apply_and_submit(
     let repo = repos::repo_by_id(&state.db, l.repo_id).await?;
     let mut texts = Vec::new();
     for message_id in draft.patches.values() {
-        texts.push(mail_text(
+        texts.push(patches::mail_text(
             &store::message(&state.db, l.id, message_id).await?.raw,
         ));
     }
@@ -307,7 +303,7 @@ async fn apply_and_submit(
         Prepared::Refused(base, why) => return cannot_apply(state, l, s, &repo, &base, &why).await,
     };
     let mirror = repos::mirror_for(state, &repo.name);
-    let tip = match apply(state, &repo, &base.sha, &texts).await? {
+    let tip = match patches::apply(state, &repo, &base.sha, &texts).await? {
         Am::Applied(tip) => tip,
         Am::Refused(why) => return cannot_apply(state, l, s, &repo, &base, &why).await,
     };
@@ -353,7 +349,7 @@ async fn apply_and_submit(
     }
     store::applied(&mut tx, s.id, &applied).await?;
     let pair = (&base_commit, &tip_commit);
-    let submission = queue(state, &mut tx, l, pair, Purpose::Series).await?;
+    let submission = pairs::queue(state, &mut tx, l, pair, Purpose::Series).await?;
     store::set_submission(&mut tx, s.id, submission).await?;
     let testing = format!("kbot is testing the series on {}", base.sha);
     patchwork::set_all(state, &mut tx, s, CheckState::Pending, &testing).await?;
@@ -508,78 +504,6 @@ async fn refuse(
     Ok(())
 }
 
-/// The list's job file, pinned to its tbox group when it names one.
-pub(super) fn list_jobs(
-    state: &AppState,
-    l: &ListRow,
-) -> Result<(Vec<AtomicJob>, Vec<kbot_core::job::Skipped>)> {
-    let plan = submissions::parse_job(&l.job_file, state.config.lkp_root.as_deref())?;
-    let jobs = plan
-        .jobs
-        .into_iter()
-        .map(|mut job| {
-            if l.tbox_group.is_some() {
-                job.tbox_group.clone_from(&l.tbox_group);
-            }
-            job
-        })
-        .collect();
-    Ok((jobs, plan.skipped))
-}
-
-/// What a robot pair of a list is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Purpose {
-    /// Base against a series' tip: judged like a user's pair, bisected
-    /// inside the series when it regresses.
-    Series,
-    /// Base against one patch, to see whether it builds ([`super::locate`]):
-    /// one run, never reported by itself.
-    BuildProbe,
-}
-
-/// Queues the list's jobs as a robot pair of `base` and `head`.
-pub(super) async fn queue(
-    state: &AppState,
-    tx: &mut crate::db::Tx,
-    l: &ListRow,
-    (base, head): (&StoredCommit, &StoredCommit),
-    purpose: Purpose,
-) -> Result<i64> {
-    let (jobs, skipped) = list_jobs(state, l)?;
-    let robot = crate::auth::upsert_user(tx, ROBOT_USER, None).await?;
-    let (origin, bisect, max_runs, branch) = match purpose {
-        Purpose::Series => (
-            Origin::Series,
-            true,
-            u32::try_from(l.runs_cap).unwrap_or(1),
-            Some(l.branch.as_str()),
-        ),
-        Purpose::BuildProbe => (Origin::BuildProbe, false, 1, None),
-    };
-    submissions::queue_pair(
-        state,
-        tx,
-        NewPair {
-            user_id: robot,
-            repo_id: l.repo_id,
-            job_file: &l.job_file,
-            atomic_jobs: &jobs,
-            skipped: &skipped,
-            base,
-            head,
-            // Below users' and watches' pairs: anyone can post to a list.
-            priority: i64::from(state.config.lists.priority),
-            max_runs,
-            origin,
-            bisect,
-            watch_id: None,
-            branch,
-        },
-    )
-    .await
-}
-
 async fn cannot_apply(
     state: &AppState,
     l: &ListRow,
@@ -615,66 +539,6 @@ async fn cannot_apply(
     tx.commit().await?;
     tracing::info!(list = l.id, series = s.id, "series does not apply");
     Ok(())
-}
-
-/// A stored mail as text with `\n` line ends, as `git am` and the
-/// mboxrd writer take it.
-pub(super) fn mail_text(raw: &[u8]) -> String {
-    String::from_utf8_lossy(raw).replace("\r\n", "\n")
-}
-
-/// `git am -3` of the mails `texts`, in order, on `base` in the repo's
-/// mirror, committed by the robot; the tip, or git am's words.
-pub(super) async fn apply(
-    state: &AppState,
-    repo: &RepoRow,
-    base: &str,
-    texts: &[String],
-) -> Result<Am> {
-    let robot = &state.config.mail.report.robot_address;
-    let mirror = repos::mirror_for(state, &repo.name);
-    let paths = touched_paths(&texts.concat());
-    Ok(mirror
-        .am(base, mboxrd(texts)?, &paths, ("kbot", robot))
-        .await?)
-}
-
-/// The patches as one mboxrd file, as `git am --patch-format=mboxrd` reads
-/// it: each message through the report archive's own mboxrd writer.
-pub(super) fn mboxrd(messages: &[String]) -> Result<Vec<u8>> {
-    let mut out = String::new();
-    for m in messages {
-        out.push_str(&kbot_core::report::mbox::mbox_entry(m, "kbot", 0)?);
-    }
-    Ok(out.into_bytes())
-}
-
-/// Every path a patch text names: in `diff --git a/X b/Y` lines, and in
-/// `--- a/X` / `+++ b/Y` lines (a plain `diff -u` has only those).
-pub(super) fn touched_paths(text: &str) -> Vec<String> {
-    let mut paths: Vec<String> = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    let mut add = |p: &str| {
-        let p = p.split('\t').next().unwrap_or(p).trim();
-        if !p.is_empty() && seen.insert(p.to_owned()) {
-            paths.push(p.to_owned());
-        }
-    };
-    for line in text.lines() {
-        if let Some((a, b)) = line
-            .strip_prefix("diff --git a/")
-            .and_then(|rest| rest.split_once(" b/"))
-        {
-            add(a);
-            add(b);
-        } else if let Some(p) = line
-            .strip_prefix("--- a/")
-            .or_else(|| line.strip_prefix("+++ b/"))
-        {
-            add(p);
-        }
-    }
-    paths
 }
 
 /// A series' pair ended (`robot::ended`): the series is `tested`,
@@ -748,29 +612,4 @@ async fn conclusion(
         patchwork::set_all(state, tx, s, CheckState::Warning, &untested).await?;
         (SeriesState::Failed, format!("the tip did not run: {why}"))
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn mboxrd_quotes_from_lines() {
-        let out = mboxrd(&["Subject: x\n\nFrom here\n>From there\nend".to_owned()]).expect("mbox");
-        let text = String::from_utf8(out).expect("utf-8");
-        assert!(text.starts_with("From kbot "));
-        assert!(text.contains("\n>From here\n>>From there\nend\n\n"));
-    }
-
-    #[test]
-    fn paths_come_from_plain_unified_diffs_too() {
-        let p = "--- a/fs/pipe.c\n+++ b/fs/pipe.c\n@@ -1 +1 @@\n--- a/x.c\t2024\n+++ b/x.c\n";
-        assert_eq!(touched_paths(p), ["fs/pipe.c", "x.c"]);
-    }
-
-    #[test]
-    fn paths_come_from_diff_headers() {
-        let raw = "diff --git a/fs/pipe.c b/fs/pipe.c\n--- a/fs/pipe.c\ndiff --git a/x b/y\n";
-        assert_eq!(touched_paths(raw), ["fs/pipe.c", "x", "y"]);
-    }
 }

@@ -12,6 +12,7 @@
 //! a day per regression. A list address never commands, and kbot never
 //! reads its own mail as a command.
 
+use super::dkim::Seal;
 use super::message::{Command, ListMessage};
 use super::recheck::Reported;
 use super::store::ListRow;
@@ -19,17 +20,6 @@ use crate::error::Result;
 use crate::repos;
 use crate::state::AppState;
 use crate::time::now_ms;
-
-/// How the From line of a command mail was checked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Seal {
-    /// A DKIM signature passed with a domain aligned with the From.
-    Pass,
-    /// No DKIM signature at all, on a list that accepts that.
-    UnsignedAccepted,
-    /// No aligned passing signature: the From may be anyone's.
-    Unverified,
-}
 
 /// What the sender is to the report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -131,7 +131,7 @@ async fn enqueue(tx: &mut Tx, config: &MailConfig, blame: &Blame<'_>) -> Result<
             return Ok(None);
         }
     };
-    let facts = culprit::Facts {
+    let facts = outbox::Facts {
         data,
         addressing,
         tbox_group: ctx.tbox_group.clone(),
@@ -401,10 +401,10 @@ fn addressing(
             v.committer_email.clone(),
         ));
     }
-    cc.retain(|m| usable(&m.address));
+    cc.retain(|m| outbox::usable(&m.address));
     let author = mbox::Mailbox::new(v.author_name.clone(), v.author_email.clone());
     let to: Vec<mbox::Mailbox> = Some(author)
-        .filter(|m| usable(&m.address))
+        .filter(|m| outbox::usable(&m.address))
         .into_iter()
         .collect();
     mbox::Addressing {
@@ -417,26 +417,5 @@ fn addressing(
         date_ms,
         in_reply_to: None,
         references: Vec::new(),
-    }
-}
-
-/// An address SMTP can carry: one `@` inside, no spaces, brackets or line breaks.
-pub(crate) fn usable(address: &str) -> bool {
-    address.matches('@').count() == 1
-        && !address.starts_with('@')
-        && !address.ends_with('@')
-        && !address.contains(['<', '>', ' ', ',', '"', '\r', '\n'])
-}
-
-#[cfg(test)]
-mod tests {
-    use super::usable;
-
-    #[test]
-    fn unusable_addresses_are_dropped() {
-        assert!(usable("ann@example.org"));
-        for bad in ["", "ann", "@x", "a@", "a@b@c", "a b@x", "a@x\r\nBcc: e@x"] {
-            assert!(!usable(bad), "{bad:?}");
-        }
     }
 }

@@ -15,24 +15,14 @@
 //! Either way the finding's regression links to that one report.
 
 use kbot_core::report::{self, mbox, ReportData};
-use serde::{Deserialize, Serialize};
 
-use super::outbox::OutboxState;
+use super::outbox::{Facts, OutboxState};
 use super::thread::{self, Answer, ThreadPlace};
 use crate::config::mail::MailConfig;
 use crate::db::Tx;
 use crate::error::Result;
 use crate::repos::StoredCommit;
 use kbot_core::stats::MetricComparison;
-
-/// What a report was rendered from (`report_outbox.facts`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Facts {
-    pub data: ReportData,
-    pub addressing: mbox::Addressing,
-    /// The tbox group of the report's own finding.
-    pub tbox_group: String,
-}
 
 /// The culprit key of a blamed commit: its patch-id, so the same change on
 /// another tree is the same culprit, or else the commit itself.

@@ -11,7 +11,7 @@
 use kbot_core::report::mbox;
 use kbot_core::stats::MetricComparison;
 
-use super::culprit::Facts;
+use super::outbox::Facts;
 use super::thread::{self, Answer, ThreadPlace};
 use crate::config::mail::MailConfig;
 use crate::db::Tx;

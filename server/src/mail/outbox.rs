@@ -106,6 +106,15 @@ pub struct NewReport {
     pub thread: Option<String>,
 }
 
+/// What a report was rendered from (`report_outbox.facts`).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Facts {
+    pub data: kbot_core::report::ReportData,
+    pub addressing: kbot_core::report::mbox::Addressing,
+    /// The tbox group of the report's own finding.
+    pub tbox_group: String,
+}
+
 /// A row claimed for one delivery attempt.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct Claimed {
@@ -488,4 +497,25 @@ fn split_recipients(s: &str) -> Vec<String> {
         .filter(|l| !l.is_empty())
         .map(str::to_owned)
         .collect()
+}
+
+/// An address SMTP can carry: one `@` inside, no spaces, brackets or line breaks.
+pub fn usable(address: &str) -> bool {
+    address.matches('@').count() == 1
+        && !address.starts_with('@')
+        && !address.ends_with('@')
+        && !address.contains(['<', '>', ' ', ',', '"', '\r', '\n'])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unusable_addresses_are_dropped() {
+        assert!(usable("ann@example.org"));
+        for bad in ["", "ann", "@x", "a@", "a@b@c", "a b@x", "a@x\r\nBcc: e@x"] {
+            assert!(!usable(bad), "{bad:?}");
+        }
+    }
 }

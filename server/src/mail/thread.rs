@@ -52,7 +52,7 @@ impl ThreadPlace {
                 .any(|c| c.address.eq_ignore_ascii_case(&m.address))
                 || m.address.eq_ignore_ascii_case(&self.to.address)
                 || m.address.eq_ignore_ascii_case(robot);
-            if !dup && super::compose::usable(&m.address) {
+            if !dup && outbox::usable(&m.address) {
                 cc.push(m.clone());
             }
         }
@@ -64,7 +64,7 @@ impl ThreadPlace {
         mbox::Addressing {
             from: mbox::Mailbox::new(config.report.robot_name.clone(), robot.clone()),
             to: Some(self.to.clone())
-                .filter(|m| super::compose::usable(&m.address))
+                .filter(|m| outbox::usable(&m.address))
                 .into_iter()
                 .collect(),
             cc,
