@@ -9,7 +9,7 @@ use super::RenderedReport;
 use crate::{Error, Result};
 
 /// A name and an address, e.g. `kernel test robot <kbot@example.org>`.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Mailbox {
     pub name: Option<String>,
     pub address: String,

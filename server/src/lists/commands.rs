@@ -484,7 +484,7 @@ async fn test(
         (None, None) if m.patch.is_some() => {
             let mirror = repos::mirror_for(state, &repo.name);
             let raw = reply_mbox(m)?;
-            let paths = super::series::touched_paths(m.patch.as_deref().unwrap_or_default());
+            let paths = super::patches::touched_paths(m.patch.as_deref().unwrap_or_default());
             let robot = &state.config.mail.report.robot_address;
             match mirror
                 .am(&first_bad.sha, raw, &paths, ("kbot", robot))
@@ -533,11 +533,7 @@ async fn test(
 fn reply_mbox(m: &ListMessage) -> Result<Vec<u8>> {
     let mut text = format!(
         "From: {} <{}>\nSubject: {}\nDate: {}\n\n",
-        if m.from.name.is_empty() {
-            &m.from.address
-        } else {
-            &m.from.name
-        },
+        m.from.name.as_deref().unwrap_or(&m.from.address),
         m.from.address,
         m.subject.replace(['\r', '\n'], " "),
         chrono::DateTime::from_timestamp_millis(m.date_ms.unwrap_or(0))
@@ -558,7 +554,7 @@ fn reply_mbox(m: &ListMessage) -> Result<Vec<u8>> {
     }
     text.push_str("---\n");
     text.push_str(m.patch.as_deref().unwrap_or_default());
-    super::series::mboxrd(&[text])
+    super::patches::mboxrd(&[text])
 }
 
 /// Records what the command did, in the row [`claim`] made, as a list event

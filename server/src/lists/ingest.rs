@@ -211,18 +211,15 @@ fn new_message<'a>(
         in_reply_to: m.in_reply_to.as_deref(),
         references: &m.references,
         subject: &m.subject,
-        from_name: &m.from.name,
+        from_name: m.from.name.as_deref().unwrap_or_default(),
         from_address: &m.from.address,
         recipients: m
             .to
             .iter()
             .chain(&m.cc)
-            .map(|b| {
-                if b.name.is_empty() {
-                    b.address.clone()
-                } else {
-                    format!("{} <{}>", b.name, b.address)
-                }
+            .map(|b| match &b.name {
+                None => b.address.clone(),
+                Some(name) => format!("{name} <{}>", b.address),
             })
             .collect(),
         date_ms: m.date_ms.unwrap_or_else(crate::time::now_ms),

@@ -9,6 +9,8 @@
 
 use std::collections::HashSet;
 
+pub use kbot_core::report::mbox::Mailbox;
+
 use mail_parser::{
     Address, HeaderName, HeaderValue, Message, MessageParser, MimeHeaders, PartType,
 };
@@ -30,15 +32,6 @@ const MAX_ID_LEN: usize = 998;
 /// 63): real threads are far shallower, and each id costs every pass that
 /// assembles series.
 pub const MAX_REFERENCES: usize = 64;
-
-/// One name and address of a From, To or Cc header.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Mailbox {
-    /// The display name, decoded; empty when there is none.
-    pub name: String,
-    /// The address as written; empty when the header had none.
-    pub address: String,
-}
 
 /// What the robot reads of one list message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -189,11 +182,12 @@ fn unfold(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// One name and address of a From, To or Cc header; a blank name is none.
 fn mailbox(addr: &mail_parser::Addr<'_>) -> Mailbox {
-    Mailbox {
-        name: addr.name().map(unfold).unwrap_or_default(),
-        address: addr.address().unwrap_or_default().trim().to_owned(),
-    }
+    Mailbox::new(
+        addr.name().map(unfold).unwrap_or_default(),
+        addr.address().unwrap_or_default().trim(),
+    )
 }
 
 fn mailboxes(address: Option<&Address<'_>>) -> Vec<Mailbox> {
@@ -414,10 +408,10 @@ change-id: 20240101-thing-fix-0123456789ab\r
             ["20240101.0-jorg@example.org", "20240102.0-jorg@example.org"]
         );
         assert_eq!(m.subject, "[PATCH v2 2/3] net: fix the thing");
-        assert_eq!(m.from.name, "Jörg Dev");
+        assert_eq!(m.from.name.as_deref(), Some("Jörg Dev"));
         assert_eq!(m.from.address, "jorg@example.org");
         assert_eq!(m.to.len(), 2);
-        assert_eq!(m.to[1].name, "Maint, Ainer");
+        assert_eq!(m.to[1].name.as_deref(), Some("Maint, Ainer"));
         assert_eq!(m.cc[0].address, "netdev@vger.kernel.org");
         assert_eq!(m.date_ms, Some(1_704_186_000_000));
         assert!(m.body.contains("Signed-off-by: Jörg"));
