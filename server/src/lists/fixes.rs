@@ -4,7 +4,7 @@
 //! first such commit, once per command), is rerun
 //! against the first bad commit; the regression is marked `fixed` only when
 //! the KPI comes back, and the report's thread hears either way
-//! ([`super::commands::settle_all`] answers).
+//! ([`super::commands::pair_ended`] answers once the pair ended).
 
 use std::time::Duration;
 
