@@ -16,18 +16,9 @@ pub fn list_jobs(
     state: &AppState,
     l: &ListRow,
 ) -> Result<(Vec<AtomicJob>, Vec<kbot_core::job::Skipped>)> {
-    let plan = submissions::parse_job(&l.job_file, state.config.lkp_root.as_deref())?;
-    let jobs = plan
-        .jobs
-        .into_iter()
-        .map(|mut job| {
-            if l.tbox_group.is_some() {
-                job.tbox_group.clone_from(&l.tbox_group);
-            }
-            job
-        })
-        .collect();
-    Ok((jobs, plan.skipped))
+    let lkp_root = state.config.lkp_root.as_deref();
+    let plan = submissions::parse_robot_job(&l.job_file, lkp_root, l.tbox_group.as_deref())?;
+    Ok((plan.jobs, plan.skipped))
 }
 
 /// What a robot pair of a list is for.

@@ -170,6 +170,22 @@ pub(crate) async fn queue_pair(
     Ok(id)
 }
 
+/// A robot's job file (a watch's, a list's), planned as [`parse_job`]
+/// does, each atomic job pinned to the source's tbox group when it names one.
+pub fn parse_robot_job(
+    text: &str,
+    lkp_root: Option<&Path>,
+    tbox_group: Option<&str>,
+) -> Result<JobPlan> {
+    let mut plan = parse_job(text, lkp_root)?;
+    if let Some(group) = tbox_group {
+        for job in &mut plan.jobs {
+            job.tbox_group = Some(group.to_owned());
+        }
+    }
+    Ok(plan)
+}
+
 /// Plans the job file, includes resolved against `lkp_root`; every problem
 /// names the culprit (line, key, option, missing include), and a file is
 /// refused only when nothing in it can run.

@@ -237,17 +237,8 @@ async fn submit_head(
     if base.id == head.id {
         return Ok(());
     }
-    let plan = submissions::parse_job(&w.job_file, state.config.lkp_root.as_deref())?;
-    let atomic_jobs: Vec<_> = plan
-        .jobs
-        .into_iter()
-        .map(|mut job| {
-            if w.tbox_group.is_some() {
-                job.tbox_group.clone_from(&w.tbox_group);
-            }
-            job
-        })
-        .collect();
+    let lkp_root = state.config.lkp_root.as_deref();
+    let plan = submissions::parse_robot_job(&w.job_file, lkp_root, w.tbox_group.as_deref())?;
     let mut tx = state.db.begin().await?;
     let robot = crate::auth::upsert_user(&mut tx, ROBOT_USER, None).await?;
     let id = submissions::queue_pair(
@@ -257,7 +248,7 @@ async fn submit_head(
             user_id: robot,
             repo_id: repo.id,
             job_file: &w.job_file,
-            atomic_jobs: &atomic_jobs,
+            atomic_jobs: &plan.jobs,
             skipped: &plan.skipped,
             base: &base,
             head: &head,
