@@ -60,7 +60,7 @@ pub(super) async fn queue_verification(
         state,
         tx,
         NewPair {
-            user_id: pair.origin.user_id,
+            by: submissions::Submitter::User(pair.origin.user_id),
             repo_id: b.repo_id,
             job_file: &pair.origin.job_file,
             atomic_jobs: &jobs,

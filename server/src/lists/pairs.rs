@@ -8,8 +8,7 @@ use crate::error::Result;
 use crate::jobs::Origin;
 use crate::repos::StoredCommit;
 use crate::state::AppState;
-use crate::submissions::{self, NewPair};
-use crate::watches::ROBOT_USER;
+use crate::submissions::{self, NewPair, Submitter};
 
 /// The list's job file, pinned to its tbox group when it names one.
 pub fn list_jobs(
@@ -41,7 +40,6 @@ pub async fn queue(
     purpose: Purpose,
 ) -> Result<i64> {
     let (jobs, skipped) = list_jobs(state, l)?;
-    let robot = crate::auth::upsert_user(tx, ROBOT_USER, None).await?;
     let (origin, bisect, max_runs, branch) = match purpose {
         Purpose::Series => (
             Origin::Series,
@@ -55,7 +53,7 @@ pub async fn queue(
         state,
         tx,
         NewPair {
-            user_id: robot,
+            by: Submitter::Robot,
             repo_id: l.repo_id,
             job_file: &l.job_file,
             atomic_jobs: &jobs,

@@ -162,7 +162,6 @@ pub async fn queue(
     head: &StoredCommit,
 ) -> Result<i64> {
     let job = crate::bisect::job_spec(&state.db, r.atomic_job_id).await?;
-    let robot = crate::auth::upsert_user(tx, crate::watches::ROBOT_USER, None).await?;
     let job_file: String = sqlx::query_scalar(
         "SELECT s.job_file FROM atomic_jobs a JOIN submissions s ON s.id = a.submission_id \
          WHERE a.id = $1",
@@ -175,7 +174,7 @@ pub async fn queue(
         state,
         tx,
         NewPair {
-            user_id: robot,
+            by: submissions::Submitter::Robot,
             repo_id: r.repo_id,
             job_file: &job_file,
             atomic_jobs: &jobs,

@@ -79,7 +79,7 @@ pub async fn submit(
         state,
         &mut tx,
         NewPair {
-            user_id: user.user_id,
+            by: Submitter::User(user.user_id),
             repo_id: repo.id,
             job_file: &req.job_file,
             atomic_jobs: &atomic_jobs,
@@ -110,10 +110,21 @@ pub async fn submit(
     store::submission_view(&state.db, id).await
 }
 
+/// The user robot submissions are made as (watches, lists, rechecks).
+pub const ROBOT_USER: &str = "kbot-robot";
+
+/// Who a pair is queued for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Submitter {
+    User(i64),
+    /// [`ROBOT_USER`], made on first use.
+    Robot,
+}
+
 /// A pair to queue: who asks, the job, the commits, and what its verdict
 /// should start.
 pub(crate) struct NewPair<'a> {
-    pub user_id: i64,
+    pub by: Submitter,
     pub repo_id: i64,
     pub job_file: &'a str,
     pub atomic_jobs: &'a [AtomicJob],
@@ -139,12 +150,16 @@ pub(crate) async fn queue_pair(
     tx: &mut crate::db::Tx,
     p: NewPair<'_>,
 ) -> Result<i64> {
+    let user_id = match p.by {
+        Submitter::User(id) => id,
+        Submitter::Robot => crate::auth::upsert_user(tx, ROBOT_USER, None).await?,
+    };
     let requested = p.atomic_jobs.iter().map(|j| j.runs).max().unwrap_or(1);
     let runs = expand::initial_runs(requested, p.max_runs);
     let id = store::insert_submission(
         tx,
         &store::NewSubmission {
-            user_id: p.user_id,
+            user_id,
             origin: p.origin,
             bisect: p.bisect,
             watch_id: p.watch_id,

@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::jobs::SubmissionState;
 use crate::repos::{self, RepoRow};
 use crate::state::AppState;
-use crate::submissions::{self, NewPair};
+use crate::submissions::{self, NewPair, Submitter};
 use crate::time::now_ms;
 use crate::worker::{self, Pace, Woken, Worker};
 use kbot_api::watches::{WatchCreate, WatchDetail, WatchEventKind, WatchView};
@@ -31,9 +31,6 @@ const TICK: Duration = Duration::from_secs(1);
 /// Default and bounds of a watch's fetch interval.
 pub const DEFAULT_INTERVAL_SECS: u32 = 600;
 pub const MAX_INTERVAL_SECS: u32 = 7 * 24 * 3600;
-
-/// The user robot submissions are made as.
-pub const ROBOT_USER: &str = "kbot-robot";
 
 /// Most events shown with a watch.
 const EVENTS_SHOWN: i64 = 200;
@@ -240,12 +237,11 @@ async fn submit_head(
     let lkp_root = state.config.lkp_root.as_deref();
     let plan = submissions::parse_robot_job(&w.job_file, lkp_root, w.tbox_group.as_deref())?;
     let mut tx = state.db.begin().await?;
-    let robot = crate::auth::upsert_user(&mut tx, ROBOT_USER, None).await?;
     let id = submissions::queue_pair(
         state,
         &mut tx,
         NewPair {
-            user_id: robot,
+            by: Submitter::Robot,
             repo_id: repo.id,
             job_file: &w.job_file,
             atomic_jobs: &plan.jobs,
