@@ -310,16 +310,21 @@ impl Worker for Comparer {
     }
 
     async fn pass(&mut self, woken: Woken<Upload>) {
-        match woken {
+        // Only a settled pair or a cancellation ends a submission; the
+        // re-scans also catch what other replicas ended.
+        let maybe_ended = match woken {
             Woken::Event(Upload::Stored(id)) => {
-                evaluate_batch(&self.state, &mut self.done, id, self.on_settled).await;
+                evaluate_batch(&self.state, &mut self.done, id, self.on_settled).await
             }
             Woken::Event(Upload::Lagged) | Woken::Tick => {
                 rescan(&self.state, self.on_settled).await;
+                true
             }
-            Woken::Event(Upload::Ended) => {}
+            Woken::Event(Upload::Ended) => true,
+        };
+        if maybe_ended {
+            tell_ended(&self.state, self.on_ended).await;
         }
-        tell_ended(&self.state, self.on_ended).await;
     }
 }
 
@@ -358,17 +363,13 @@ pub async fn tell_ended(state: &AppState, on_ended: OnEnded) {
 async fn tell(state: &AppState, on_ended: OnEnded, e: &jobs::ended::Ended, now: i64) -> Result<()> {
     let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
     let held_until = now + ms(TELL_HOLD);
-    if !jobs::ended::hold(&state.db, e, held_until).await? {
+    if !jobs::ended::hold(&state.db, e.id, e.dispatch_at, held_until).await? {
         return Ok(());
     }
     match on_ended(state, e.id, e.origin).await {
         Ok(()) => jobs::ended::told(&state.db, e.id).await,
         Err(err) => {
-            let held = jobs::ended::Ended {
-                dispatch_at: held_until,
-                ..*e
-            };
-            jobs::ended::hold(&state.db, &held, now + ms(TELL_RETRY)).await?;
+            jobs::ended::hold(&state.db, e.id, held_until, now + ms(TELL_RETRY)).await?;
             Err(err)
         }
     }
@@ -376,13 +377,14 @@ async fn tell(state: &AppState, on_ended: OnEnded, e: &jobs::ended::Ended, now: 
 
 /// Evaluates `first` and every other atomic job whose upload is already
 /// waiting in the channel, each once: under load many runs of the same pair
-/// finish together, and one look after the last of them is enough.
+/// finish together, and one look after the last of them is enough. Whether
+/// a pair settled (or a lagging receiver re-scanned).
 async fn evaluate_batch(
     state: &AppState,
     done: &mut broadcast::Receiver<JobDone>,
     first: i64,
     on_settled: OnSettled,
-) {
+) -> bool {
     let mut ids = std::collections::BTreeSet::from([first]);
     let mut lagged = false;
     loop {
@@ -394,12 +396,16 @@ async fn evaluate_batch(
             Err(_) => break,
         }
     }
+    let mut settled = false;
     for id in ids {
-        log_failure(evaluate(state, id, on_settled).await, id);
+        let evaluation = evaluate(state, id, on_settled).await;
+        settled |= matches!(evaluation, Ok(Evaluation::Settled));
+        log_failure(evaluation, id);
     }
     if lagged {
         rescan(state, on_settled).await;
     }
+    settled || lagged
 }
 
 /// Evaluates every atomic job of an active submission that has nothing

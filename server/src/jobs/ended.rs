@@ -30,15 +30,15 @@ pub async fn due(db: &Db, now: i64, limit: i64) -> Result<Vec<Ended>> {
     .await?)
 }
 
-/// Holds `e` until `until` (another replica skips it meanwhile), unless
-/// another replica took or told it first.
-pub async fn hold(db: &Db, e: &Ended, until: i64) -> Result<bool> {
+/// Holds submission `id`, due at `seen`, until `until` (another replica
+/// skips it meanwhile), unless another replica took or told it first.
+pub async fn hold(db: &Db, id: i64, seen: i64, until: i64) -> Result<bool> {
     let mut tx = db.begin_relaxed().await?;
     let held =
         sqlx::query("UPDATE submissions SET dispatch_at = $1 WHERE id = $2 AND dispatch_at = $3")
             .bind(until)
-            .bind(e.id)
-            .bind(e.dispatch_at)
+            .bind(id)
+            .bind(seen)
             .execute(&mut *tx)
             .await?;
     tx.commit().await?;

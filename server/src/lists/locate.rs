@@ -30,11 +30,20 @@ pub struct Probe {
     pub bad_submission_id: Option<i64>,
 }
 
+/// A probe with the series it moves on.
+#[derive(sqlx::FromRow)]
+struct SeriesProbe {
+    series_id: i64,
+    #[sqlx(flatten)]
+    probe: Probe,
+}
+
+const PROBE_COLUMNS: &str = "part_index, submission_id, good_index, bad_index, bad_submission_id";
+
 pub async fn probe_of(state: &AppState, series_id: i64) -> Result<Option<Probe>> {
-    Ok(sqlx::query_as(
-        "SELECT part_index, submission_id, good_index, bad_index, bad_submission_id \
-         FROM series_build_probes WHERE series_id = $1",
-    )
+    Ok(sqlx::query_as(&format!(
+        "SELECT {PROBE_COLUMNS} FROM series_build_probes WHERE series_id = $1"
+    ))
     .bind(series_id)
     .fetch_optional(state.db.read())
     .await?)
@@ -148,20 +157,18 @@ pub async fn probe(
 
 /// A build probe's pair ended (`robot::ended`): moves its series' probe on.
 pub async fn probe_ended(state: &AppState, submission_id: i64) -> Result<()> {
-    let found: Option<(i64,)> =
-        sqlx::query_as("SELECT series_id FROM series_build_probes WHERE submission_id = $1")
-            .bind(submission_id)
-            .fetch_optional(state.db.read())
-            .await?;
-    let Some((series_id,)) = found else {
+    let found: Option<SeriesProbe> = sqlx::query_as(&format!(
+        "SELECT series_id, {PROBE_COLUMNS} FROM series_build_probes WHERE submission_id = $1"
+    ))
+    .bind(submission_id)
+    .fetch_optional(state.db.read())
+    .await?;
+    let Some(SeriesProbe { series_id, probe }) = found else {
         // A later probe replaced it, or another replica was told first.
         return Ok(());
     };
     let s = store::series(&state.db, series_id).await?;
-    let Some(probe) = probe_of(state, series_id).await? else {
-        return Ok(());
-    };
-    if s.state != SeriesState::Testing || probe.submission_id != submission_id {
+    if s.state != SeriesState::Testing {
         return Ok(());
     }
     let l = store::get(&state.db, s.list_id).await?;

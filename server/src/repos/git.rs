@@ -98,9 +98,10 @@ impl Mirror {
             tokio::fs::remove_dir_all(&tmp).await?;
         }
         let tmp_str = tmp.to_string_lossy().into_owned();
-        let result = run_git(
+        let result = run_text(
             None,
             &["clone", "--mirror", "--quiet", "--", url, &tmp_str],
+            None,
             self.timeout,
         )
         .await;
@@ -239,10 +240,10 @@ impl Mirror {
                 sha,
             ])
             .await?;
-        let out = run_git_with_input(
+        let out = run_text(
             Some(&self.path),
             &["patch-id", "--stable"],
-            diff.into_bytes(),
+            Some(diff.into_bytes()),
             self.timeout,
         )
         .await?;
@@ -447,10 +448,10 @@ impl Mirror {
             });
         }
         let script: String = names.iter().map(|n| format!("delete {n}\n")).collect();
-        run_git_with_input(
+        run_text(
             Some(&self.path),
             &["update-ref", "--stdin"],
-            script.into_bytes(),
+            Some(script.into_bytes()),
             self.timeout,
         )
         .await?;
@@ -511,7 +512,7 @@ impl Mirror {
     }
 
     async fn git(&self, args: &[&str]) -> Result<String, GitError> {
-        run_git(Some(&self.path), args, self.timeout).await
+        run_text(Some(&self.path), args, None, self.timeout).await
     }
 }
 
@@ -545,10 +546,17 @@ async fn am_in(
     // Anchored literal paths, one a line on the input (a mail may name more
     // than a command line holds).
     let patterns: String = paths.iter().map(|p| sparse_pattern(p) + "\n").collect();
-    run_git_with_input(None, &strs(&at(sparse)), patterns.into_bytes(), timeout).await?;
-    run_git(
+    run_text(
+        None,
+        &strs(&at(sparse)),
+        Some(patterns.into_bytes()),
+        timeout,
+    )
+    .await?;
+    run_text(
         None,
         &strs(&at(own(&["read-tree", "-mu", "HEAD"]))),
+        None,
         timeout,
     )
     .await?;
@@ -566,10 +574,10 @@ async fn am_in(
         "--patch-format=mboxrd",
     ]));
     if let Some(why) = am_failure(&strs(&at(am)), mbox, limits).await? {
-        let _ = run_git(None, &strs(&at(own(&["am", "--abort"]))), timeout).await;
+        let _ = run_text(None, &strs(&at(own(&["am", "--abort"]))), None, timeout).await;
         return Ok(Am::Refused(why));
     }
-    let tip = run_git(None, &strs(&at(own(&["rev-parse", "HEAD"]))), timeout).await?;
+    let tip = run_text(None, &strs(&at(own(&["rev-parse", "HEAD"]))), None, timeout).await?;
     let tip = tip.trim().to_owned();
     if tip == base {
         return Ok(Am::Refused("git am made no commit".into()));
@@ -683,19 +691,14 @@ fn checked_sha(sha: &str) -> Result<&str, GitError> {
     }
 }
 
-/// Runs git with `input` on its standard input; its output as text.
-async fn run_git_with_input(
+/// [`run`] within `timeout`, its output as text.
+async fn run_text(
     dir: Option<&Path>,
     args: &[&str],
-    input: Vec<u8>,
+    input: Option<Vec<u8>>,
     timeout: Duration,
 ) -> Result<String, GitError> {
-    let out = run(dir, args, Some(input), Some(timeout)).await?;
-    Ok(String::from_utf8_lossy(&out).into_owned())
-}
-
-async fn run_git(dir: Option<&Path>, args: &[&str], timeout: Duration) -> Result<String, GitError> {
-    let out = run(dir, args, None, Some(timeout)).await?;
+    let out = run(dir, args, input, Some(timeout)).await?;
     Ok(String::from_utf8_lossy(&out).into_owned())
 }
 

@@ -210,7 +210,6 @@ pub async fn fetched(db: &Db, id: i64, seen: Result<&str, &str>) -> Result<()> {
     Ok(())
 }
 
-/// The watch's pair ended: the head becomes the next base when it ran.
 /// The watch whose running pair is `submission_id`, if any.
 pub async fn by_current_submission(db: &Db, submission_id: i64) -> Result<Option<WatchRow>> {
     Ok(sqlx::query_as::<_, WatchRow>(&format!(
