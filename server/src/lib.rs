@@ -110,6 +110,7 @@ pub const TABLE_OWNERS: &[(&str, &[&str])] = &[
     ("submissions", &["jobs", "submissions"]),
     ("report_outbox", &["mail"]),
     ("posted_patches", &["mail"]),
+    ("mail_followers", &["mail"]),
     ("report_attempts", &["mail"]),
     ("regressions", &["regressions"]),
     ("regression_events", &["regressions"]),

@@ -5,6 +5,26 @@
 
 pub mod pages;
 
+/// An agent seen (`$1` the time, `$2` the agent), for a statement batch of
+/// the caller's (`db::join_writes`): a lease's heartbeat says the agent is
+/// alive in the same round trip.
+pub const SEEN_SQL: &str = "UPDATE agents SET last_seen_at = $1 WHERE id = $2";
+
+/// An agent seen and busy (`$1` the time, `$2` the agent): it leased a job.
+pub const BUSY_SQL: &str = "UPDATE agents SET state = 'busy', last_seen_at = $1 WHERE id = $2";
+
+/// An agent seen, busy while `holds_job` (an SQL condition on the agent
+/// `$2`) holds and idle otherwise (`$1` the time). The jobs know what an
+/// agent holds: an agent leases its next job before the last one's result
+/// is in, so a job leaving it or an empty poll does not make it idle by
+/// itself.
+pub fn state_now_sql(holds_job: &str) -> String {
+    format!(
+        "UPDATE agents SET state = CASE WHEN {holds_job} THEN 'busy' ELSE 'idle' END, \
+         last_seen_at = $1 WHERE id = $2"
+    )
+}
+
 use std::time::Instant;
 
 use axum::extract::State;

@@ -10,6 +10,7 @@ use sqlx::AnyConnection;
 use crate::db::{Db, JsonText, NullableF64, Tx};
 use crate::error::{Error, Result};
 use crate::jobs::SubmissionState;
+use crate::regressions;
 use crate::time::now_ms;
 
 pub use kbot_api::bisections::{BisectionState, StepState};
@@ -204,7 +205,7 @@ pub async fn start_verifying(
     .bind(id)
     .execute(&mut **tx)
     .await?;
-    Ok(())
+    regressions::bisection_moved(tx, id, BisectionState::Verifying).await
 }
 
 /// How a bisection ended.
@@ -257,7 +258,7 @@ pub async fn conclude(tx: &mut Tx, b: &BisectionRow, c: &Conclusion) -> Result<(
     .bind(StepState::Testing.as_str())
     .execute(&mut **tx)
     .await?;
-    Ok(())
+    regressions::bisection_moved(tx, b.id, c.state).await
 }
 
 /// A bisection's step with its commit.

@@ -8,6 +8,7 @@ use axum::Json;
 use kbot_api::agent::{EventRequest, FailureKind, HeartbeatResponse, JobState};
 use sqlx::AnyConnection;
 
+use crate::agents;
 use crate::auth::AgentAuth;
 use crate::db::{join_writes, Db, Tx};
 use crate::error::{ApiJson, Error, Result};
@@ -47,7 +48,7 @@ pub async fn heartbeat(
             let sql = join_writes(
                 &conn,
                 &[
-                    "UPDATE agents SET last_seen_at = $1 WHERE id = $2",
+                    agents::SEEN_SQL,
                     &format!(
                         "UPDATE jobs SET lease_expires_at = $1, updated_at = $2 \
                          WHERE id = $3 AND lease_owner = $4 AND state IN {ACTIVE_STATES_SQL} \

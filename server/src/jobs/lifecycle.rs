@@ -18,8 +18,9 @@ use kbot_api::agent::{FailureKind, JobState};
 
 use super::{
     bind_event, failure_str, record_event, truncate, Event, SubmissionState, ACTIVE_STATES_SQL,
-    AGENT_STATE_NOW_SQL, EVENT_SQL, MAX_DETAIL_BYTES,
+    EVENT_SQL, HOLDS_JOB_SQL, MAX_DETAIL_BYTES,
 };
+use crate::agents;
 use crate::db::{join_writes, Tx};
 use crate::error::{Error, Result};
 use crate::time::now_ms;
@@ -67,7 +68,7 @@ pub async fn leased(tx: &mut Tx, claim: &Claim, event: Event<'_>, now: i64) -> R
         tx,
         &[
             "UPDATE submissions SET in_flight = in_flight + 1 WHERE id = $1",
-            "UPDATE agents SET state = 'busy', last_seen_at = $1 WHERE id = $2",
+            agents::BUSY_SQL,
             EVENT_SQL,
         ],
     );
@@ -272,8 +273,7 @@ pub async fn requeue_or_fail(
 /// the agent (if any) is idle again unless it holds another job, and
 /// `event` says why; one round trip.
 pub async fn release_slot(tx: &mut Tx, submission_id: i64, event: Event<'_>) -> Result<()> {
-    let agent_sql =
-        format!("UPDATE agents SET state = {AGENT_STATE_NOW_SQL}, last_seen_at = $1 WHERE id = $2");
+    let agent_sql = agents::state_now_sql(HOLDS_JOB_SQL);
     let sql = join_writes(
         tx,
         &[

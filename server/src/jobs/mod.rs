@@ -41,14 +41,11 @@ macro_rules! active_states {
 /// States in which a job is held by an agent's lease, as an SQL list.
 pub const ACTIVE_STATES_SQL: &str = active_states!();
 
-/// `agents.state` of agent `$2` now: `busy` while it holds a job, else
-/// `idle`. An agent leases its next job before the last one's result is
-/// in (its spool uploads behind it), so a job leaving it or an empty poll
-/// does not make it idle by itself.
-pub const AGENT_STATE_NOW_SQL: &str = concat!(
-    "CASE WHEN EXISTS (SELECT 1 FROM jobs h WHERE h.lease_owner = $2 AND h.state IN ",
+/// Whether agent `$2` holds a job now: its lease of a job still active.
+pub const HOLDS_JOB_SQL: &str = concat!(
+    "EXISTS (SELECT 1 FROM jobs h WHERE h.lease_owner = $2 AND h.state IN ",
     active_states!(),
-    ") THEN 'busy' ELSE 'idle' END"
+    ")"
 );
 
 kbot_api::wire_enum! {

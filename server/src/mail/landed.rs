@@ -78,7 +78,7 @@ pub async fn answer(
         return thread::enqueue_still_there(tx, config, sha, &report.message_id, &report.subject)
             .await;
     }
-    let lists = tree_lists(tx, landing.commit.repo_id, landing.branches).await?;
+    let lists = super::followers::of_branches(tx, landing.commit.repo_id, landing.branches).await?;
     let place = report_place(report, landing.commit, config.cc_committer, &lists);
     let answer = Answer {
         place: &place,
@@ -135,20 +135,6 @@ fn report_place(
         to,
         cc: people.collect(),
     }
-}
-
-/// The addresses of the lists that follow `branches` of the repository.
-async fn tree_lists(tx: &mut Tx, repo_id: i64, branches: &[String]) -> Result<Vec<String>> {
-    let rows: Vec<(String, Option<String>)> =
-        sqlx::query_as("SELECT branch, address FROM lists WHERE repo_id = $1 ORDER BY id")
-            .bind(repo_id)
-            .fetch_all(&mut **tx)
-            .await?;
-    Ok(rows
-        .into_iter()
-        .filter(|(branch, _)| branches.iter().any(|b| b == branch))
-        .filter_map(|(_, address)| address.filter(|a| !a.trim().is_empty()))
-        .collect())
 }
 
 fn body(config: &MailConfig, landing: &Landing<'_>, report: &StandingReport) -> String {

@@ -14,6 +14,7 @@
 
 pub mod compose;
 pub mod culprit;
+pub mod followers;
 pub mod landed;
 pub mod materials;
 pub mod outbox;

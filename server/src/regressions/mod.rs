@@ -20,9 +20,9 @@ pub mod routes;
 mod store;
 
 pub use store::{
-    change_in, duplicate_refusal, find_target, get, history, link_report, list, lock_duplicates,
-    mark_by_robot, mark_duplicate, record, robot_duplicate_of, set_state, Filter, HistoryRow,
-    NewRegression, TriageState,
+    bisection_moved, change_in, duplicate_refusal, find_target, get, history, link_report, list,
+    lock_duplicates, mark_by_robot, mark_duplicate, record, robot_duplicate_of, set_state, Filter,
+    HistoryRow, NewRegression, TriageState,
 };
 
 /// The triage states: stored value and what the dashboard calls it.

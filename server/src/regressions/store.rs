@@ -29,8 +29,8 @@ pub async fn record(tx: &mut Tx, r: &NewRegression<'_>) -> Result<Option<i64>> {
     let now = now_ms();
     let id: Option<i64> = sqlx::query_scalar(
         "INSERT INTO regressions (repo_id, submission_id, atomic_job_id, metric, tbox_group, \
-             change_pct, bisection_id, report_id, created_at, updated_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+             change_pct, bisection_id, bisection_state, report_id, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
          ON CONFLICT (atomic_job_id, metric) DO NOTHING RETURNING id",
     )
     .bind(r.repo_id)
@@ -40,6 +40,8 @@ pub async fn record(tx: &mut Tx, r: &NewRegression<'_>) -> Result<Option<i64>> {
     .bind(r.tbox_group)
     .bind(NullableF64::from(r.change_pct))
     .bind(r.bisection_id)
+    // The bisection was started with it.
+    .bind(r.bisection_id.map(|_| BisectionState::Running.as_str()))
     .bind(r.report_id)
     .bind(now)
     .bind(now)
@@ -49,6 +51,16 @@ pub async fn record(tx: &mut Tx, r: &NewRegression<'_>) -> Result<Option<i64>> {
         tracing::info!(regression = id, metric = r.metric, "regression recorded");
     }
     Ok(id)
+}
+
+/// The bisection `bisection_id` moved to `state`: its regressions show it.
+pub async fn bisection_moved(tx: &mut Tx, bisection_id: i64, state: BisectionState) -> Result<()> {
+    sqlx::query("UPDATE regressions SET bisection_state = $1 WHERE bisection_id = $2")
+        .bind(state.as_str())
+        .bind(bisection_id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
 }
 
 /// Links the report a bisection wrote to the regression it bisected.
@@ -290,13 +302,12 @@ async fn change(
 
 const SELECT: &str = "SELECT g.id, r.name AS repo, g.submission_id, g.metric, g.tbox_group, \
         g.change_pct, g.state, c.sha AS head_sha, c.subject AS head_subject, g.bisection_id, \
-        b.state AS bisection_state, g.report_id, o.message_id, o.subject AS report_subject, \
+        g.bisection_state, g.report_id, o.message_id, o.subject AS report_subject, \
         o.state AS report_state, g.duplicate_of, g.created_at, g.updated_at \
     FROM regressions g \
     JOIN repos r ON r.id = g.repo_id \
     JOIN submissions s ON s.id = g.submission_id \
     JOIN commits c ON c.id = s.head_commit_id \
-    LEFT JOIN bisections b ON b.id = g.bisection_id \
     LEFT JOIN report_outbox o ON o.id = g.report_id";
 
 /// A [`RegressionRow`] as [`SELECT`] reads it.

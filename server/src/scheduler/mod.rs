@@ -42,6 +42,7 @@ use kbot_api::agent::{BootBackend, JobState, LeasedJob};
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, FromRow};
 
+use crate::agents;
 use crate::auth::AgentRecord;
 use crate::builds::orders;
 use crate::db::{Backend, Db, Tx};
@@ -511,13 +512,10 @@ async fn record_claim(
 }
 
 async fn mark_agent_seen(db: &Db, agent_id: i64) -> Result<()> {
-    sqlx::query(&format!(
-        "UPDATE agents SET state = {}, last_seen_at = $1 WHERE id = $2",
-        jobs::AGENT_STATE_NOW_SQL
-    ))
-    .bind(now_ms())
-    .bind(agent_id)
-    .execute(db.write())
-    .await?;
+    sqlx::query(&agents::state_now_sql(jobs::HOLDS_JOB_SQL))
+        .bind(now_ms())
+        .bind(agent_id)
+        .execute(db.write())
+        .await?;
     Ok(())
 }

@@ -481,3 +481,102 @@ async fn submissions_before_0029_get_their_origin_and_waiting_ends() {
         db.close().await;
     }
 }
+
+/// Migrations 0030 and 0031: a regression's bisection state is copied from
+/// its bisection, and the active lists with an address follow their branch
+/// by mail (a removed list and one without an address do not).
+#[tokio::test]
+async fn regressions_and_lists_before_0030_keep_their_bisection_state_and_followers() {
+    for backend in backends() {
+        let store = TestStore::new(backend).await;
+        let db = Db::connect(&store.database_url).await.expect("connect");
+        migrate_up_to(&db, backend, "0030").await;
+        let s = seed::submission(&db, "linux", "dev", seed::LOAD_JOB_FILE, 1, 0)
+            .await
+            .expect("seed")
+            .submission_id;
+        execute(
+            &db,
+            &format!(
+                "INSERT INTO bisections (repo_id, origin_submission_id, origin_atomic_job_id, \
+                   good_commit_id, bad_commit_id, metric, tbox_group, job_key, dedup_key, \
+                   state, runs_cap, created_at) \
+                 SELECT s.repo_id, s.id, (SELECT MIN(id) FROM atomic_jobs WHERE submission_id = s.id), s.base_commit_id, s.head_commit_id, \
+                   'pipe.latency', 'lkp-box', 'k', 'd', 'verifying', 10, 5 \
+                 FROM submissions s \
+                 WHERE s.id = {s}"
+            ),
+        )
+        .await;
+        for (metric, bisection) in [
+            ("bisected", "(SELECT MIN(id) FROM bisections)"),
+            ("direct", "NULL"),
+        ] {
+            execute(
+                &db,
+                &format!(
+                    "INSERT INTO regressions (repo_id, submission_id, atomic_job_id, metric, \
+                       tbox_group, bisection_id, created_at, updated_at) \
+                     SELECT s.repo_id, s.id, (SELECT MIN(id) FROM atomic_jobs WHERE submission_id = s.id), '{metric}', 'lkp-box', {bisection}, 1, 1 \
+                     FROM submissions s \
+                     WHERE s.id = {s}"
+                ),
+            )
+            .await;
+        }
+        for (name, address, state) in [
+            ("netdev", "'netdev@vger.kernel.org'", "active"),
+            ("gone", "'gone@example.org'", "removed"),
+            ("quiet", "NULL", "active"),
+        ] {
+            execute(
+                &db,
+                &format!(
+                    "INSERT INTO lists (name, archive, archive_kind, address, web_url, repo_id, \
+                       branch, job_name, job_file, runs_cap, interval_secs, wait_secs, user_id, \
+                       next_check_at, created_at, state) \
+                     SELECT '{name}', '/srv/{name}', 'mbox', {address}, NULL, r.id, 'main', \
+                       'j', 'f', 4, 60, 60, u.id, 0, 1, '{state}' \
+                     FROM repos r, users u WHERE r.name = 'linux' AND u.name = 'dev'"
+                ),
+            )
+            .await;
+        }
+
+        db.migrate().await.expect("migrate to the current schema");
+
+        let states: Vec<(String, Option<String>)> =
+            sqlx::query_as("SELECT metric, bisection_state FROM regressions ORDER BY id")
+                .fetch_all(db.read())
+                .await
+                .expect("regressions");
+        assert_eq!(
+            states,
+            vec![
+                ("bisected".into(), Some("verifying".into())),
+                ("direct".into(), None)
+            ],
+            "{backend:?}"
+        );
+        let followers: Vec<(String, String, String)> = sqlx::query_as(
+            "SELECT f.follower, f.branch, f.address FROM mail_followers f ORDER BY f.id",
+        )
+        .fetch_all(db.read())
+        .await
+        .expect("followers");
+        let netdev: (i64,) = sqlx::query_as("SELECT id FROM lists WHERE name = 'netdev'")
+            .fetch_one(db.read())
+            .await
+            .expect("netdev");
+        assert_eq!(
+            followers,
+            vec![(
+                format!("list/{}", netdev.0),
+                "main".into(),
+                "netdev@vger.kernel.org".into()
+            )],
+            "{backend:?}"
+        );
+        db.close().await;
+    }
+}

@@ -4,6 +4,7 @@
 use crate::db::{Db, Tx};
 use crate::error::{Error, Result};
 use crate::jobs::truncate;
+use crate::mail;
 use crate::time::now_ms;
 use crate::web::without_credentials;
 use kbot_api::lists::{ArchiveKind, ListEvent, ListEventKind, ListView};
@@ -194,6 +195,12 @@ pub struct NewList<'a> {
     pub patchwork: Option<(&'a str, &'a str, &'a str)>,
 }
 
+/// The list's name among those who follow a tree by mail: a landed fix's
+/// answer is Cc'd to the lists of the branches holding it.
+fn follower(id: i64) -> String {
+    format!("list/{id}")
+}
+
 pub async fn insert(db: &Db, l: &NewList<'_>) -> Result<i64> {
     let now = now_ms();
     let mut tx = db.begin().await?;
@@ -238,6 +245,9 @@ pub async fn insert(db: &Db, l: &NewList<'_>) -> Result<i64> {
     .bind(l.patchwork.map(|p| p.2))
     .fetch_one(&mut *tx)
     .await?;
+    if let Some(address) = l.address {
+        mail::followers::follow(&mut tx, &follower(id), l.repo_id, l.branch, address).await?;
+    }
     event(
         &mut tx,
         id,
@@ -258,6 +268,7 @@ pub async fn remove(db: &Db, id: i64, by: &str) -> Result<()> {
         .execute(&mut *tx)
         .await?;
     if done.rows_affected() == 1 {
+        mail::followers::unfollow(&mut tx, &follower(id)).await?;
         event(
             &mut tx,
             id,
