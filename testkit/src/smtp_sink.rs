@@ -179,3 +179,30 @@ async fn read_data(
         data.push_str(line.strip_prefix('.').unwrap_or(&line));
     }
 }
+
+/// A mail header's value, unfolded, `<>` stripped from around an id;
+/// empty when the mail has none.
+pub fn header(mail: &str, name: &str) -> String {
+    let mut value = String::new();
+    let mut inside = false;
+    for line in mail.lines() {
+        if line.is_empty() {
+            break;
+        }
+        if inside && line.starts_with([' ', '\t']) {
+            value.push(' ');
+            value.push_str(line.trim());
+            continue;
+        }
+        inside = line
+            .split_once(':')
+            .is_some_and(|(k, _)| k.eq_ignore_ascii_case(name));
+        if inside {
+            value = line
+                .split_once(':')
+                .map(|(_, v)| v.trim().to_owned())
+                .unwrap_or_default();
+        }
+    }
+    value.trim_matches(['<', '>']).to_owned()
+}

@@ -9,7 +9,7 @@
 //! answered); a `Closes:` commit on
 //! a watched branch closing the regression once its rerun shows the KPI back.
 //!
-//! The kernel-sized form of the same scenario is `scripts/e2e-series`.
+//! The kernel-sized form of the same scenario is `agent/tests/e2e/series.rs`.
 
 use std::path::{Path, PathBuf};
 
@@ -40,31 +40,7 @@ impl Posted {
     }
 }
 
-/// A header's value (unfolded, `<>` stripped from ids).
-pub(crate) fn header(mail: &str, name: &str) -> String {
-    let mut value = String::new();
-    let mut inside = false;
-    for line in mail.lines() {
-        if line.is_empty() {
-            break;
-        }
-        if inside && line.starts_with([' ', '\t']) {
-            value.push(' ');
-            value.push_str(line.trim());
-            continue;
-        }
-        inside = line
-            .split_once(':')
-            .is_some_and(|(k, _)| k.eq_ignore_ascii_case(name));
-        if inside {
-            value = line
-                .split_once(':')
-                .map(|(_, v)| v.trim().to_owned())
-                .unwrap_or_default();
-        }
-    }
-    value.trim_matches(['<', '>']).to_owned()
-}
+pub(crate) use kbot_testkit::smtp_sink::header;
 
 /// A working clone of the world's repository for the patch author.
 pub(crate) struct Author {

@@ -1,0 +1,229 @@
+//! What a real-kernel scenario stands on: the kernel repository with its
+//! planted commits (`scripts/e2e-kernel-repo`, shared with
+//! `scripts/e2e-kernel`), the static kbot-bench, and a kbot-agent process
+//! on the QEMU backend enrolled at the test's server.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The checkout.
+pub fn checkout() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the agent crate sits in the checkout")
+        .to_path_buf()
+}
+
+/// Where kernel trees, built kernels and agent directories outlive a run
+/// (`KBOT_E2E_CACHE`, default `/var/cache/kbot`): the second run reuses
+/// the first one's kernels.
+pub fn cache_dir() -> PathBuf {
+    let dir = std::env::var_os("KBOT_E2E_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/cache/kbot"));
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    dir
+}
+
+/// Runs `scripts/NAME ARGS`; its trimmed standard output.
+pub fn script(name: &str, args: &[&Path]) -> String {
+    let path = checkout().join("scripts").join(name);
+    let out = Command::new(&path)
+        .args(args)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert!(
+        out.status.success(),
+        "scripts/{name} failed: {}",
+        out.status
+    );
+    String::from_utf8(out.stdout)
+        .expect("utf-8 output")
+        .trim()
+        .to_owned()
+}
+
+/// The bare kernel repository of the robot scenario, `master` at `h0`.
+pub struct KernelRepo {
+    pub dir: PathBuf,
+    commits: HashMap<String, String>,
+}
+
+impl KernelRepo {
+    /// Made from Debian's linux-source (unpacked once into the cache) at
+    /// `dir`, removed first. Its commits are the same on every run.
+    pub fn make(dir: &Path) -> KernelRepo {
+        let src = script("e2e-kernel-source", &[&cache_dir().join("linux-src")]);
+        let lines = script("e2e-kernel-repo", &[Path::new(&src), dir]);
+        let commits = lines
+            .lines()
+            .filter_map(|l| l.split_once(' '))
+            .map(|(name, sha)| (name.to_owned(), sha.to_owned()))
+            .collect();
+        KernelRepo {
+            dir: dir.to_path_buf(),
+            commits,
+        }
+    }
+
+    /// The planted commit `name` (`h0`, `slow`, `doc1`, ...).
+    pub fn commit(&self, name: &str) -> &str {
+        self.commits
+            .get(name)
+            .unwrap_or_else(|| panic!("scripts/e2e-kernel-repo made no commit {name}"))
+    }
+
+    pub fn has(&self, sha: &str) -> bool {
+        has_commit(&self.dir, sha)
+    }
+}
+
+/// Whether the repository at `git_dir` holds commit `sha`.
+pub fn has_commit(git_dir: &Path, sha: &str) -> bool {
+    Command::new("git")
+        .arg("--git-dir")
+        .arg(git_dir)
+        .args(["cat-file", "-e", &format!("{sha}^{{commit}}")])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The static x86_64 kbot-bench that `scripts/build-kbot-bench-static`
+/// made (`scripts/test` makes it before the tests run).
+pub fn static_bench() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| checkout().join("target"));
+    let bench = target.join("x86_64-unknown-linux-gnu/release/kbot-bench");
+    assert!(
+        bench.is_file(),
+        "no static kbot-bench at {}: run scripts/build-kbot-bench-static",
+        bench.display()
+    );
+    bench
+}
+
+/// An x86_64 kbot-agent daemon on the QEMU backend: one socket, two cores,
+/// a guest of `KBOT_GUEST_MEMORY_MIB` (default 512 MiB). Killed when
+/// dropped.
+pub struct QemuAgent {
+    child: Child,
+    log: PathBuf,
+}
+
+/// Who the agent is and where it keeps its state.
+pub struct AgentSetup<'a> {
+    pub server: &'a str,
+    pub enrollment_token: &'a str,
+    pub name: &'a str,
+    pub tbox_group: &'a str,
+    pub work_dir: &'a Path,
+    pub ccache_dir: &'a Path,
+    pub log: &'a Path,
+    /// The agent's `KBOT_QEMU_ICOUNT_SHIFT` (`KBOT_E2E_ICOUNT_SHIFT`,
+    /// default 3).
+    pub icount_shift: u32,
+}
+
+impl QemuAgent {
+    pub fn start(setup: AgentSetup<'_>) -> QemuAgent {
+        std::fs::create_dir_all(setup.work_dir).expect("agent work dir");
+        std::fs::create_dir_all(setup.ccache_dir).expect("ccache dir");
+        // A new server: the agent enrols again.
+        let _ = std::fs::remove_file(setup.work_dir.join("agent.json"));
+        let log = std::fs::File::create(setup.log).expect("agent log");
+        let guest_memory_mib =
+            std::env::var("KBOT_GUEST_MEMORY_MIB").unwrap_or_else(|_| "512".into());
+        let child = Command::new(env!("CARGO_BIN_EXE_kbot-agent"))
+            .arg("daemon")
+            .env("KBOT_SERVER_URL", setup.server)
+            .env("KBOT_ENROLLMENT_TOKEN", setup.enrollment_token)
+            .env("KBOT_AGENT_NAME", setup.name)
+            .env("KBOT_TBOX_GROUP", setup.tbox_group)
+            .env("KBOT_BACKEND", "qemu")
+            .env("KBOT_WORK_DIR", setup.work_dir)
+            .env("KBOT_CCACHE_DIR", setup.ccache_dir)
+            .env("KBOT_BENCH", static_bench())
+            .env("KBOT_BUSYBOX", "/bin/busybox")
+            .env("KBOT_GUEST_SOCKETS", "1")
+            .env("KBOT_GUEST_CORES", "2")
+            .env("KBOT_GUEST_MEMORY_MIB", guest_memory_mib)
+            .env("KBOT_LEASE_WAIT_SECS", "10")
+            .env("KBOT_QEMU_ICOUNT_SHIFT", setup.icount_shift.to_string())
+            .env("KBOT_AGENT_ROLES", "build,test")
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("kbot-agent starts");
+        QemuAgent {
+            child,
+            log: setup.log.to_path_buf(),
+        }
+    }
+
+    /// Panics with the end of its log when the agent has exited.
+    pub fn check_alive(&mut self) {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            panic!(
+                "the agent exited ({status}); the end of {}:\n{}",
+                self.log.display(),
+                tail(&self.log, 30)
+            );
+        }
+    }
+}
+
+impl Drop for QemuAgent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The last `n` lines of the file at `path`.
+pub fn tail(path: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// The whole scenario's time limit (`KBOT_E2E_TIMEOUT_SECS`, default an
+/// hour), and how long it has run.
+pub struct Clock {
+    start: Instant,
+    deadline: Instant,
+}
+
+impl Clock {
+    pub fn start() -> Clock {
+        let secs = std::env::var("KBOT_E2E_TIMEOUT_SECS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(3600);
+        let start = Instant::now();
+        Clock {
+            start,
+            deadline: start + Duration::from_secs(secs),
+        }
+    }
+
+    pub fn secs(&self) -> u64 {
+        self.start.elapsed().as_secs()
+    }
+
+    pub fn expired(&self) -> bool {
+        Instant::now() > self.deadline
+    }
+}
+
+/// The shift passed to the agent (`KBOT_E2E_ICOUNT_SHIFT`, default 3).
+pub fn icount_shift() -> u32 {
+    std::env::var("KBOT_E2E_ICOUNT_SHIFT")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3)
+}

@@ -1,0 +1,20 @@
+//! The end-to-end scenarios on real kernels: Debian's linux-source with
+//! planted commits, built and booted in QEMU by a real kbot-agent process,
+//! against the real server on a fresh SQLite store, every mail checked at
+//! the harness's SMTP server.
+//!
+//! Each builds and boots kernels for minutes, so plain `cargo test` leaves
+//! them out (`#[ignore]`); `scripts/test` runs the reduced forms:
+//!
+//! ```text
+//! cargo test -p kbot-agent --test e2e -- --ignored --nocapture posted_series
+//! ```
+//!
+//! Built kernels, the kernel tree and the agent's work directory outlive a
+//! run in `KBOT_E2E_CACHE` (default `/var/cache/kbot`), shared with
+//! `scripts/e2e-kernel`, whose repository (`scripts/e2e-kernel-repo`) the
+//! scenarios stand on.
+
+mod author;
+mod lab;
+mod series;
