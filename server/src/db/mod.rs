@@ -49,6 +49,7 @@ use crate::error::{Error, Result};
 
 mod columns;
 mod float;
+pub mod schedule;
 pub mod sqlite;
 mod writer;
 

@@ -223,7 +223,7 @@ pub async fn remove(state: &AppState, user: &UserAuth, id: i64) -> Result<ListVi
 pub async fn read_now(state: &AppState, id: i64) -> Result<ListView> {
     let list = store::get(&state.db, id).await?;
     // The worker's next tick (a second at most) takes it.
-    store::poke(&state.db, list.id).await?;
+    store::SCHEDULE.poke(&state.db, list.id).await?;
     Ok(store::get(&state.db, id).await?.view())
 }
 
@@ -299,10 +299,10 @@ impl Worker for Reader {
 /// pair's end reaches the lists through `robot::ended`.
 async fn pass(state: &AppState) {
     let now = now_ms();
-    match store::due(&state.db, now).await {
+    match store::SCHEDULE.due::<ListRow>(&state.db, now).await {
         Ok(due) => {
             for l in due {
-                match store::claim(&state.db, &l, now).await {
+                match store::SCHEDULE.claim(&state.db, l.due(), now).await {
                     Ok(true) => check(state, &l).await,
                     Ok(false) => {}
                     Err(e) => log_error("claiming a list", Some(l.id), &e),

@@ -117,7 +117,7 @@ impl Worker for Watcher {
 /// Checks every due watch once.
 pub async fn check_due(state: &AppState) {
     let now = now_ms();
-    let due = match store::due(&state.db, now).await {
+    let due: Vec<WatchRow> = match store::SCHEDULE.due(&state.db, now).await {
         Ok(due) => due,
         Err(e) => {
             tracing::error!(error = %crate::error::error_chain(&e), "listing due watches failed");
@@ -125,7 +125,7 @@ pub async fn check_due(state: &AppState) {
         }
     };
     for w in due {
-        let claimed = match store::claim(&state.db, &w, now).await {
+        let claimed = match store::SCHEDULE.claim(&state.db, w.due(), now).await {
             Ok(claimed) => claimed,
             Err(e) => {
                 tracing::error!(watch = w.id, error = %crate::error::error_chain(&e), "claiming a watch failed");

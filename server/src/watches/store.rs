@@ -1,5 +1,6 @@
 //! SQL of watches and their events.
 
+use crate::db::schedule::{Due, Schedule};
 use crate::db::{Db, Tx};
 use crate::error::{Error, Result};
 use crate::jobs::truncate;
@@ -83,33 +84,23 @@ pub async fn list(db: &Db) -> Result<Vec<WatchRow>> {
     )
 }
 
-/// Active watches whose next check is due.
-pub async fn due(db: &Db, now: i64) -> Result<Vec<WatchRow>> {
-    Ok(sqlx::query_as::<_, WatchRow>(&format!(
-        "{WATCH_SELECT} WHERE w.state = $1 AND w.next_check_at <= $2 ORDER BY w.next_check_at"
-    ))
-    .bind(WatchState::Active.as_str())
-    .bind(now)
-    .fetch_all(db.read())
-    .await?)
-}
+/// Watches are looked at on their interval, while active.
+pub const SCHEDULE: Schedule = Schedule {
+    table: "watches",
+    select: WATCH_SELECT,
+    alias: "w",
+    active: WatchState::Active.as_str(),
+};
 
-/// Claims a due check: moves its next check one interval on, unless another
-/// replica did first.
-pub async fn claim(db: &Db, w: &WatchRow, now: i64) -> Result<bool> {
-    let mut tx = db.begin_relaxed().await?;
-    let done = sqlx::query(
-        "UPDATE watches SET next_check_at = $1 WHERE id = $2 AND next_check_at = $3 \
-         AND state = $4",
-    )
-    .bind(now + w.interval_secs * 1000)
-    .bind(w.id)
-    .bind(w.next_check_at)
-    .bind(WatchState::Active.as_str())
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    Ok(done.rows_affected() == 1)
+impl WatchRow {
+    /// When it was due, for [`Schedule::claim`].
+    pub fn due(&self) -> Due {
+        Due {
+            id: self.id,
+            next_check_at: self.next_check_at,
+            interval_secs: self.interval_secs,
+        }
+    }
 }
 
 pub struct NewWatch<'a> {

@@ -1,6 +1,7 @@
 //! SQL of lists and their events and reads; their messages, series and
 //! commands are in the submodules, re-exported here.
 
+use crate::db::schedule::{Due, Schedule};
 use crate::db::{Db, Tx};
 use crate::error::{Error, Result};
 use crate::jobs::truncate;
@@ -131,42 +132,24 @@ pub async fn list(db: &Db) -> Result<Vec<ListRow>> {
     )
 }
 
-/// Active lists whose next read is due.
-pub async fn due(db: &Db, now: i64) -> Result<Vec<ListRow>> {
-    Ok(sqlx::query_as::<_, ListRow>(&format!(
-        "{LIST_SELECT} WHERE l.state = $1 AND l.next_check_at <= $2 ORDER BY l.next_check_at"
-    ))
-    .bind(ListState::Active.as_str())
-    .bind(now)
-    .fetch_all(db.read())
-    .await?)
-}
+/// Lists are read on their interval, while active; a reply posted or a
+/// test makes one due now ([`Schedule::poke`]).
+pub const SCHEDULE: Schedule = Schedule {
+    table: "lists",
+    select: LIST_SELECT,
+    alias: "l",
+    active: ListState::Active.as_str(),
+};
 
-/// Claims a due read: moves the next one an interval on, unless another
-/// replica did first.
-pub async fn claim(db: &Db, l: &ListRow, now: i64) -> Result<bool> {
-    let mut tx = db.begin_relaxed().await?;
-    let done = sqlx::query(
-        "UPDATE lists SET next_check_at = $1 WHERE id = $2 AND next_check_at = $3 AND state = $4",
-    )
-    .bind(now + l.interval_secs * 1000)
-    .bind(l.id)
-    .bind(l.next_check_at)
-    .bind(ListState::Active.as_str())
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    Ok(done.rows_affected() == 1)
-}
-
-/// Makes a list due now (after a reply was posted, a test asks for a read).
-pub async fn poke(db: &Db, id: i64) -> Result<()> {
-    sqlx::query("UPDATE lists SET next_check_at = $1 WHERE id = $2")
-        .bind(now_ms())
-        .bind(id)
-        .execute(db.write())
-        .await?;
-    Ok(())
+impl ListRow {
+    /// When it was due, for [`Schedule::claim`].
+    pub fn due(&self) -> Due {
+        Due {
+            id: self.id,
+            next_check_at: self.next_check_at,
+            interval_secs: self.interval_secs,
+        }
+    }
 }
 
 pub struct NewList<'a> {
