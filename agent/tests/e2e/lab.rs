@@ -4,9 +4,15 @@
 //! on the QEMU backend enrolled at the test's server.
 
 use std::collections::HashMap;
+use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use kbot_api::client::UserClient;
+use kbot_api::repos::RepoCreate;
+use kbot_server::config::Config;
+use kbot_testkit::{Backend, TestServer};
 
 /// The checkout.
 pub fn checkout() -> PathBuf {
@@ -25,6 +31,13 @@ pub fn cache_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("/var/cache/kbot"));
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     dir
+}
+
+/// Whether `KBOT_E2E_COLD` asks for a fresh agent work directory and
+/// ccache in the run's own directory (kernels built from nothing), instead
+/// of the persistent ones in the cache.
+pub fn cold() -> bool {
+    std::env::var_os("KBOT_E2E_COLD").is_some_and(|v| !v.is_empty() && v != "0")
 }
 
 /// Runs `scripts/NAME ARGS`; its trimmed standard output.
@@ -92,24 +105,53 @@ pub fn has_commit(git_dir: &Path, sha: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// The static x86_64 kbot-bench that `scripts/build-kbot-bench-static`
-/// made (`scripts/test` makes it before the tests run).
-pub fn static_bench() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| checkout().join("target"));
-    let bench = target.join("x86_64-unknown-linux-gnu/release/kbot-bench");
-    assert!(
-        bench.is_file(),
-        "no static kbot-bench at {}: run scripts/build-kbot-bench-static",
-        bench.display()
-    );
-    bench
+/// The architecture of an agent's guests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Guest {
+    /// One socket, two cores, under the instruction-counted clock.
+    X86_64,
+    /// qemu-system-aarch64 `-M virt`, its kernel cross-built.
+    Aarch64,
 }
 
-/// An x86_64 kbot-agent daemon on the QEMU backend: one socket, two cores,
-/// a guest of `KBOT_GUEST_MEMORY_MIB` (default 512 MiB). Killed when
-/// dropped.
+impl Guest {
+    fn name(self) -> &'static str {
+        match self {
+            Guest::X86_64 => "x86_64",
+            Guest::Aarch64 => "aarch64",
+        }
+    }
+
+    /// The static kbot-bench for the guest that `scripts/build-kbot-bench-static
+    /// --arch all` made (`scripts/test` makes both before the tests run).
+    pub fn bench(self) -> PathBuf {
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| checkout().join("target"));
+        let bench = target.join(format!(
+            "{}-unknown-linux-gnu/release/kbot-bench",
+            self.name()
+        ));
+        assert!(
+            bench.is_file(),
+            "no static kbot-bench at {}: run scripts/build-kbot-bench-static --arch {}",
+            bench.display(),
+            self.name()
+        );
+        bench
+    }
+
+    /// The static busybox of the guest's initramfs (`scripts/install-test-deps`).
+    fn busybox(self) -> &'static str {
+        match self {
+            Guest::X86_64 => "/bin/busybox",
+            Guest::Aarch64 => "/usr/local/lib/kbot/aarch64/busybox",
+        }
+    }
+}
+
+/// A kbot-agent daemon on the QEMU backend, its guests of
+/// `KBOT_GUEST_MEMORY_MIB` (default 512 MiB). Killed when dropped.
 pub struct QemuAgent {
     child: Child,
     log: PathBuf,
@@ -124,9 +166,7 @@ pub struct AgentSetup<'a> {
     pub work_dir: &'a Path,
     pub ccache_dir: &'a Path,
     pub log: &'a Path,
-    /// The agent's `KBOT_QEMU_ICOUNT_SHIFT` (`KBOT_E2E_ICOUNT_SHIFT`,
-    /// default 3).
-    pub icount_shift: u32,
+    pub guest: Guest,
 }
 
 impl QemuAgent {
@@ -138,7 +178,16 @@ impl QemuAgent {
         let log = std::fs::File::create(setup.log).expect("agent log");
         let guest_memory_mib =
             std::env::var("KBOT_GUEST_MEMORY_MIB").unwrap_or_else(|_| "512".into());
-        let child = Command::new(env!("CARGO_BIN_EXE_kbot-agent"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_kbot-agent"));
+        match setup.guest {
+            Guest::X86_64 => command
+                .env("KBOT_GUEST_SOCKETS", "1")
+                .env("KBOT_GUEST_CORES", "2")
+                .env("KBOT_QEMU_ICOUNT_SHIFT", icount_shift().to_string())
+                .env("KBOT_AGENT_ROLES", "build,test"),
+            Guest::Aarch64 => command.env("KBOT_GUEST_ARCH", "aarch64"),
+        };
+        let child = command
             .arg("daemon")
             .env("KBOT_SERVER_URL", setup.server)
             .env("KBOT_ENROLLMENT_TOKEN", setup.enrollment_token)
@@ -147,14 +196,10 @@ impl QemuAgent {
             .env("KBOT_BACKEND", "qemu")
             .env("KBOT_WORK_DIR", setup.work_dir)
             .env("KBOT_CCACHE_DIR", setup.ccache_dir)
-            .env("KBOT_BENCH", static_bench())
-            .env("KBOT_BUSYBOX", "/bin/busybox")
-            .env("KBOT_GUEST_SOCKETS", "1")
-            .env("KBOT_GUEST_CORES", "2")
+            .env("KBOT_BENCH", setup.guest.bench())
+            .env("KBOT_BUSYBOX", setup.guest.busybox())
             .env("KBOT_GUEST_MEMORY_MIB", guest_memory_mib)
             .env("KBOT_LEASE_WAIT_SECS", "10")
-            .env("KBOT_QEMU_ICOUNT_SHIFT", setup.icount_shift.to_string())
-            .env("KBOT_AGENT_ROLES", "build,test")
             .stdout(log.try_clone().expect("log"))
             .stderr(log)
             .spawn()
@@ -220,10 +265,55 @@ impl Clock {
     }
 }
 
-/// The shift passed to the agent (`KBOT_E2E_ICOUNT_SHIFT`, default 3).
-pub fn icount_shift() -> u32 {
+/// The x86_64 agent's `KBOT_QEMU_ICOUNT_SHIFT` (`KBOT_E2E_ICOUNT_SHIFT`,
+/// default 3).
+fn icount_shift() -> u32 {
     std::env::var("KBOT_E2E_ICOUNT_SHIFT")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(3)
+}
+
+/// The server of a scenario: on a fresh SQLite store, with a user token,
+/// the kernel repository registered as `linux`.
+pub struct Lab {
+    pub server: TestServer,
+    pub url: String,
+    pub token: String,
+    pub client: UserClient,
+}
+
+impl Lab {
+    /// `tweak` adjusts the config, knowing the server's URL (the mails
+    /// carry it): the port is chosen before the server binds it.
+    pub async fn start(linux: &KernelRepo, tweak: impl FnOnce(&mut Config, &str)) -> Lab {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let url = format!("http://127.0.0.1:{port}");
+        let server = TestServer::start_with(Backend::Sqlite, |c| {
+            c.bind = SocketAddr::from(([127, 0, 0, 1], port));
+            tweak(c, &url);
+        })
+        .await;
+        let (_, token) = kbot_server::auth::create_user_token(server.db(), "e2e", None)
+            .await
+            .expect("a user token");
+        let client = UserClient::new(&url, Some(token.clone())).expect("client");
+        client
+            .add_repo(&RepoCreate {
+                name: "linux".into(),
+                url: linux.dir.to_str().expect("utf-8").into(),
+                default_branch: None,
+            })
+            .await
+            .expect("registering the repository");
+        Lab {
+            server,
+            url,
+            token,
+            client,
+        }
+    }
 }

@@ -15,6 +15,7 @@
 //! `scripts/e2e-kernel`, whose repository (`scripts/e2e-kernel-repo`) the
 //! scenarios stand on.
 
+mod arm64;
 mod author;
 mod lab;
 mod series;

@@ -33,23 +33,21 @@ mod full;
 mod posts;
 
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kbot_api::client::UserClient;
 use kbot_api::lists::{ListCreate, SeriesDetail, SeriesView};
-use kbot_api::repos::RepoCreate;
 use kbot_api::watches::WatchCreate;
 use kbot_server::mail::MailConfig;
 use kbot_testkit::smtp_sink::{header, Received, Sink};
-use kbot_testkit::{loopback_mail, Backend, TestServer};
+use kbot_testkit::{loopback_mail, TestServer};
 
 use posts::hostile_makefile;
 
 use crate::author::{Archive, Author, Posted};
-use crate::lab::{self, AgentSetup, Clock, KernelRepo, QemuAgent};
+use crate::lab::{self, AgentSetup, Clock, Guest, KernelRepo, Lab, QemuAgent};
 
 /// `scripts/e2e-kernel --ci`'s kernel configuration: its kernels and
 /// ccache serve here too.
@@ -195,30 +193,12 @@ impl Run {
         ccache_dir: &Path,
     ) -> Run {
         let sink = Sink::start(Default::default()).await;
-        // The public URL is in the mails: the port is chosen before the
-        // server binds it.
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let url = format!("http://127.0.0.1:{port}");
-        let server = TestServer::start_with(Backend::Sqlite, |c| {
-            c.bind = SocketAddr::from(([127, 0, 0, 1], port));
-            c.mail = robot_mail(sink.addr.port(), &url);
-        })
-        .await;
-        let (_, token) = kbot_server::auth::create_user_token(server.db(), "e2e", None)
-            .await
-            .expect("a user token");
-        let client = UserClient::new(&url, Some(token.clone())).expect("client");
-        client
-            .add_repo(&RepoCreate {
-                name: "linux".into(),
-                url: linux.dir.to_str().expect("utf-8").into(),
-                default_branch: None,
-            })
-            .await
-            .expect("registering the repository");
+        let Lab {
+            server,
+            url,
+            token,
+            client,
+        } = Lab::start(linux, |c, url| c.mail = robot_mail(sink.addr.port(), url)).await;
         let agent = QemuAgent::start(AgentSetup {
             server: &url,
             enrollment_token: &server.enrollment_token_for("vm-qemu-e2e-1").await,
@@ -227,7 +207,7 @@ impl Run {
             work_dir: agent_dir,
             ccache_dir,
             log: &work.join("agent.log"),
-            icount_shift: lab::icount_shift(),
+            guest: Guest::X86_64,
         });
         if form == Form::Full {
             // Fixes are looked for on watched branches.
