@@ -4,6 +4,9 @@
 //! delivers those exact bytes and the mbox download serves them, so what was
 //! sent, what is shown and what is downloaded never differ.
 
+use email_encoding::headers::rfc2047;
+use email_encoding::headers::writer::EmailWriter;
+
 use super::message_id::timestamp;
 use super::RenderedReport;
 use crate::{Error, Result};
@@ -35,7 +38,7 @@ impl Mailbox {
         match name {
             None => self.address.clone(),
             Some(name) if !name.is_ascii() => {
-                format!("{} <{}>", encode_words(&name), self.address)
+                format!("{} <{}>", encode_words(&name, 0), self.address)
             }
             Some(name) if name.contains(SPECIALS) => {
                 let escaped = name.replace('\\', "\\\\").replace('"', "\\\"");
@@ -134,7 +137,10 @@ pub fn message(report: &RenderedReport, addressing: &Addressing) -> Result<Strin
     let subject = if report.subject.is_ascii() {
         header_text(&report.subject, MAX_SUBJECT_BYTES)
     } else {
-        encode_words(&header_text(&report.subject, MAX_SUBJECT_BYTES * 4))
+        encode_words(
+            &header_text(&report.subject, MAX_SUBJECT_BYTES * 4),
+            "Subject: ".len(),
+        )
     };
     out.push_str(&format!(
         "Subject: {subject}\nDate: {date}\nMessage-ID: {}\nMIME-Version: 1.0\n\
@@ -227,43 +233,15 @@ pub fn mbox_entry(message: &str, envelope_from: &str, date_ms: i64) -> Result<St
     Ok(out)
 }
 
-/// RFC 2047 `=?utf-8?B?...?=` words for a non-ASCII header value, each
-/// within the 75 characters RFC 2047 allows (45 bytes of text at most, cut
-/// at character boundaries), folded onto their own lines.
-fn encode_words(text: &str) -> String {
-    const CHUNK: usize = 45;
-    let mut words = Vec::new();
-    let mut rest = text;
-    while !rest.is_empty() {
-        let mut cut = rest.len().min(CHUNK);
-        while !rest.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        words.push(format!("=?utf-8?B?{}?=", base64(&rest.as_bytes()[..cut])));
-        rest = &rest[cut..];
-    }
-    words.join("\n\t")
-}
-
-fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(char::from(ALPHABET[(n >> (18 - 6 * i)) as usize & 63]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
+/// RFC 2047 `=?utf-8?b?...?=` words for a non-ASCII header value, by
+/// `email-encoding` (lettre's encoder): each word within the 75 characters
+/// RFC 2047 allows, lines folded at 76 columns, `column` of the first line
+/// taken already (by `Subject: `, say).
+fn encode_words(text: &str, column: usize) -> String {
+    let mut out = String::new();
+    // Writing into a String cannot fail.
+    let _ = rfc2047::encode(text, &mut EmailWriter::new(&mut out, column, 0, false));
+    out.replace("\r\n", "\n")
 }
 
 fn invalid(reason: String) -> Error {
@@ -349,10 +327,27 @@ mod tests {
 
     #[test]
     fn non_ascii_headers_are_encoded() {
-        assert_eq!(base64(b"Man"), "TWFu");
-        assert_eq!(base64(b"Ma"), "TWE=");
-        assert_eq!(base64(b"M"), "TQ==");
         let m = Mailbox::new("Jörg", "j@x");
-        assert_eq!(m.header_form(), "=?utf-8?B?SsO2cmc=?= <j@x>");
+        assert_eq!(m.header_form(), "=?utf-8?b?SsO2cmc=?= <j@x>");
+        // A long subject: words of at most 75 characters on folded lines
+        // within 76 columns, which decode back to the subject.
+        let mut r = report();
+        r.subject = "pipe: Schreibvorgänge über die Röhre ".repeat(6);
+        let msg = message(&r, &addressing()).expect("a report");
+        let header = msg
+            .split("\nDate:")
+            .next()
+            .and_then(|h| h.split("Subject: ").nth(1))
+            .expect("a Subject");
+        assert!(header.lines().count() > 2, "{header}");
+        for (i, line) in header.lines().enumerate() {
+            let column = if i == 0 { "Subject: ".len() } else { 0 };
+            assert!(column + line.len() <= 76, "{line}");
+            assert!(i == 0 || line.starts_with(' '), "a folded line: {line:?}");
+        }
+        let parsed = mail_parser::MessageParser::default()
+            .parse(msg.as_bytes())
+            .expect("parses");
+        assert_eq!(parsed.subject(), Some(r.subject.as_str()));
     }
 }
