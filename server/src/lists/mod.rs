@@ -302,7 +302,10 @@ async fn pass(state: &AppState) {
     match store::SCHEDULE.due::<ListRow>(&state.db, now).await {
         Ok(due) => {
             for l in due {
-                match store::SCHEDULE.claim(&state.db, l.due(), now).await {
+                match store::SCHEDULE
+                    .claim(&state.db, l.id, l.next_check_at, l.interval_secs, now)
+                    .await
+                {
                     Ok(true) => check(state, &l).await,
                     Ok(false) => {}
                     Err(e) => log_error("claiming a list", Some(l.id), &e),

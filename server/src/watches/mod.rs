@@ -125,7 +125,10 @@ pub async fn check_due(state: &AppState) {
         }
     };
     for w in due {
-        let claimed = match store::SCHEDULE.claim(&state.db, w.due(), now).await {
+        let claimed = match store::SCHEDULE
+            .claim(&state.db, w.id, w.next_check_at, w.interval_secs, now)
+            .await
+        {
             Ok(claimed) => claimed,
             Err(e) => {
                 tracing::error!(watch = w.id, error = %crate::error::error_chain(&e), "claiming a watch failed");

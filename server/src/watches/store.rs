@@ -1,6 +1,6 @@
 //! SQL of watches and their events.
 
-use crate::db::schedule::{Due, Schedule};
+use crate::db::schedule::Schedule;
 use crate::db::{Db, Tx};
 use crate::error::{Error, Result};
 use crate::jobs::truncate;
@@ -69,19 +69,11 @@ impl WatchRow {
 }
 
 pub async fn get(db: &Db, id: i64) -> Result<WatchRow> {
-    sqlx::query_as::<_, WatchRow>(&format!("{WATCH_SELECT} WHERE w.id = $1"))
-        .bind(id)
-        .fetch_optional(db.read())
-        .await?
-        .ok_or_else(|| Error::not_found("watch", id))
+    SCHEDULE.get(db, id, "watch").await
 }
 
 pub async fn list(db: &Db) -> Result<Vec<WatchRow>> {
-    Ok(
-        sqlx::query_as::<_, WatchRow>(&format!("{WATCH_SELECT} ORDER BY w.id"))
-            .fetch_all(db.read())
-            .await?,
-    )
+    SCHEDULE.all(db).await
 }
 
 /// Watches are looked at on their interval, while active.
@@ -91,17 +83,6 @@ pub const SCHEDULE: Schedule = Schedule {
     alias: "w",
     active: WatchState::Active.as_str(),
 };
-
-impl WatchRow {
-    /// When it was due, for [`Schedule::claim`].
-    pub fn due(&self) -> Due {
-        Due {
-            id: self.id,
-            next_check_at: self.next_check_at,
-            interval_secs: self.interval_secs,
-        }
-    }
-}
 
 pub struct NewWatch<'a> {
     pub repo_id: i64,

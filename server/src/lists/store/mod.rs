@@ -1,7 +1,7 @@
 //! SQL of lists and their events and reads; their messages, series and
 //! commands are in the submodules, re-exported here.
 
-use crate::db::schedule::{Due, Schedule};
+use crate::db::schedule::Schedule;
 use crate::db::{Db, Tx};
 use crate::error::{Error, Result};
 use crate::jobs::truncate;
@@ -117,19 +117,11 @@ impl ListRow {
 }
 
 pub async fn get(db: &Db, id: i64) -> Result<ListRow> {
-    sqlx::query_as::<_, ListRow>(&format!("{LIST_SELECT} WHERE l.id = $1"))
-        .bind(id)
-        .fetch_optional(db.read())
-        .await?
-        .ok_or_else(|| Error::not_found("list", id))
+    SCHEDULE.get(db, id, "list").await
 }
 
 pub async fn list(db: &Db) -> Result<Vec<ListRow>> {
-    Ok(
-        sqlx::query_as::<_, ListRow>(&format!("{LIST_SELECT} ORDER BY l.id"))
-            .fetch_all(db.read())
-            .await?,
-    )
+    SCHEDULE.all(db).await
 }
 
 /// Lists are read on their interval, while active; a reply posted or a
@@ -140,17 +132,6 @@ pub const SCHEDULE: Schedule = Schedule {
     alias: "l",
     active: ListState::Active.as_str(),
 };
-
-impl ListRow {
-    /// When it was due, for [`Schedule::claim`].
-    pub fn due(&self) -> Due {
-        Due {
-            id: self.id,
-            next_check_at: self.next_check_at,
-            interval_secs: self.interval_secs,
-        }
-    }
-}
 
 pub struct NewList<'a> {
     pub name: &'a str,
