@@ -1,5 +1,4 @@
-# What the real-kernel end-to-end scripts (scripts/e2e-kernel,
-# scripts/e2e-kexec) share: the binaries, a kbot-server on SQLite seen
+# What scripts/e2e-kernel, the real-kernel end-to-end script, uses: the binaries, a kbot-server on SQLite seen
 # through kbot's own command line, and a qemu kbot-agent. Sourced, not run.
 #
 # The caller sets `repo` (the checkout), `work` (the run's directory) and

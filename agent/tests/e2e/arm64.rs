@@ -19,7 +19,7 @@ use std::time::Duration;
 use kbot_api::agent::JobState;
 use kbot_api::submissions::{RunResult, SubmitRequest};
 
-use crate::lab::{self, AgentSetup, Clock, Guest, KernelRepo, Lab, QemuAgent};
+use crate::lab::{self, AgentSetup, Clock, Guest, KernelRepo, Lab};
 
 const AGENT: &str = "vm-arm64-e2e-1";
 const GROUP: &str = "vm-arm64-64k";
@@ -43,7 +43,7 @@ async fn an_arm64_64k_guest_runs_pipen_and_says_so() {
     let lab = Lab::start(&linux, |_, _| {}).await;
     // Persistent unless KBOT_E2E_COLD is set: reruns reuse the built kernel.
     let keep = if lab::cold() { &work } else { &cache };
-    let mut agent = QemuAgent::start(AgentSetup {
+    let mut agent = lab::qemu_agent(AgentSetup {
         server: &lab.url,
         enrollment_token: &lab.server.enrollment_token_for(AGENT).await,
         name: AGENT,
@@ -52,6 +52,7 @@ async fn an_arm64_64k_guest_runs_pipen_and_says_so() {
         ccache_dir: &keep.join("e2e-ccache-arm64"),
         log: &work.join("agent.log"),
         guest: Guest::Aarch64,
+        roles: "build,test",
     });
     let submission = lab
         .client

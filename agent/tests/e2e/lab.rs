@@ -150,14 +150,64 @@ impl Guest {
     }
 }
 
-/// A kbot-agent daemon on the QEMU backend, its guests of
-/// `KBOT_GUEST_MEMORY_MIB` (default 512 MiB). Killed when dropped.
-pub struct QemuAgent {
+/// A process the scenario started, its output in a log: stopped with
+/// SIGTERM when dropped (a script cleans up its own children then), killed
+/// if it has not exited 10 s later.
+pub struct Process {
     child: Child,
+    what: String,
     log: PathBuf,
 }
 
-/// Who the agent is and where it keeps its state.
+impl Process {
+    /// Starts `command` with its output into a new file at `log`.
+    pub fn spawn(mut command: Command, what: &str, log: &Path) -> Process {
+        let file = std::fs::File::create(log).unwrap_or_else(|e| panic!("{}: {e}", log.display()));
+        let child = command
+            .stdout(file.try_clone().expect("log"))
+            .stderr(file)
+            .spawn()
+            .unwrap_or_else(|e| panic!("{what} does not start: {e}"));
+        Process {
+            child,
+            what: what.to_owned(),
+            log: log.to_path_buf(),
+        }
+    }
+
+    /// Panics with the end of its log when the process has exited.
+    pub fn check_alive(&mut self) {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            panic!(
+                "{} exited ({status}); the end of {}:\n{}",
+                self.what,
+                self.log.display(),
+                tail(&self.log, 30)
+            );
+        }
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+        }
+        for _ in 0..100 {
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Who an agent is, where it keeps its state and what it does.
 pub struct AgentSetup<'a> {
     pub server: &'a str,
     pub enrollment_token: &'a str,
@@ -167,66 +217,41 @@ pub struct AgentSetup<'a> {
     pub ccache_dir: &'a Path,
     pub log: &'a Path,
     pub guest: Guest,
+    /// `KBOT_AGENT_ROLES`: `build,test`, `build` or `test`.
+    pub roles: &'a str,
 }
 
-impl QemuAgent {
-    pub fn start(setup: AgentSetup<'_>) -> QemuAgent {
-        std::fs::create_dir_all(setup.work_dir).expect("agent work dir");
-        std::fs::create_dir_all(setup.ccache_dir).expect("ccache dir");
-        // A new server: the agent enrols again.
-        let _ = std::fs::remove_file(setup.work_dir.join("agent.json"));
-        let log = std::fs::File::create(setup.log).expect("agent log");
-        let guest_memory_mib =
-            std::env::var("KBOT_GUEST_MEMORY_MIB").unwrap_or_else(|_| "512".into());
-        let mut command = Command::new(env!("CARGO_BIN_EXE_kbot-agent"));
-        match setup.guest {
-            Guest::X86_64 => command
-                .env("KBOT_GUEST_SOCKETS", "1")
-                .env("KBOT_GUEST_CORES", "2")
-                .env("KBOT_QEMU_ICOUNT_SHIFT", icount_shift().to_string())
-                .env("KBOT_AGENT_ROLES", "build,test"),
-            Guest::Aarch64 => command.env("KBOT_GUEST_ARCH", "aarch64"),
-        };
-        let child = command
-            .arg("daemon")
-            .env("KBOT_SERVER_URL", setup.server)
-            .env("KBOT_ENROLLMENT_TOKEN", setup.enrollment_token)
-            .env("KBOT_AGENT_NAME", setup.name)
-            .env("KBOT_TBOX_GROUP", setup.tbox_group)
-            .env("KBOT_BACKEND", "qemu")
-            .env("KBOT_WORK_DIR", setup.work_dir)
-            .env("KBOT_CCACHE_DIR", setup.ccache_dir)
-            .env("KBOT_BENCH", setup.guest.bench())
-            .env("KBOT_BUSYBOX", setup.guest.busybox())
-            .env("KBOT_GUEST_MEMORY_MIB", guest_memory_mib)
-            .env("KBOT_LEASE_WAIT_SECS", "10")
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log)
-            .spawn()
-            .expect("kbot-agent starts");
-        QemuAgent {
-            child,
-            log: setup.log.to_path_buf(),
-        }
-    }
-
-    /// Panics with the end of its log when the agent has exited.
-    pub fn check_alive(&mut self) {
-        if let Ok(Some(status)) = self.child.try_wait() {
-            panic!(
-                "the agent exited ({status}); the end of {}:\n{}",
-                self.log.display(),
-                tail(&self.log, 30)
-            );
-        }
-    }
-}
-
-impl Drop for QemuAgent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A kbot-agent daemon on the QEMU backend, its guests of
+/// `KBOT_GUEST_MEMORY_MIB` (default 512 MiB).
+pub fn qemu_agent(setup: AgentSetup<'_>) -> Process {
+    std::fs::create_dir_all(setup.work_dir).expect("agent work dir");
+    std::fs::create_dir_all(setup.ccache_dir).expect("ccache dir");
+    // A new server: the agent enrols again.
+    let _ = std::fs::remove_file(setup.work_dir.join("agent.json"));
+    let guest_memory_mib = std::env::var("KBOT_GUEST_MEMORY_MIB").unwrap_or_else(|_| "512".into());
+    let mut command = Command::new(env!("CARGO_BIN_EXE_kbot-agent"));
+    match setup.guest {
+        Guest::X86_64 => command
+            .env("KBOT_GUEST_SOCKETS", "1")
+            .env("KBOT_GUEST_CORES", "2")
+            .env("KBOT_QEMU_ICOUNT_SHIFT", icount_shift().to_string()),
+        Guest::Aarch64 => command.env("KBOT_GUEST_ARCH", "aarch64"),
+    };
+    command
+        .arg("daemon")
+        .env("KBOT_SERVER_URL", setup.server)
+        .env("KBOT_ENROLLMENT_TOKEN", setup.enrollment_token)
+        .env("KBOT_AGENT_NAME", setup.name)
+        .env("KBOT_TBOX_GROUP", setup.tbox_group)
+        .env("KBOT_AGENT_ROLES", setup.roles)
+        .env("KBOT_BACKEND", "qemu")
+        .env("KBOT_WORK_DIR", setup.work_dir)
+        .env("KBOT_CCACHE_DIR", setup.ccache_dir)
+        .env("KBOT_BENCH", setup.guest.bench())
+        .env("KBOT_BUSYBOX", setup.guest.busybox())
+        .env("KBOT_GUEST_MEMORY_MIB", guest_memory_mib)
+        .env("KBOT_LEASE_WAIT_SECS", "10");
+    Process::spawn(command, &format!("the agent {}", setup.name), setup.log)
 }
 
 /// The last `n` lines of the file at `path`.

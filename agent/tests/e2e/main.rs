@@ -17,5 +17,6 @@
 
 mod arm64;
 mod author;
+mod kexec;
 mod lab;
 mod series;

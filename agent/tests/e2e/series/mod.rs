@@ -47,7 +47,7 @@ use kbot_testkit::{loopback_mail, TestServer};
 use posts::hostile_makefile;
 
 use crate::author::{Archive, Author, Posted};
-use crate::lab::{self, AgentSetup, Clock, Guest, KernelRepo, Lab, QemuAgent};
+use crate::lab::{self, AgentSetup, Clock, Guest, KernelRepo, Lab, Process};
 
 /// `scripts/e2e-kernel --ci`'s kernel configuration: its kernels and
 /// ccache serve here too.
@@ -106,7 +106,7 @@ struct Run {
     client: UserClient,
     http: reqwest::Client,
     sink: Sink,
-    agent: QemuAgent,
+    agent: Process,
     ccache_dir: PathBuf,
     list: i64,
     archive: Archive,
@@ -199,7 +199,7 @@ impl Run {
             token,
             client,
         } = Lab::start(linux, |c, url| c.mail = robot_mail(sink.addr.port(), url)).await;
-        let agent = QemuAgent::start(AgentSetup {
+        let agent = lab::qemu_agent(AgentSetup {
             server: &url,
             enrollment_token: &server.enrollment_token_for("vm-qemu-e2e-1").await,
             name: "vm-qemu-e2e-1",
@@ -208,6 +208,7 @@ impl Run {
             ccache_dir,
             log: &work.join("agent.log"),
             guest: Guest::X86_64,
+            roles: "build,test",
         });
         if form == Form::Full {
             // Fixes are looked for on watched branches.

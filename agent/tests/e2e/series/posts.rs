@@ -118,7 +118,11 @@ impl Bait {
                 targets.push(child);
             }
         }
-        targets.retain(|t| !t.components().any(|c| c.as_os_str() == "mirrors"));
+        // Not inside the agent's git mirrors (the directory itself is bait).
+        targets.retain(|t| {
+            !t.parent()
+                .is_some_and(|p| p.components().any(|c| c.as_os_str() == "mirrors"))
+        });
         Bait {
             listener_port,
             connections,
