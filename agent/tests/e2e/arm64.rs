@@ -30,14 +30,10 @@ const JOB: &str = "testcase: pipen\nkconfig: qemu-arm64-64k\ncompiler: gcc-12\na
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "cross-builds and boots an arm64 kernel for minutes: scripts/test runs it"]
 async fn an_arm64_64k_guest_runs_pipen_and_says_so() {
-    let clock = Clock::start();
-    let say = |what: String| eprintln!("e2e-arm64[{}s]: {what}", clock.secs());
+    let clock = Clock::start("e2e-arm64");
+    let say = |what: String| clock.say(what);
     let cache = lab::cache_dir();
-    let work = tempfile::Builder::new()
-        .prefix("e2e-arm64-run.")
-        .tempdir_in(&cache)
-        .expect("work dir")
-        .keep();
+    let work = lab::work_dir("e2e-arm64-run");
     say(format!("work directory {}", work.display()));
     let linux = KernelRepo::make(&cache.join("e2e-linux-arm64.git"));
     let lab = Lab::start(&linux, |_, _| {}).await;

@@ -44,25 +44,20 @@ const QEMU_GROUP: &str = "vm-qemu";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "builds kernels and boots a stand-in VM for minutes: scripts/test runs it"]
 async fn a_machine_that_only_boots_kexecs_into_the_builders_kernels_and_comes_back() {
-    let clock = Clock::start();
+    let clock = Clock::start("e2e-kexec");
     let cache = lab::cache_dir();
-    let work = tempfile::Builder::new()
-        .prefix("e2e-kexec-run.")
-        .tempdir_in(&cache)
-        .expect("work dir")
-        .keep();
+    let work = lab::work_dir("e2e-kexec-run");
     // The build user's QEMU opens the agents' run files by name: the
     // run's directory lets others through, not read.
     std::fs::set_permissions(&work, std::fs::Permissions::from_mode(0o711)).expect("chmod");
-    say(&clock, format!("work directory {}", work.display()));
+    clock.say(format!("work directory {}", work.display()));
     let linux = KernelRepo::make(&cache.join("e2e-linux-kexec.git"));
     let builder_dir = cache.join("e2e-kexec-builder");
     let ccache = cache.join("e2e-kexec-ccache");
     let home = own_kernel(&linux, &builder_dir, &ccache, &work);
-    say(
-        &clock,
-        format!("the stand-in's own kernel: h0 on {KCONFIG}, {home}"),
-    );
+    clock.say(format!(
+        "the stand-in's own kernel: h0 on {KCONFIG}, {home}"
+    ));
 
     let lab = Lab::start(&linux, |_, _| {}).await;
     let agent = |name, group, dir, ccache, log, roles| {
@@ -158,10 +153,6 @@ async fn a_machine_that_only_boots_kexecs_into_the_builders_kernels_and_comes_ba
     );
 }
 
-fn say(clock: &Clock, what: impl std::fmt::Display) {
-    eprintln!("e2e-kexec[{}s]: {what}", clock.secs());
-}
-
 /// The stand-in's own kernel, h0, built here (or taken from the builder's
 /// cache); its image's path.
 fn own_kernel(linux: &KernelRepo, builder_dir: &Path, ccache: &Path, work: &Path) -> String {
@@ -195,7 +186,7 @@ struct Run {
 
 impl Run {
     fn say(&self, what: impl std::fmt::Display) {
-        say(&self.clock, what);
+        self.clock.say(what);
     }
 
     fn alive(&mut self, waiting_for: &str) {

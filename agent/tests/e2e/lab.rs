@@ -40,6 +40,16 @@ pub fn cold() -> bool {
     std::env::var_os("KBOT_E2E_COLD").is_some_and(|v| !v.is_empty() && v != "0")
 }
 
+/// A new directory of the run's own in the cache, `PREFIX.XXXXXX`, kept
+/// after the run for its logs.
+pub fn work_dir(prefix: &str) -> PathBuf {
+    tempfile::Builder::new()
+        .prefix(&format!("{prefix}."))
+        .tempdir_in(cache_dir())
+        .expect("work dir")
+        .keep()
+}
+
 /// Runs `scripts/NAME ARGS`; its trimmed standard output.
 pub fn script(name: &str, args: &[&Path]) -> String {
     let path = checkout().join("scripts").join(name);
@@ -262,23 +272,30 @@ pub fn tail(path: &Path, n: usize) -> String {
 }
 
 /// The whole scenario's time limit (`KBOT_E2E_TIMEOUT_SECS`, default an
-/// hour), and how long it has run.
+/// hour), how long it has run, and its progress lines (`TAG[SECSs]: ...`
+/// on stderr).
 pub struct Clock {
+    tag: &'static str,
     start: Instant,
     deadline: Instant,
 }
 
 impl Clock {
-    pub fn start() -> Clock {
+    pub fn start(tag: &'static str) -> Clock {
         let secs = std::env::var("KBOT_E2E_TIMEOUT_SECS")
             .ok()
             .and_then(|s| s.parse().ok())
             .unwrap_or(3600);
         let start = Instant::now();
         Clock {
+            tag,
             start,
             deadline: start + Duration::from_secs(secs),
         }
+    }
+
+    pub fn say(&self, what: impl std::fmt::Display) {
+        eprintln!("{}[{}s]: {what}", self.tag, self.secs());
     }
 
     pub fn secs(&self) -> u64 {

@@ -117,14 +117,10 @@ struct Run {
 }
 
 async fn run(form: Form) {
-    let clock = Clock::start();
+    let clock = Clock::start("e2e-series");
     let cache = lab::cache_dir();
-    let work = tempfile::Builder::new()
-        .prefix("e2e-series.")
-        .tempdir_in(&cache)
-        .expect("work dir")
-        .keep();
-    say(&clock, format!("work directory {}", work.display()));
+    let work = lab::work_dir("e2e-series");
+    clock.say(format!("work directory {}", work.display()));
 
     // scripts/e2e-kernel --ci's repository, agent directory and ccache.
     let linux = KernelRepo::make(&cache.join("e2e-linux-ci.git"));
@@ -177,10 +173,6 @@ fn job_file() -> String {
         "testcase: perf-bench-sched-pipe\nkconfig: {KCONFIG}\ncompiler: gcc-12\nruns: 3\n\
          arch: x86_64\nperf-bench-sched-pipe:\n  loops: 5000\n"
     )
-}
-
-fn say(clock: &Clock, what: impl std::fmt::Display) {
-    eprintln!("e2e-series[{}s]: {what}", clock.secs());
 }
 
 impl Run {
@@ -250,14 +242,11 @@ impl Run {
             .await
             .expect("adding the list")
             .id;
-        say(
-            &clock,
-            format!(
-                "server {url}, list {list} reads {}, mail to {}",
-                archive.inbox.root().display(),
-                sink.addr
-            ),
-        );
+        clock.say(format!(
+            "server {url}, list {list} reads {}, mail to {}",
+            archive.inbox.root().display(),
+            sink.addr
+        ));
         Run {
             clock,
             work: work.to_path_buf(),
@@ -276,7 +265,7 @@ impl Run {
     }
 
     fn say(&self, what: impl std::fmt::Display) {
-        say(&self.clock, what);
+        self.clock.say(what);
     }
 
     fn alive(&mut self, waiting_for: &str) {
