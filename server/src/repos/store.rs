@@ -4,7 +4,6 @@ use sqlx::AnyPool;
 
 use crate::db::Db;
 use crate::error::{Error, Result};
-use crate::repos::git::CommitInfo;
 use crate::time::now_ms;
 use crate::web::without_credentials;
 use kbot_api::repos::{CommitView, RepoView};
@@ -117,7 +116,7 @@ pub(super) async fn insert_repo(
 pub(super) async fn upsert_commit(
     db: &Db,
     repo_id: i64,
-    info: &CommitInfo,
+    info: &CommitView,
 ) -> Result<StoredCommit> {
     let row = sqlx::query_as::<_, CommitRecord>(&format!(
         "INSERT INTO commits (repo_id, sha, parents, subject, author_name, author_email, \

@@ -12,6 +12,7 @@ use kbot_core::profile::Mover;
 
 use super::store::{self, Comparison};
 use crate::error::{error_page, HtmlError};
+use crate::repos::StoredCommit;
 use crate::state::AppState;
 use crate::web::{render, short_sha, PageResult, MEDIUM_SHA};
 
@@ -153,9 +154,9 @@ async fn page(state: &AppState, subject: Subject, c: Comparison) -> PageResult {
     } else {
         (sides, (Vec::new(), Vec::new()))
     };
-    let side = |commit: &store::CommitInfo, runs: usize, samples: u64| SideRow {
+    let side = |commit: &StoredCommit, runs: usize, samples: u64| SideRow {
         sha: short_sha(&commit.sha, MEDIUM_SHA),
-        subject: commit.subject.clone(),
+        subject: commit.view.subject.clone(),
         runs,
         samples,
     };

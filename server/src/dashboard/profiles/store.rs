@@ -3,7 +3,7 @@
 
 use crate::db::Db;
 use crate::error::{Error, Result};
-use crate::repos::commit_by_id;
+use crate::repos::{commit_by_id, StoredCommit};
 
 /// The runs of one side of a comparison: those of any of `atomic_job_ids`
 /// at `commit_id`.
@@ -40,21 +40,6 @@ pub async fn profiles(db: &Db, side: &Side) -> Result<Vec<StoredProfile>> {
     Ok(out)
 }
 
-/// A commit as the page names it.
-#[derive(Debug, Clone)]
-pub struct CommitInfo {
-    pub sha: String,
-    pub subject: String,
-}
-
-async fn commit(db: &Db, id: i64) -> Result<CommitInfo> {
-    let c = commit_by_id(db.read(), id).await?;
-    Ok(CommitInfo {
-        sha: c.sha,
-        subject: c.view.subject,
-    })
-}
-
 /// Two sides to compare, with what the page says of them.
 #[derive(Debug, Clone)]
 pub struct Comparison {
@@ -62,8 +47,8 @@ pub struct Comparison {
     pub job: String,
     pub base: Side,
     pub head: Side,
-    pub base_commit: CommitInfo,
-    pub head_commit: CommitInfo,
+    pub base_commit: StoredCommit,
+    pub head_commit: StoredCommit,
 }
 
 /// Runs of either side of `c` still queued or under way: a page without a
@@ -118,8 +103,8 @@ pub async fn pair(db: &Db, submission_id: i64, position: i64) -> Result<Comparis
             atomic_job_ids: vec![row.atomic_job_id],
             commit_id: row.head_commit_id,
         },
-        base_commit: commit(db, row.base_commit_id).await?,
-        head_commit: commit(db, row.head_commit_id).await?,
+        base_commit: commit_by_id(db.read(), row.base_commit_id).await?,
+        head_commit: commit_by_id(db.read(), row.head_commit_id).await?,
     })
 }
 
@@ -162,8 +147,8 @@ pub async fn step(db: &Db, bisection_id: i64, index: i64) -> Result<Comparison> 
             atomic_job_ids: jobs,
             commit_id: row.commit_id,
         },
-        base_commit: commit(db, row.good_commit_id).await?,
-        head_commit: commit(db, row.commit_id).await?,
+        base_commit: commit_by_id(db.read(), row.good_commit_id).await?,
+        head_commit: commit_by_id(db.read(), row.commit_id).await?,
     })
 }
 

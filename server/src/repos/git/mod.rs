@@ -17,26 +17,11 @@ use std::time::Duration;
 pub use crate::config::AmLimits;
 pub use crate::error::GitError;
 pub use am::{binary_bytes, sparse_pattern, Am};
+/// One commit as read from the mirror: the wire's view of a commit, as
+/// the store keeps it.
+pub use kbot_api::repos::CommitView;
 use run::run_text;
 pub use run::{outcome, run, spawn};
-
-/// One commit as read from the mirror.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct CommitInfo {
-    /// Full 40-hex id.
-    pub sha: String,
-    /// Parent ids, first parent first; empty for a root commit.
-    pub parents: Vec<String>,
-    pub subject: String,
-    pub author_name: String,
-    pub author_email: String,
-    pub committer_name: String,
-    pub committer_email: String,
-    /// Author date, Unix seconds.
-    pub author_time: i64,
-    /// Committer date, Unix seconds.
-    pub commit_time: i64,
-}
 
 /// A bare mirror (`git clone --mirror`) on the server's disk.
 #[derive(Debug, Clone)]
@@ -149,7 +134,7 @@ impl Mirror {
     }
 
     /// Reads one commit's parents, subject, author and committer.
-    pub async fn commit_info(&self, sha: &str) -> Result<CommitInfo, GitError> {
+    pub async fn commit_info(&self, sha: &str) -> Result<CommitView, GitError> {
         let full = self.resolve(sha).await?;
         let out = self
             .git(&["show", "-s", "--no-show-signature", COMMIT_FORMAT, &full])
@@ -512,7 +497,7 @@ pub fn is_full_sha(s: &str) -> bool {
     s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
-fn parse_commit_line(line: &str) -> Result<CommitInfo, GitError> {
+fn parse_commit_line(line: &str) -> Result<CommitView, GitError> {
     let bad = |detail| GitError::Parse {
         command: "show".into(),
         detail,
@@ -521,7 +506,7 @@ fn parse_commit_line(line: &str) -> Result<CommitInfo, GitError> {
     let [sha, parents, an, ae, cn, ce, at, ct, subject] = fields[..] else {
         return Err(bad("expected 9 fields"));
     };
-    Ok(CommitInfo {
+    Ok(CommitView {
         sha: sha.to_owned(),
         parents: parents.split_whitespace().map(str::to_owned).collect(),
         subject: subject.to_owned(),
