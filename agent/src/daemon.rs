@@ -17,8 +17,7 @@ use kbot_api::agent::{
 use kbot_api::builds::{BuildOrder, OrderLease};
 
 use crate::build_cache::{read_json, write_json};
-use crate::client::ApiClient;
-use crate::client::Identity;
+use crate::client::{ApiClient, Identity};
 use crate::error::{AgentError, Result};
 use crate::job_runner::JobRunner;
 use crate::outcome::{Failure, Outcome};
