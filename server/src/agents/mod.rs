@@ -5,6 +5,21 @@
 
 pub mod pages;
 
+use std::time::Instant;
+
+use axum::extract::State;
+use axum::Json;
+use kbot_api::agent::{EnrollRequest, EnrollResponse};
+
+use crate::access::pages::ClientAddr;
+use crate::auth::{
+    self, backend_str, limit, AgentRecord, AgentRow, EnrolmentBinding, AGENT_COLUMNS,
+};
+use crate::db::Tx;
+use crate::error::{ApiJson, Error, Result};
+use crate::state::AppState;
+use crate::time::now_ms;
+
 /// An agent seen (`$1` the time, `$2` the agent), for a statement batch of
 /// the caller's (`db::join_writes`): a lease's heartbeat says the agent is
 /// alive in the same round trip.
@@ -24,21 +39,6 @@ pub fn state_now_sql(holds_job: &str) -> String {
          last_seen_at = $1 WHERE id = $2"
     )
 }
-
-use std::time::Instant;
-
-use axum::extract::State;
-use axum::Json;
-use kbot_api::agent::{EnrollRequest, EnrollResponse};
-
-use crate::access::pages::ClientAddr;
-use crate::auth::{
-    self, backend_str, limit, AgentRecord, AgentRow, EnrolmentBinding, AGENT_COLUMNS,
-};
-use crate::db::Tx;
-use crate::error::{ApiJson, Error, Result};
-use crate::state::AppState;
-use crate::time::now_ms;
 
 /// `POST /api/v1/agents/enroll`: trades a one-time enrolment token for an
 /// agent token. A token bound to a name (or tbox group) enrols that name
