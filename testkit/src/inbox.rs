@@ -7,6 +7,38 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+/// A plain-text reply in a list's thread, as a mail client writes it.
+pub struct Reply<'a> {
+    /// `Name <address>`.
+    pub from: &'a str,
+    /// The list.
+    pub to: &'a str,
+    /// Its Message-ID, without `<>`.
+    pub id: &'a str,
+    pub parent_id: &'a str,
+    pub parent_subject: &'a str,
+    pub body: &'a str,
+}
+
+impl Reply<'_> {
+    /// The mail: `Re: ` once before the parent's subject, a fixed date,
+    /// the body ending in a newline.
+    pub fn mail(&self) -> String {
+        let subject = self.parent_subject.trim_start_matches("Re: ");
+        let newline = if self.body.ends_with('\n') { "" } else { "\n" };
+        format!(
+            "From: {}\nTo: {}\nSubject: Re: {subject}\nDate: Wed, 02 Dec 2026 09:00:00 +0000\n\
+             Message-ID: <{}>\nIn-Reply-To: <{p}>\nReferences: <{p}>\n\
+             MIME-Version: 1.0\nContent-Type: text/plain; charset=utf-8\n\n{}{newline}",
+            self.from,
+            self.to,
+            self.id,
+            self.body,
+            p = self.parent_id,
+        )
+    }
+}
+
 /// A v2 inbox in a test's directory.
 #[derive(Debug)]
 pub struct PublicInbox {

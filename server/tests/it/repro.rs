@@ -3,7 +3,7 @@
 //! the script from them and the run's `.config`; the initramfs downloads
 //! byte for byte; `POST /api/v1/jobs/{id}/repro/check` reads a results
 //! channel as the agent did and says whether it gives the run's numbers. (A
-//! real kernel's reproduction is `scripts/e2e-kernel --ci`'s.)
+//! real kernel's reproduction is the robot end-to-end test's, `agent/tests/e2e/robot/`.)
 
 use std::collections::BTreeMap;
 

@@ -381,7 +381,7 @@ async fn commands_are_taken_from_verified_senders_with_a_role() {
         t.say(signed(&long)).await;
         let rows = t.taken("refs-1@example.org").await;
         eprintln!(
-            "lists_trust[{backend:?}]: a 40,000-id References reply read and taken in {:?}",
+            "lists::trust[{backend:?}]: a 40,000-id References reply read and taken in {:?}",
             started.elapsed()
         );
         assert_eq!(str_of(&rows[0]["state"]), "testing", "{rows:#?}");
@@ -397,7 +397,7 @@ async fn commands_are_taken_from_verified_senders_with_a_role() {
             .expect("lookup")
             .expect("the report");
         let took = started.elapsed();
-        eprintln!("lists_trust[{backend:?}]: the report found among 40,001 ids in {took:?}");
+        eprintln!("lists::trust[{backend:?}]: the report found among 40,001 ids in {took:?}");
         assert_eq!(found.report_message_id, t.report_id);
         assert!(took < Duration::from_secs(5), "{took:?}");
 

@@ -92,7 +92,7 @@ async fn a_reported_patch_that_lands_is_followed_into_the_tree() {
                 "{rcpt}: {answer:?}"
             );
         }
-        eprintln!("lists_landed[{backend:?}]: the answer:\n{data}");
+        eprintln!("lists::landed[{backend:?}]: the answer:\n{data}");
 
         // One report, and the watch's regression is linked to it.
         let reports = sim.reports().await;
