@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use kbot_api::agent::{FailureKind, KconfigSpec, RepoSpec};
+use kbot_api::agent::{FailureKind, RepoSpec};
 use kbot_core::build_log;
 
 use crate::build_cache::{free_bytes, BuildCache, BuildKey, BuiltKernel};
@@ -25,8 +25,22 @@ use crate::elf_notes;
 use crate::error::{AgentError, Result};
 use crate::guest_arch::GuestArch;
 use crate::outcome::Failure;
-use crate::process::{self, output, run_logged, tail_of_file, Cancel, Finished};
+use crate::process::{self, run_logged, tail_of_file, Cancel, Finished};
 use crate::sandbox::{self, BuildIdentity, Placed, SandboxConfig, View};
+
+mod kconfig;
+mod site;
+mod sources;
+
+use kconfig::note_unmet_fragment;
+pub use kconfig::{
+    builtin_kconfig, compiler_command, effective_kconfig, merge_fragment, server_key,
+    unmet_fragment_lines,
+};
+use site::{object_dir_name, private_work_dir, Ccache, ObjectDir, Site};
+#[cfg(test)]
+use sources::has_commit;
+use sources::{on_watched_tree, Sources};
 
 /// Build log lines kept in a `build_failed` report.
 const LOG_TAIL_LINES: usize = 60;
@@ -244,116 +258,6 @@ impl Builder {
 
     fn staging(&self, key: &BuildKey) -> PathBuf {
         self.cfg.work_dir.join("staging").join(key.id())
-    }
-
-    fn repo_dir(&self, kind: &str, repo: &RepoSpec) -> PathBuf {
-        let safe: String = repo
-            .name
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        self.cfg.work_dir.join(kind).join(safe)
-    }
-
-    /// A bare mirror of the repository that contains `commit`.
-    fn mirror(&self, repo: &RepoSpec, commit: &str) -> Result<PathBuf> {
-        let dir = self.repo_dir("mirrors", repo).with_extension("git");
-        if !dir.join("HEAD").is_file() {
-            fs::create_dir_all(self.cfg.work_dir.join("mirrors"))
-                .map_err(|e| AgentError::io("creating mirrors/", e))?;
-            output(
-                Command::new("git")
-                    .args(["clone", "--mirror", "--quiet", "--", &repo.url])
-                    .arg(&dir),
-            )?;
-        } else if !has_commit(&dir, commit) {
-            output(
-                Command::new("git")
-                    .arg("--git-dir")
-                    .arg(&dir)
-                    .args(["remote", "update", "--prune"]),
-            )?;
-        }
-        if !has_commit(&dir, commit) {
-            if let Some(url) = &repo.series_url {
-                // A series kbot applied from a list lives in the server's git
-                // only, which wants the agent's token: sent as a header set
-                // through git's environment, so it is in no argument, log or
-                // config file.
-                let mut fetch = Command::new("git");
-                fetch.arg("--git-dir").arg(&dir).args([
-                    "fetch",
-                    "--quiet",
-                    "--",
-                    url,
-                    "+refs/kbot/*:refs/kbot/*",
-                ]);
-                let identity = self.cfg.work_dir.join("agent.json");
-                let id = crate::build_cache::read_json::<crate::client::Identity>(&identity)?;
-                if let Some(id) = id.filter(|_| url.starts_with("http")) {
-                    fetch.envs([
-                        ("GIT_CONFIG_COUNT", "1".to_owned()),
-                        ("GIT_CONFIG_KEY_0", "http.extraHeader".to_owned()),
-                        (
-                            "GIT_CONFIG_VALUE_0",
-                            format!("Authorization: Bearer {}", id.agent_token),
-                        ),
-                    ]);
-                }
-                output(&mut fetch)?;
-            }
-        }
-        if !has_commit(&dir, commit) {
-            return Err(AgentError::Command {
-                command: "git cat-file".into(),
-                detail: format!("{commit} is not in {}", repo.url),
-            });
-        }
-        Ok(dir)
-    }
-
-    /// One worktree per repository, moved to `commit`: files that did not
-    /// change keep their mtimes, so make rebuilds only what the commit touched.
-    fn worktree(&self, repo: &RepoSpec, mirror: &Path, commit: &str) -> Result<PathBuf> {
-        let dir = self.repo_dir("worktrees", repo);
-        if !dir.join(".git").exists() {
-            fs::create_dir_all(self.cfg.work_dir.join("worktrees"))
-                .map_err(|e| AgentError::io("creating worktrees/", e))?;
-            output(
-                Command::new("git")
-                    .arg("--git-dir")
-                    .arg(mirror)
-                    .args(["worktree", "prune"]),
-            )?;
-            output(
-                Command::new("git")
-                    .arg("--git-dir")
-                    .arg(mirror)
-                    .args(["worktree", "add", "--detach", "--force"])
-                    .arg(&dir)
-                    .arg(commit),
-            )?;
-        } else {
-            output(
-                Command::new("git")
-                    .arg("-C")
-                    .arg(&dir)
-                    .args(["checkout", "--quiet", "--detach", "--force", commit]),
-            )?;
-            output(
-                Command::new("git")
-                    .arg("-C")
-                    .arg(&dir)
-                    .args(["clean", "-fdq"]),
-            )?;
-        }
-        Ok(dir)
     }
 
     /// Configures and builds in the object directory of this kconfig and
@@ -624,141 +528,6 @@ fn compiler_errors(log: &str) -> String {
     errors.join("\n")
 }
 
-/// What a build reads: the worktree at the commit, the mirror its `.git`
-/// points into, and whether the commit is the watched tree's own.
-struct Sources {
-    worktree: PathBuf,
-    mirror: PathBuf,
-    trusted: bool,
-}
-
-/// One build's place: its sources, object directory, ccache and user.
-struct Site<'a> {
-    src: &'a Sources,
-    obj: &'a Path,
-    ccache: Option<Ccache>,
-    identity: Option<BuildIdentity>,
-}
-
-/// The shared ccache, as one build may use it.
-struct Ccache {
-    dir: PathBuf,
-    writable: bool,
-}
-
-impl Ccache {
-    /// ccache's environment: the operator's `CCACHE_*` settings (the
-    /// agent's `KBOT_CCACHE_SIZE` is one), then the directory; a read-only
-    /// use keeps no statistics either (they are files in the directory).
-    fn env(&self) -> Vec<(String, String)> {
-        let mut env: Vec<(String, String)> = std::env::vars()
-            .filter(|(k, _)| k.starts_with("CCACHE_"))
-            .collect();
-        env.push(("CCACHE_DIR".into(), self.dir.display().to_string()));
-        env.push(("CCACHE_TEMPDIR".into(), "/tmp/ccache".into()));
-        if !self.writable {
-            env.push(("CCACHE_READONLY".into(), "1".into()));
-            env.push(("CCACHE_NOSTATS".into(), "1".into()));
-        }
-        env
-    }
-}
-
-/// The object directory a build writes: the shared one, or (untrusted) a
-/// copy of it removed when the build is done, whatever its end.
-struct ObjectDir {
-    path: PathBuf,
-    throw_away: bool,
-}
-
-impl ObjectDir {
-    fn for_build(
-        work_dir: &Path,
-        shared: &Path,
-        key: &BuildKey,
-        trusted: bool,
-    ) -> Result<ObjectDir> {
-        if trusted {
-            return Ok(ObjectDir {
-                path: shared.to_path_buf(),
-                throw_away: false,
-            });
-        }
-        let path = work_dir.join("job-objs").join(key.id());
-        let _ = fs::remove_dir_all(&path);
-        fs::create_dir_all(work_dir.join("job-objs"))
-            .map_err(|e| AgentError::io("creating job-objs/", e))?;
-        // Owners and mtimes kept: make rebuilds only what the commit changed.
-        let mut from = shared.as_os_str().to_owned();
-        from.push("/.");
-        output(
-            Command::new("cp")
-                .args(["-a", "--reflink=auto", "--"])
-                .arg(from)
-                .arg(&path),
-        )?;
-        Ok(ObjectDir {
-            path,
-            throw_away: true,
-        })
-    }
-
-    fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-impl Drop for ObjectDir {
-    fn drop(&mut self) {
-        if self.throw_away {
-            let _ = fs::remove_dir_all(&self.path);
-        }
-    }
-}
-
-/// Whether `commit` is on the watched tree: reachable from a ref the mirror
-/// has from the repository itself, not only from kbot's series refs
-/// (`refs/kbot/`). In doubt (git fails), it is not.
-fn on_watched_tree(git_dir: &Path, commit: &str) -> bool {
-    let refs = output(Command::new("git").arg("--git-dir").arg(git_dir).args([
-        "for-each-ref",
-        "--format=%(refname)",
-        "--contains",
-        commit,
-    ]));
-    refs.is_ok_and(|r| r.lines().any(|l| !l.starts_with("refs/kbot/")))
-}
-
-/// Makes the work directory traversable but not listable by others (the
-/// build user mounts its worktrees and object directories through it) and
-/// the agent's own state in it private.
-fn private_work_dir(work_dir: &Path) -> Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    fs::create_dir_all(work_dir)
-        .map_err(|e| AgentError::io(format!("creating {}", work_dir.display()), e))?;
-    let set = |p: &Path, mode: u32| {
-        fs::set_permissions(p, fs::Permissions::from_mode(mode))
-            .map_err(|e| AgentError::io(format!("chmod {mode:o} {}", p.display()), e))
-    };
-    set(work_dir, 0o711)?;
-    for (name, mode) in [
-        ("agent.json", 0o600),
-        ("spool", 0o700),
-        ("build-cache", 0o700),
-        ("staging", 0o700),
-        ("failed-builds", 0o700),
-        // Traversable, not listable: QEMU runs as the build user and opens
-        // its job's files there (`qemu/runas.rs`).
-        ("runs", 0o711),
-    ] {
-        let p = work_dir.join(name);
-        if p.exists() {
-            set(&p, mode)?;
-        }
-    }
-    Ok(())
-}
-
 /// How one build attempt ended.
 enum Attempt {
     Built(Box<BuiltKernel>),
@@ -775,90 +544,6 @@ const NO_SPACE: &str = "No space left on device";
 /// less than a compiler's or linker's output file.
 const NEARLY_FULL: u64 = 1 << 20;
 
-fn has_commit(git_dir: &Path, commit: &str) -> bool {
-    Command::new("git")
-        .arg("--git-dir")
-        .arg(git_dir)
-        .args(["cat-file", "-e", &format!("{commit}^{{commit}}")])
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-fn object_dir_name(key: &BuildKey) -> String {
-    let id = BuildKey {
-        commit: String::new(),
-        kconfig: key.kconfig.clone(),
-        compiler: key.compiler.clone(),
-        arch: key.arch.clone(),
-    }
-    .id();
-    format!("{}-{}", key.kconfig.name.replace('/', "_"), id)
-}
-
-/// The compiler binary for a job's `compiler:` (`gcc-12`, `gcc`, `clang-14`).
-pub fn compiler_command(name: &str) -> std::result::Result<String, String> {
-    let ok = !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-._".contains(c));
-    if ok && process::on_path(name) {
-        Ok(name.to_string())
-    } else {
-        Err(format!("compiler {name:?} is not installed on this agent"))
-    }
-}
-
-/// Appends the fragment to .config: kconfig takes the last assignment of a
-/// symbol, and `olddefconfig` then resolves dependencies.
-pub fn merge_fragment(config: &Path, fragment: &str) -> Result<()> {
-    if fragment.trim().is_empty() {
-        return Ok(());
-    }
-    let mut text = fs::read_to_string(config).map_err(|e| AgentError::io("reading .config", e))?;
-    text.push_str("\n# kbot fragment\n");
-    text.push_str(fragment);
-    text.push('\n');
-    fs::write(config, text).map_err(|e| AgentError::io("writing .config", e))
-}
-
-/// Fragment lines that `olddefconfig` did not keep (unmet dependencies):
-/// written to the build log, as merge_config.sh warns.
-pub fn unmet_fragment_lines(config: &str, fragment: &str) -> Vec<String> {
-    let wanted = fragment
-        .lines()
-        .map(str::trim)
-        .filter(|l| l.starts_with("CONFIG_") || l.starts_with("# CONFIG_"));
-    wanted
-        .filter(|l| {
-            if let Some(sym) = l
-                .strip_prefix("# ")
-                .and_then(|r| r.strip_suffix(" is not set"))
-            {
-                config.lines().any(|c| c.starts_with(&format!("{sym}=")))
-            } else {
-                !config.lines().any(|c| c.trim() == *l)
-            }
-        })
-        .map(str::to_string)
-        .collect()
-}
-
-fn note_unmet_fragment(config: &Path, fragment: &str, log: &Path) -> Result<()> {
-    let text = fs::read_to_string(config).map_err(|e| AgentError::io("reading .config", e))?;
-    let unmet = unmet_fragment_lines(&text, fragment);
-    if unmet.is_empty() {
-        return Ok(());
-    }
-    append(
-        log,
-        &format!(
-            "kbot: fragment values not in the final .config: {}\n",
-            unmet.join(", ")
-        ),
-    )
-}
-
 fn append(path: &Path, text: &str) -> Result<()> {
     use std::io::Write;
     fs::File::options()
@@ -867,62 +552,6 @@ fn append(path: &Path, text: &str) -> Result<()> {
         .open(path)
         .and_then(|mut f| f.write_all(text.as_bytes()))
         .map_err(|e| AgentError::io(format!("writing {}", path.display()), e))
-}
-
-/// kconfig fragments shipped with the agent (agent/kconfigs/), by name.
-const BUILTIN_KCONFIGS: &[(&str, &str)] = &[
-    (
-        "qemu-x86_64-tiny",
-        include_str!("../kconfigs/qemu-x86_64-tiny.config"),
-    ),
-    (
-        "qemu-x86_64-ci",
-        include_str!("../kconfigs/qemu-x86_64-ci.config"),
-    ),
-    (
-        "qemu-arm64-64k",
-        include_str!("../kconfigs/qemu-arm64-64k.config"),
-    ),
-    (
-        "qemu-x86_64-kexec",
-        include_str!("../kconfigs/qemu-x86_64-kexec.config"),
-    ),
-];
-
-/// A built-in kconfig: `tinyconfig` plus the named fragment.
-pub fn builtin_kconfig(name: &str) -> Option<KconfigSpec> {
-    BUILTIN_KCONFIGS
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(n, fragment)| KconfigSpec {
-            name: n.to_string(),
-            base: Some("tinyconfig".to_string()),
-            fragment: fragment.to_string(),
-            full: None,
-        })
-}
-
-/// The build key of a kernel the server names (a job's or a build order's):
-/// its kconfig as [`effective_kconfig`] reads it.
-pub fn server_key(commit: &str, kconfig: &KconfigSpec, compiler: &str, arch: &str) -> BuildKey {
-    BuildKey {
-        commit: commit.to_string(),
-        kconfig: effective_kconfig(kconfig),
-        compiler: compiler.to_string(),
-        arch: arch.to_string(),
-    }
-}
-
-/// The server sends a kconfig it has no record of as a bare make target of
-/// the same name; for the agent's built-in names that means the built-in.
-pub fn effective_kconfig(spec: &KconfigSpec) -> KconfigSpec {
-    let bare = spec.full.is_none()
-        && spec.fragment.trim().is_empty()
-        && spec.base.as_deref().is_none_or(|b| b == spec.name);
-    match builtin_kconfig(&spec.name) {
-        Some(builtin) if bare => builtin,
-        _ => spec.clone(),
-    }
 }
 
 #[cfg(test)]
@@ -953,16 +582,6 @@ mod tests {
             "{errors}"
         );
         assert_eq!(compiler_errors("  CC      a.o\nmake: *** Error 2"), "");
-    }
-
-    #[test]
-    fn unmet_fragment_values_are_found() {
-        let config = "CONFIG_SMP=y\n# CONFIG_NUMA is not set\nCONFIG_KASAN=y\n";
-        let frag = "CONFIG_SMP=y\nCONFIG_NUMA=y\n# CONFIG_KASAN is not set\n# comment\n";
-        assert_eq!(
-            unmet_fragment_lines(config, frag),
-            vec!["CONFIG_NUMA=y", "# CONFIG_KASAN is not set"]
-        );
     }
 
     /// A series commit the upstream repo does not have is fetched from the
@@ -1095,44 +714,5 @@ mod tests {
         );
         assert_eq!(x86.cross_compile, None);
         assert_eq!(x86.kernel_cc("gcc-12"), "gcc-12");
-    }
-
-    #[test]
-    fn the_arm64_kconfig_is_built_in_with_64k_pages() {
-        let k = builtin_kconfig("qemu-arm64-64k").expect("built in");
-        assert_eq!(k.base.as_deref(), Some("tinyconfig"));
-        assert!(k.fragment.contains("CONFIG_ARM64_64K_PAGES=y"));
-        assert!(k.fragment.contains("CONFIG_VIRTIO_CONSOLE=y"));
-        assert!(k.fragment.contains("CONFIG_SERIAL_AMBA_PL011_CONSOLE=y"));
-    }
-
-    #[test]
-    fn compilers_must_exist_and_be_plain_names() {
-        assert!(compiler_command("sh").is_ok());
-        assert!(compiler_command("gcc; rm -rf /").is_err());
-        assert!(compiler_command("no-such-compiler-42").is_err());
-    }
-
-    #[test]
-    fn the_builtin_kconfig_is_the_repository_fragment() {
-        let k = builtin_kconfig("qemu-x86_64-tiny");
-        assert!(k.is_some_and(
-            |k| k.fragment.contains("CONFIG_SMP=y") && k.base.as_deref() == Some("tinyconfig")
-        ));
-        assert!(builtin_kconfig("x86_64-rhel-9.4").is_none());
-        let bare = KconfigSpec {
-            name: "qemu-x86_64-ci".into(),
-            base: Some("qemu-x86_64-ci".into()),
-            fragment: String::new(),
-            full: None,
-        };
-        assert_eq!(effective_kconfig(&bare).base.as_deref(), Some("tinyconfig"));
-        let defconfig = KconfigSpec {
-            name: "defconfig".into(),
-            base: Some("defconfig".into()),
-            fragment: String::new(),
-            full: None,
-        };
-        assert_eq!(effective_kconfig(&defconfig), defconfig);
     }
 }
