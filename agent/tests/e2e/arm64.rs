@@ -49,6 +49,7 @@ async fn an_arm64_64k_guest_runs_pipen_and_says_so() {
         log: &work.join("agent.log"),
         guest: Guest::Aarch64,
         roles: "build,test",
+        memory_mib: None,
     });
     let submission = lab
         .client

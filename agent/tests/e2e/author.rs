@@ -7,6 +7,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use kbot_testkit::inbox::Reply;
 use kbot_testkit::smtp_sink::header;
 use kbot_testkit::PublicInbox;
 
@@ -49,6 +50,16 @@ impl Author {
         Author {
             git_dir,
             index: work.join("index"),
+            committer: (NOBODY.0.into(), NOBODY.1.into()),
+        }
+    }
+
+    /// Commits to the repository at `git_dir` through the index file
+    /// `index`, as nobody in particular.
+    pub fn at(git_dir: &Path, index: &Path) -> Author {
+        Author {
+            git_dir: git_dir.to_path_buf(),
+            index: index.to_path_buf(),
             committer: (NOBODY.0.into(), NOBODY.1.into()),
         }
     }
@@ -236,14 +247,15 @@ impl Archive {
     /// Archives a plain-text reply by `from` to the mail `parent_id`
     /// whose subject is `parent_subject`; its Message-ID is `id`.
     pub fn reply(&self, from: &str, id: &str, parent_id: &str, parent_subject: &str, body: &str) {
-        let subject = parent_subject.trim_start_matches("Re: ");
-        let mail = format!(
-            "From: {from}\nTo: {}\nSubject: Re: {subject}\nDate: Wed, 02 Dec 2026 09:00:00 +0000\n\
-             Message-ID: <{id}>\nIn-Reply-To: <{parent_id}>\nReferences: <{parent_id}>\n\
-             MIME-Version: 1.0\nContent-Type: text/plain; charset=utf-8\n\n{body}\n",
-            self.address
-        );
-        self.inbox.append(mail.as_bytes());
+        let mail = Reply {
+            from,
+            to: &self.address,
+            id,
+            parent_id,
+            parent_subject,
+            body,
+        };
+        self.inbox.append(mail.mail().as_bytes());
     }
 }
 

@@ -33,7 +33,7 @@ use kbot_api::builds::{BuildState, BuildView, OrderState, OrderView};
 use kbot_api::submissions::{EventView, Side, SubmissionResults, SubmissionStatus, SubmitRequest};
 use serde::de::DeserializeOwned;
 
-use crate::lab::{self, AgentSetup, Clock, Guest, KernelRepo, Lab, Process};
+use crate::lab::{self, AgentSetup, Clock, Crew, Guest, KernelRepo, Lab, Process};
 
 const KCONFIG: &str = "qemu-x86_64-kexec";
 const KPI: &str = "perf-bench-sched-pipe.ops_per_sec";
@@ -73,6 +73,7 @@ async fn a_machine_that_only_boots_kexecs_into_the_builders_kernels_and_comes_ba
                 log,
                 guest: Guest::X86_64,
                 roles,
+                memory_mib: None,
             })
         }
     };
@@ -117,10 +118,9 @@ async fn a_machine_that_only_boots_kexecs_into_the_builders_kernels_and_comes_ba
         &work.join("standin.log"),
     ));
     let mut run = Run {
-        clock,
+        crew: Crew { clock, processes },
         lab,
         linux,
-        processes,
     };
 
     let panic = run.submit("panic", STANDIN_GROUP, 1, 10).await;
@@ -128,7 +128,7 @@ async fn a_machine_that_only_boots_kexecs_into_the_builders_kernels_and_comes_ba
     run.until_built(&["panic", "hang"]).await;
     let ring = run.submit("ring", STANDIN_GROUP, 2, 0).await;
     let qemu = run.submit("ring", QEMU_GROUP, 2, 0).await;
-    run.say(format!(
+    run.crew.say(format!(
         "submissions: {panic} h0..panic (first), {hang} h0..hang and {ring} h0..ring for \
          {STANDIN_GROUP}, {qemu} h0..ring for {QEMU_GROUP}"
     ));
@@ -147,7 +147,7 @@ async fn a_machine_that_only_boots_kexecs_into_the_builders_kernels_and_comes_ba
     console_shows_the_boots(&work.join("standin/console.log"), &mut problems);
     run.built_once(&mut problems).await;
     assert!(problems.is_empty(), "the lab's runs: {problems:#?}");
-    run.say(
+    run.crew.say(
         "the stand-in ran the pair on kexec'd kernels and came back from the kernels that \
          panicked and hung",
     );
@@ -177,25 +177,13 @@ fn own_kernel(linux: &KernelRepo, builder_dir: &Path, ccache: &Path, work: &Path
 
 /// The running lab.
 struct Run {
-    clock: Clock,
+    /// The builder, the qemu agent and the stand-in.
+    crew: Crew,
     lab: Lab,
     linux: KernelRepo,
-    /// The builder, the qemu agent and the stand-in.
-    processes: Vec<Process>,
 }
 
 impl Run {
-    fn say(&self, what: impl std::fmt::Display) {
-        self.clock.say(what);
-    }
-
-    fn alive(&mut self, waiting_for: &str) {
-        for p in &mut self.processes {
-            p.check_alive();
-        }
-        assert!(!self.clock.expired(), "timed out waiting for {waiting_for}");
-    }
-
     /// h0..`head` for `group`, `runs` a side, bisection off.
     async fn submit(&self, head: &str, group: &str, runs: u32, priority: i32) -> i64 {
         let job = format!(
@@ -235,7 +223,7 @@ impl Run {
             .map(|h| self.linux.commit(h).to_owned())
             .collect();
         loop {
-            self.alive("the panic and hang kernels");
+            self.crew.alive("the panic and hang kernels");
             let builds: Vec<BuildView> = self.get("/api/v1/builds?limit=100").await;
             let done = builds
                 .iter()
@@ -253,7 +241,7 @@ impl Run {
     async fn until_ended(&mut self, ids: &[i64], work: &Path) {
         let mut last = String::new();
         loop {
-            self.alive("the submissions to end");
+            self.crew.alive("the submissions to end");
             let mut states = Vec::new();
             for id in ids {
                 let s = self.lab.client.submission(*id).await.expect("a submission");
@@ -266,7 +254,7 @@ impl Run {
                 console.matches("kbot-standin: up on").count()
             );
             if now != last {
-                self.say(&now);
+                self.crew.say(&now);
                 last = now;
             }
             let running = [SubmissionStatus::Queued, SubmissionStatus::Running];
@@ -303,7 +291,7 @@ impl Run {
                 .find(|e| e.detail.contains("not the built"))
             {
                 Some(e) => {
-                    self.say(format!(
+                    self.crew.say(format!(
                         "{name} kernel: {}",
                         e.detail.chars().take(240).collect::<String>()
                     ));
@@ -361,7 +349,7 @@ impl Run {
                         &r.commit[..12]
                     ));
                 }
-                Some(d) => self.say(format!(
+                Some(d) => self.crew.say(format!(
                     "run {} {:?} {} on {STANDIN}: {KPI} {:?}; {d}",
                     r.job_id,
                     r.side,
@@ -371,7 +359,7 @@ impl Run {
             }
         }
         if let Some(c) = results.comparisons.iter().find(|c| c.metric == KPI) {
-            self.say(format!(
+            self.crew.say(format!(
                 "{KPI}: {:?} -> {:?}, {:?}",
                 c.base_mean, c.head_mean, c.verdict
             ));
@@ -404,7 +392,7 @@ impl Run {
                     .collect::<Vec<_>>()
             ));
         }
-        self.say(format!("{QEMU_GROUP}: {} runs", runs.len()));
+        self.crew.say(format!("{QEMU_GROUP}: {} runs", runs.len()));
         if tester_dir.join("objs").is_dir() {
             problems.push("the qemu agent that only tests built a kernel".into());
         }
@@ -420,7 +408,7 @@ impl Run {
         let mut commits: Vec<&str> = builds.iter().map(|b| &b.commit[..12]).collect();
         commits.sort();
         commits.dedup();
-        self.say(format!(
+        self.crew.say(format!(
             "builds: {} ({}); orders: {:?}",
             builds.len(),
             commits.join(", "),

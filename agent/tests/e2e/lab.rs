@@ -1,6 +1,5 @@
 //! What a real-kernel scenario stands on: the kernel repository with its
-//! planted commits (`scripts/e2e-kernel-repo`, shared with
-//! `scripts/e2e-kernel`), the static kbot-bench, and a kbot-agent process
+//! planted commits (`plant.rs`), the static kbot-bench, and a kbot-agent process
 //! on the QEMU backend enrolled at the test's server.
 
 use std::collections::HashMap;
@@ -79,16 +78,17 @@ impl KernelRepo {
     /// Made from Debian's linux-source (unpacked once into the cache) at
     /// `dir`, removed first. Its commits are the same on every run.
     pub fn make(dir: &Path) -> KernelRepo {
+        KernelRepo::make_with_pages(dir, None)
+    }
+
+    /// As `make`, the slowdown zeroing `pages` pages per write instead of
+    /// 16.
+    pub fn make_with_pages(dir: &Path, pages: Option<&str>) -> KernelRepo {
         let src = script("e2e-kernel-source", &[&cache_dir().join("linux-src")]);
-        let lines = script("e2e-kernel-repo", &[Path::new(&src), dir]);
-        let commits = lines
-            .lines()
-            .filter_map(|l| l.split_once(' '))
-            .map(|(name, sha)| (name.to_owned(), sha.to_owned()))
-            .collect();
+        let pages = pages.map_or(16, |p| p.parse().unwrap_or_else(|_| panic!("pages {p:?}")));
         KernelRepo {
             dir: dir.to_path_buf(),
-            commits,
+            commits: crate::plant::plant(Path::new(&src), dir, pages),
         }
     }
 
@@ -96,7 +96,15 @@ impl KernelRepo {
     pub fn commit(&self, name: &str) -> &str {
         self.commits
             .get(name)
-            .unwrap_or_else(|| panic!("scripts/e2e-kernel-repo made no commit {name}"))
+            .unwrap_or_else(|| panic!("no planted commit {name}"))
+    }
+
+    /// The name of planted commit `sha`, if it is one.
+    pub fn name_of(&self, sha: &str) -> Option<&str> {
+        self.commits
+            .iter()
+            .find(|(_, s)| s.as_str() == sha)
+            .map(|(name, _)| name.as_str())
     }
 
     pub fn has(&self, sha: &str) -> bool {
@@ -229,6 +237,8 @@ pub struct AgentSetup<'a> {
     pub guest: Guest,
     /// `KBOT_AGENT_ROLES`: `build,test`, `build` or `test`.
     pub roles: &'a str,
+    /// The guests' memory; `None`: `KBOT_GUEST_MEMORY_MIB`, or 512 MiB.
+    pub memory_mib: Option<u32>,
 }
 
 /// A kbot-agent daemon on the QEMU backend, its guests of
@@ -238,7 +248,10 @@ pub fn qemu_agent(setup: AgentSetup<'_>) -> Process {
     std::fs::create_dir_all(setup.ccache_dir).expect("ccache dir");
     // A new server: the agent enrols again.
     let _ = std::fs::remove_file(setup.work_dir.join("agent.json"));
-    let guest_memory_mib = std::env::var("KBOT_GUEST_MEMORY_MIB").unwrap_or_else(|_| "512".into());
+    let guest_memory_mib = setup.memory_mib.map_or_else(
+        || std::env::var("KBOT_GUEST_MEMORY_MIB").unwrap_or_else(|_| "512".into()),
+        |m| m.to_string(),
+    );
     let mut command = Command::new(env!("CARGO_BIN_EXE_kbot-agent"));
     match setup.guest {
         Guest::X86_64 => command
@@ -282,10 +295,15 @@ pub struct Clock {
 
 impl Clock {
     pub fn start(tag: &'static str) -> Clock {
+        Clock::start_for(tag, 3600)
+    }
+
+    /// A scenario whose default limit is `default_secs`.
+    pub fn start_for(tag: &'static str, default_secs: u64) -> Clock {
         let secs = std::env::var("KBOT_E2E_TIMEOUT_SECS")
             .ok()
             .and_then(|s| s.parse().ok())
-            .unwrap_or(3600);
+            .unwrap_or(default_secs);
         let start = Instant::now();
         Clock {
             tag,
@@ -304,6 +322,28 @@ impl Clock {
 
     pub fn expired(&self) -> bool {
         Instant::now() > self.deadline
+    }
+}
+
+/// A scenario's clock and the processes it started: what every wait
+/// checks, so that a dead agent or server fails the test at once, with the
+/// end of its log, instead of at the time limit.
+pub struct Crew {
+    pub clock: Clock,
+    pub processes: Vec<Process>,
+}
+
+impl Crew {
+    pub fn say(&self, what: impl std::fmt::Display) {
+        self.clock.say(what);
+    }
+
+    /// Panics when a process has exited or the time is up.
+    pub fn alive(&mut self, waiting_for: &str) {
+        for p in &mut self.processes {
+            p.check_alive();
+        }
+        assert!(!self.clock.expired(), "timed out waiting for {waiting_for}");
     }
 }
 

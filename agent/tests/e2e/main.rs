@@ -11,12 +11,13 @@
 //! ```
 //!
 //! Built kernels, the kernel tree and the agent's work directory outlive a
-//! run in `KBOT_E2E_CACHE` (default `/var/cache/kbot`), shared with
-//! `scripts/e2e-kernel`, whose repository (`scripts/e2e-kernel-repo`) the
-//! scenarios stand on.
+//! run in `KBOT_E2E_CACHE` (default `/var/cache/kbot`); the kernel
+//! repository of every scenario is `plant.rs`'s.
 
 mod arm64;
 mod author;
 mod kexec;
 mod lab;
+mod plant;
+mod robot;
 mod series;

@@ -29,7 +29,7 @@ impl Run {
         agent_dir: &Path,
     ) -> Report {
         let cached = cached_kernels(agent_dir);
-        let t_post = self.clock.secs();
+        let t_post = self.crew.clock.secs();
         let v1 = self.post(author, &c.h0, &["--cover-letter", "-v1"], &c.h0, &c.v1_tip);
         let noapply = self.post(author, &c.h0, &[], &c.hidden, &c.noapply);
         let broken = self.post(author, &c.h0, &["--cover-letter"], &c.h0, &c.broken);
@@ -65,7 +65,7 @@ impl Run {
         self.say(format!(
             "noapply: answered {} ({}s)",
             header(&mail.data, "Subject"),
-            self.clock.secs() - t_post
+            self.crew.clock.secs() - t_post
         ));
         let s = self.series_of(&key).await;
         assert_eq!(s.state, SeriesState::CannotApply, "the non-applying series");
@@ -98,7 +98,7 @@ impl Run {
         }
         self.say(format!(
             "break: answered with the compiler's error ({}s)",
-            self.clock.secs() - t_post
+            self.crew.clock.secs() - t_post
         ));
         let uid = text
             .lines()
@@ -150,7 +150,7 @@ impl Run {
             left.is_empty(),
             "the hostile build wrote outside its object directory: {left:?}"
         );
-        // (Empty on a cold cache: scripts/test runs e2e-kernel first.)
+        // (Empty on a cold cache: scripts/test runs the robot scenario first.)
         let now = cached_kernels(agent_dir);
         for (file, digest) in cached {
             assert_eq!(now.get(file), Some(digest), "{} changed", file.display());
@@ -207,7 +207,7 @@ impl Run {
         let subject = header(text, "Subject");
         self.say(format!(
             "v1: reported in patch 2's thread ({}s after posting): {subject}",
-            self.clock.secs() - t_post
+            self.crew.clock.secs() - t_post
         ));
         assert_eq!(
             subject,

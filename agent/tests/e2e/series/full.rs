@@ -23,7 +23,7 @@ impl Run {
         c: &Commits,
         report: &Report,
     ) {
-        let t2 = self.clock.secs();
+        let t2 = self.crew.clock.secs();
         let v2 = self.post(author, &c.h0, &["--cover-letter", "-v2"], &c.h0, &c.v2_tip);
         let slow = linux.commit("slow");
         let test_id = format!("test-{t2}-{}@example.org", rand::random::<u32>());
@@ -44,7 +44,7 @@ impl Run {
         .await;
         self.say(format!(
             "#kbot test: answered 'brings the metric back' ({}s)",
-            self.clock.secs() - t2
+            self.crew.clock.secs() - t2
         ));
         loop {
             self.alive("v2 to be tested");
@@ -59,7 +59,10 @@ impl Run {
         }
         let bisections = self.client.bisections(50).await.expect("bisections");
         assert_eq!(bisections.len(), 1, "v2 started a bisection");
-        self.say(format!("v2: tested clean ({}s)", self.clock.secs() - t2));
+        self.say(format!(
+            "v2: tested clean ({}s)",
+            self.crew.clock.secs() - t2
+        ));
     }
 
     /// Phase 3: a commit on master closes the report.
@@ -70,7 +73,7 @@ impl Run {
         c: &Commits,
         report: &Report,
     ) -> String {
-        let t3 = self.clock.secs();
+        let t3 = self.crew.clock.secs();
         let message = format!(
             "Documentation: note the pipe scratch pages are gone\n\nCloses: {}/reports/{}",
             self.url, report.message_id
@@ -114,7 +117,7 @@ impl Run {
         );
         self.say(format!(
             "Closes: the regression is fixed and the thread told ({}s)",
-            self.clock.secs() - t3
+            self.crew.clock.secs() - t3
         ));
         closes
     }
@@ -130,7 +133,7 @@ impl Run {
         closes: &str,
         report: &Report,
     ) {
-        let t4 = self.clock.secs();
+        let t4 = self.crew.clock.secs();
         let maintainer = author.as_committer("Mai Ntainer", "mai@example.org");
         let landed = maintainer.on(
             linux.commit("slow"),
@@ -173,7 +176,7 @@ impl Run {
         assert_eq!(regressions, 1, "regression reports after the landing");
         self.say(format!(
             "landing: answered in the report's thread ({}s)",
-            self.clock.secs() - t4
+            self.crew.clock.secs() - t4
         ));
     }
 }

@@ -2,7 +2,7 @@
 //! archive are applied, built, booted in QEMU, tested, bisected and
 //! answered in their threads, every mail checked at a real SMTP server.
 //!
-//! The kernel repository is `scripts/e2e-kernel`'s (Debian's linux-source
+//! The kernel repository is the robot scenario's (Debian's linux-source
 //! with its planted commits, `master` at h0). From its commits the author
 //! makes the mails of a public-inbox v2 archive, which kbot reads as a list:
 //!
@@ -47,9 +47,9 @@ use kbot_testkit::{loopback_mail, TestServer};
 use posts::hostile_makefile;
 
 use crate::author::{Archive, Author, Posted};
-use crate::lab::{self, AgentSetup, Clock, Guest, KernelRepo, Lab, Process};
+use crate::lab::{self, AgentSetup, Clock, Crew, Guest, KernelRepo, Lab};
 
-/// `scripts/e2e-kernel --ci`'s kernel configuration: its kernels and
+/// The robot scenario's kernel configuration (the reduced form): its kernels and
 /// ccache serve here too.
 const KCONFIG: &str = "qemu-x86_64-ci";
 const LIST: &str = "linux-e2e@example.org";
@@ -99,14 +99,14 @@ struct Bait {
 
 /// The running scenario: the server, its SMTP sink, the agent, the list.
 struct Run {
-    clock: Clock,
+    /// The clock and the agent.
+    crew: Crew,
     work: PathBuf,
     url: String,
     token: String,
     client: UserClient,
     http: reqwest::Client,
     sink: Sink,
-    agent: Process,
     ccache_dir: PathBuf,
     list: i64,
     archive: Archive,
@@ -122,7 +122,7 @@ async fn run(form: Form) {
     let work = lab::work_dir("e2e-series");
     clock.say(format!("work directory {}", work.display()));
 
-    // scripts/e2e-kernel --ci's repository, agent directory and ccache.
+    // The robot scenario's repository, builder directory and ccache.
     let linux = KernelRepo::make(&cache.join("e2e-linux-ci.git"));
     let agent_dir = cache.join("e2e-agent-ci");
     let ccache_dir = cache.join("e2e-ccache-ci");
@@ -201,6 +201,7 @@ impl Run {
             log: &work.join("agent.log"),
             guest: Guest::X86_64,
             roles: "build,test",
+            memory_mib: None,
         });
         if form == Form::Full {
             // Fixes are looked for on watched branches.
@@ -248,14 +249,16 @@ impl Run {
             sink.addr
         ));
         Run {
-            clock,
+            crew: Crew {
+                clock,
+                processes: vec![agent],
+            },
             work: work.to_path_buf(),
             url,
             token,
             client,
             http: reqwest::Client::new(),
             sink,
-            agent,
             ccache_dir: ccache_dir.to_path_buf(),
             list,
             archive,
@@ -265,12 +268,11 @@ impl Run {
     }
 
     fn say(&self, what: impl std::fmt::Display) {
-        self.clock.say(what);
+        self.crew.say(what);
     }
 
     fn alive(&mut self, waiting_for: &str) {
-        self.agent.check_alive();
-        assert!(!self.clock.expired(), "timed out waiting for {waiting_for}");
+        self.crew.alive(waiting_for);
     }
 
     /// Waits for the mail In-Reply-To `parent` whose text holds `text`.
@@ -356,7 +358,7 @@ impl Run {
         self.say(format!(
             "report {}; whole run {}s; work directory {}",
             report.message_id,
-            self.clock.secs(),
+            self.crew.clock.secs(),
             self.work.display()
         ));
     }
