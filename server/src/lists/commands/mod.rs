@@ -13,20 +13,24 @@
 //! sender, the list and those of the mail's recipients the report was sent
 //! to. Every change of a regression's state names the sender in its history.
 
-use std::fmt::Write;
-
 use kbot_api::lists::{CommandName, CommandState, ListEventKind};
 
 use super::answers;
 use super::message::{self, Command, ListMessage};
-use super::recheck::{self, Found, Reported};
+use super::recheck::{self, Reported};
 use super::store::{self, ListRow, NewCommand};
 use super::trust::{self, Sender};
 use crate::error::Result;
 use crate::mail::thread::{self, Answer, ThreadPlace};
 use crate::regressions::{self, TriageState};
-use crate::repos::{self, git::Am};
+use crate::repos;
 use crate::state::AppState;
+
+mod ended;
+mod test_patch;
+
+pub use ended::{pair_ended, recovers};
+use test_patch::test;
 
 /// Most commands read in one mail (syzbot takes 3 per bug); the rest are
 /// answered once as too many.
@@ -442,121 +446,6 @@ async fn queue_check(
     Ok(id)
 }
 
-/// `#kbot test`: the patch in the mail on top of the first bad commit, or
-/// the named commit of the report's repo, against the first bad commit.
-async fn test(
-    state: &AppState,
-    r: &Reported,
-    m: &ListMessage,
-    (name, argument): (CommandName, String),
-    repo_name: Option<&str>,
-    rev: Option<&str>,
-) -> Result<Taken> {
-    let repo = r.repo(&state.db).await?;
-    let first_bad = r.first_bad(state).await?;
-    let fix = match (repo_name, rev) {
-        (Some(named), Some(rev)) => {
-            if named != repo.name {
-                return Ok(Taken::refused(
-                    name,
-                    argument,
-                    format!(
-                    "the report is about repo {}; kbot compares commits within one registered repo",
-                    repo.name
-                ),
-                ));
-            }
-            let resolved = match mail_rev(rev) {
-                Ok(specs) => resolve_first(state, &repo, &specs).await,
-                Err(why) => return Ok(Taken::refused(name, argument, why)),
-            };
-            match resolved {
-                Ok(c) => c,
-                Err(e) => {
-                    return Ok(Taken::refused(
-                        name,
-                        argument,
-                        crate::error::error_chain(&e),
-                    ))
-                }
-            }
-        }
-        (None, None) if m.patch.is_some() => {
-            let mirror = repos::mirror_for(state, &repo.name);
-            let raw = reply_mbox(m)?;
-            let paths = super::patches::touched_paths(m.patch.as_deref().unwrap_or_default());
-            let robot = &state.config.mail.report.robot_address;
-            match mirror
-                .am(&first_bad.sha, raw, &paths, ("kbot", robot))
-                .await?
-            {
-                Am::Applied(tip) => {
-                    let ref_name = format!("refs/kbot/tests/{}/{}", r.regression_id, short(&tip));
-                    mirror.set_ref(&ref_name, &tip).await?;
-                    repos::resolve_commit(state, &repo, &tip).await?
-                }
-                Am::Refused(why) => {
-                    return Ok(Taken::refused(
-                        name,
-                        argument,
-                        format!(
-                            "the patch does not apply on the first bad commit {}:\n{}",
-                            first_bad.sha,
-                            answers::am_lines(&why)
-                        ),
-                    ))
-                }
-            }
-        }
-        _ => return Ok(Taken::refused(
-            name,
-            argument,
-            "#kbot test needs a patch in the mail (inline or attached), or REPO and BRANCH|COMMIT"
-                .into(),
-        )),
-    };
-    let id = queue_check(state, r, &first_bad, &fix).await?;
-    Ok(testing(
-        name,
-        argument,
-        id,
-        format!(
-            "{} against the first bad commit {}",
-            short(&fix.sha),
-            short(&first_bad.sha)
-        ),
-    ))
-}
-
-/// The reply itself as a one-message mbox: git am takes the patch from it
-/// (the reply's text becomes the commit message, as with any posted patch).
-fn reply_mbox(m: &ListMessage) -> Result<Vec<u8>> {
-    let mut text = format!(
-        "From: {} <{}>\nSubject: {}\nDate: {}\n\n",
-        m.from.name.as_deref().unwrap_or(&m.from.address),
-        m.from.address,
-        m.subject.replace(['\r', '\n'], " "),
-        chrono::DateTime::from_timestamp_millis(m.date_ms.unwrap_or(0))
-            .unwrap_or_default()
-            .to_rfc2822()
-    );
-    let body = m
-        .body
-        .split(m.patch.as_deref().unwrap_or("\u{0}"))
-        .next()
-        .unwrap_or_default();
-    for line in body
-        .lines()
-        .filter(|l| !l.starts_with('>') && !l.trim_start().starts_with("#kbot"))
-    {
-        text.push_str(line);
-        text.push('\n');
-    }
-    text.push_str("---\n");
-    text.push_str(m.patch.as_deref().unwrap_or_default());
-    super::patches::mboxrd(&[text])
-}
-
 /// Records what the command did, in the row [`claim`] made, as a list event
 /// and, when the sender may be answered, as an answer in the thread.
 async fn settle(state: &AppState, mail: &Mail<'_>, id: i64, taken: Taken) -> Result<()> {
@@ -599,153 +488,5 @@ async fn settle(state: &AppState, mail: &Mail<'_>, id: i64, taken: Taken) -> Res
     store::event(&mut tx, mail.l.id, ListEventKind::Command, &detail).await?;
     tx.commit().await?;
     tracing::info!(list = mail.l.id, command = taken.name.as_str(), sender = %from, state = taken.state.as_str(), answered, "command taken");
-    Ok(())
-}
-
-/// A revision a mail may name: a full commit id, or a plain branch or tag
-/// name (git check-ref-format's rules, nothing `rev-parse` would evaluate:
-/// no `^{/regex}`, `@{...}`, `~N`), as the refs to try in order.
-fn mail_rev(rev: &str) -> std::result::Result<Vec<String>, String> {
-    if repos::git::is_full_sha(rev) {
-        return Ok(vec![rev.to_ascii_lowercase()]);
-    }
-    let bad_char = |c: char| c.is_ascii_control() || c.is_whitespace() || "~^:?*[\\@{}".contains(c);
-    let component_ok = |c: &str| {
-        !c.is_empty() && !c.starts_with('.') && !c.ends_with(".lock") && !c.ends_with('.')
-    };
-    let plain = !rev.is_empty()
-        && rev.len() <= 200
-        && !rev.starts_with('-')
-        && !rev.contains("..")
-        && !rev.chars().any(bad_char)
-        && rev.split('/').all(component_ok);
-    if plain {
-        Ok(vec![
-            format!("refs/heads/{rev}"),
-            format!("refs/tags/{rev}"),
-        ])
-    } else {
-        Err(format!(
-            "{rev:?} is neither a full commit id nor a plain branch or tag name: kbot takes \
-             no revision expressions (^, ~, @{{...}}, :/) from mail"
-        ))
-    }
-}
-
-/// The first of `specs` the repo has.
-async fn resolve_first(
-    state: &AppState,
-    repo: &repos::RepoRow,
-    specs: &[String],
-) -> Result<repos::StoredCommit> {
-    let mut last = None;
-    for spec in specs {
-        match repos::resolve_commit(state, repo, spec).await {
-            Ok(c) => return Ok(c),
-            Err(e) => last = Some(e),
-        }
-    }
-    Err(last.unwrap_or_else(|| anyhow::anyhow!("no revision given").into()))
-}
-
-/// A recheck pair ended (`robot::ended`): answers the commands (and found
-/// fixes) it tested.
-pub async fn pair_ended(state: &AppState, submission_id: i64) -> Result<()> {
-    for c in store::testing_commands_of(&state.db, submission_id).await? {
-        let Some(regression_id) = c.regression_id else {
-            continue;
-        };
-        let r = recheck::by_regression(&state.db, regression_id).await?;
-        let Some(found) = recheck::found(state, c.submission_id, &r.metric).await? else {
-            continue;
-        };
-        let place = match c.list_id {
-            // An untrusted sender's retest is answered under the report,
-            // never To the mail's From.
-            Some(list_id) if c.trusted != 0 => {
-                let l = store::get(&state.db, list_id).await?;
-                answers::message_place(state, &l, &c.message_id).await?
-            }
-            _ => r.place(),
-        };
-        conclude(state, &c, &r, &place, found.as_ref()).await?;
-    }
-    Ok(())
-}
-
-/// Whether the head (a fix) brought the metric back: `different` in the
-/// good direction against the first bad commit.
-pub fn recovers(found: &Found) -> bool {
-    found.outcome == kbot_core::stats::Outcome::Different
-        && found.impact == kbot_core::metrics::Impact::Improvement
-}
-
-async fn conclude(
-    state: &AppState,
-    c: &store::RunningCommand,
-    r: &Reported,
-    place: &ThreadPlace,
-    found: Option<&Found>,
-) -> Result<()> {
-    let mut text = String::new();
-    let fixed = match found {
-        None => {
-            let _ = write!(text, "The pair (submission {}) has no finished run on a side: the kernel did not build or boot.", c.submission_id);
-            false
-        }
-        Some(f) if c.command == CommandName::Retest => {
-            let again = f.outcome == kbot_core::stats::Outcome::Different
-                && f.impact == kbot_core::metrics::Impact::Regression;
-            let _ = write!(
-                text,
-                "{}\n\nThe regression {}.",
-                f.line(&r.metric),
-                if again {
-                    "reproduces"
-                } else {
-                    "does not reproduce this time"
-                }
-            );
-            false
-        }
-        Some(f) => {
-            let fixed = recovers(f);
-            let _ = write!(
-                text,
-                "{}\n\n{}",
-                f.line(&r.metric),
-                if fixed {
-                    "The change brings the metric back: the regression is fixed by it."
-                } else {
-                    "The change does not bring the metric back: the regression is still there."
-                }
-            );
-            fixed
-        }
-    };
-    let mut tx = state.db.begin().await?;
-    if fixed && c.command == CommandName::Closes {
-        let note = format!(
-            "fixed by {} (verified by kbot, submission {})",
-            c.argument, c.submission_id
-        );
-        crate::regressions::change_in(&mut tx, r.regression_id, None, TriageState::Fixed, &note)
-            .await?;
-        let _ = write!(text, "\nRegression {} is marked fixed.", r.regression_id);
-    }
-    store::command_done(&mut tx, c.id, CommandState::Tested, &text).await?;
-    let heading = match c.command {
-        CommandName::Closes => format!("Commit {} says it closes this report. kbot reran the job on it against the first bad commit:\n\n", c.argument),
-        _ => format!("> #kbot {} {}\n\n", c.command, c.argument),
-    };
-    let answer = Answer {
-        place,
-        identity_key: format!("command/{}/tested", c.id),
-        body: format!("{heading}{text}\n{}", thread::signature(&state.config.mail)),
-        submission_id: Some(c.submission_id),
-    };
-    thread::enqueue_answer(&mut tx, &state.config.mail, &answer).await?;
-    tx.commit().await?;
-    tracing::info!(command = c.id, fixed, "command pair answered");
     Ok(())
 }
