@@ -31,7 +31,6 @@ use std::time::Duration;
 use kbot_api::agent::{BootBackend, JobState};
 use kbot_api::builds::{BuildState, BuildView, OrderState, OrderView};
 use kbot_api::submissions::{EventView, Side, SubmissionResults, SubmissionStatus, SubmitRequest};
-use serde::de::DeserializeOwned;
 
 use crate::lab::{self, AgentSetup, Clock, Crew, Guest, KernelRepo, Lab, Process};
 
@@ -206,16 +205,6 @@ impl Run {
             .id
     }
 
-    async fn get<T: DeserializeOwned>(&self, path: &str) -> T {
-        reqwest::get(format!("{}{path}", self.lab.url))
-            .await
-            .and_then(|r| r.error_for_status())
-            .unwrap_or_else(|e| panic!("GET {path}: {e}"))
-            .json()
-            .await
-            .unwrap_or_else(|e| panic!("GET {path}: {e}"))
-    }
-
     /// Waits until the kernels of `heads` are built (or failed to build).
     async fn until_built(&mut self, heads: &[&str]) {
         let shas: Vec<String> = heads
@@ -224,7 +213,7 @@ impl Run {
             .collect();
         loop {
             self.crew.alive("the panic and hang kernels");
-            let builds: Vec<BuildView> = self.get("/api/v1/builds?limit=100").await;
+            let builds: Vec<BuildView> = self.lab.json("/api/v1/builds?limit=100").await;
             let done = builds
                 .iter()
                 .filter(|b| shas.contains(&b.commit) && b.state != BuildState::Building)
@@ -401,8 +390,8 @@ impl Run {
     /// Four kernels (h0, ring, panic, hang), each claimed once, built on
     /// four orders done by the builder.
     async fn built_once(&self, problems: &mut Vec<String>) {
-        let builds: Vec<BuildView> = self.get("/api/v1/builds?limit=100").await;
-        let orders: Vec<OrderView> = self.get("/api/v1/builds/orders?limit=100").await;
+        let builds: Vec<BuildView> = self.lab.json("/api/v1/builds?limit=100").await;
+        let orders: Vec<OrderView> = self.lab.json("/api/v1/builds/orders?limit=100").await;
         let builds: Vec<_> = builds.into_iter().filter(|b| b.arch == "x86_64").collect();
         let orders: Vec<_> = orders.into_iter().filter(|o| o.arch == "x86_64").collect();
         let mut commits: Vec<&str> = builds.iter().map(|b| &b.commit[..12]).collect();

@@ -366,6 +366,24 @@ pub struct Lab {
 }
 
 impl Lab {
+    /// GET `path` at the server (its pages and API need no token to read),
+    /// as text.
+    pub async fn page(&self, path: &str) -> String {
+        reqwest::get(format!("{}{path}", self.url))
+            .await
+            .and_then(|r| r.error_for_status())
+            .unwrap_or_else(|e| panic!("GET {path}: {e}"))
+            .text()
+            .await
+            .unwrap_or_else(|e| panic!("GET {path}: {e}"))
+    }
+
+    /// GET `path` at the server, as JSON.
+    pub async fn json<T: serde::de::DeserializeOwned>(&self, path: &str) -> T {
+        let text = self.page(path).await;
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("GET {path}: {e}: {text}"))
+    }
+
     /// `tweak` adjusts the config, knowing the server's URL (the mails
     /// carry it): the port is chosen before the server binds it.
     pub async fn start(linux: &KernelRepo, tweak: impl FnOnce(&mut Config, &str)) -> Lab {

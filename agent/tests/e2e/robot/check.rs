@@ -229,6 +229,7 @@ impl Run {
     async fn the_profile_shows_the_zeroing(&self, i: usize, verify: i64) {
         let leg = self.legs[i].name;
         let page = self
+            .lab
             .page(&format!("/submissions/{verify}/jobs/0/profile"))
             .await;
         let movers = top_self_movers(&page);
@@ -240,6 +241,7 @@ impl Run {
             "{leg}: the zeroing function is not among the dashboard's top three self movers"
         );
         let svg = self
+            .lab
             .page(&format!("/submissions/{verify}/jobs/0/profile.svg"))
             .await;
         assert!(
@@ -257,7 +259,7 @@ impl Run {
             .find(|r| r.side == Side::Head)
             .expect("a head run")
             .job_id;
-        let stacks = self.page(&format!("/api/v1/jobs/{head}/profile")).await;
+        let stacks = self.lab.page(&format!("/api/v1/jobs/{head}/profile")).await;
         let unwound = stacks.lines().find(|l| {
             ["pipe_write;", "pipe_write "].iter().any(|end| {
                 l.contains(&format!(";vfs_write;{end}"))
@@ -296,8 +298,7 @@ impl Run {
     /// agent builds and tests; a kernel in its cache from an earlier run
     /// asks the server nothing.
     pub(super) async fn check_shared_builds(&self, arch: &str) {
-        let builds: Vec<BuildView> =
-            serde_json::from_str(&self.page("/api/v1/builds?limit=500").await).expect("the builds");
+        let builds: Vec<BuildView> = self.lab.json("/api/v1/builds?limit=500").await;
         let legs: Vec<_> = self.legs.iter().filter(|l| l.build_arch == arch).collect();
         let shared = std::fs::read_to_string(&legs[0].builder_log)
             .unwrap_or_default()
@@ -367,9 +368,7 @@ impl Run {
         if arch != "x86_64" {
             return;
         }
-        let orders: Vec<OrderView> =
-            serde_json::from_str(&self.page("/api/v1/builds/orders?limit=500").await)
-                .expect("the orders");
+        let orders: Vec<OrderView> = self.lab.json("/api/v1/builds/orders?limit=500").await;
         let mine: Vec<&OrderView> = orders.iter().filter(|o| o.arch == arch).collect();
         let agents: BTreeSet<_> = mine.iter().map(|o| o.agent.as_deref()).collect();
         self.crew.say(format!(

@@ -686,15 +686,4 @@ impl Run {
             tokio::time::sleep(Duration::from_secs(5)).await;
         }
     }
-
-    /// GET `path` at the server, as text.
-    async fn page(&self, path: &str) -> String {
-        reqwest::get(format!("{}{path}", self.lab.url))
-            .await
-            .and_then(|r| r.error_for_status())
-            .unwrap_or_else(|e| panic!("GET {path}: {e}"))
-            .text()
-            .await
-            .unwrap_or_else(|e| panic!("GET {path}: {e}"))
-    }
 }

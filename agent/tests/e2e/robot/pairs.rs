@@ -117,7 +117,7 @@ impl Run {
                     .is_some_and(|m| m.blind_to.contains("contention between CPUs")),
             "the contend pair's bw_pipe is not a `same` labelled blind to contention between CPUs"
         );
-        let page = self.page(&format!("/submissions/{contend}")).await;
+        let page = self.lab.page(&format!("/submissions/{contend}")).await;
         for says in [
             "This <em>same</em> is below that sight",
             "Measured on the exact clock (icount), 1 vCPU",
