@@ -180,6 +180,32 @@ async fn read_data(
     }
 }
 
+/// Whether the header `name` of `mail` (To, Cc, From) lists `mailbox`
+/// (`Name <address>` or a bare address), read as a mail reader reads it:
+/// unfolded, unquoted, RFC 2047 words decoded.
+pub fn addressed(mail: &str, name: &str, mailbox: &str) -> bool {
+    let (want_name, want_address) = match mailbox.rsplit_once('<') {
+        Some((n, a)) => (Some(n.trim()), a.trim_end_matches('>').trim()),
+        None => (None, mailbox.trim()),
+    };
+    let Some(parsed) = mail_parser::MessageParser::default().parse(mail.as_bytes()) else {
+        return false;
+    };
+    let list = match name.to_ascii_lowercase().as_str() {
+        "to" => parsed.to(),
+        "cc" => parsed.cc(),
+        "from" => parsed.from(),
+        other => panic!("addressed: {other} is not an address header"),
+    };
+    list.is_some_and(|l| {
+        l.iter().any(|a| {
+            a.address()
+                .is_some_and(|x| x.eq_ignore_ascii_case(want_address))
+                && want_name.is_none_or(|n| a.name() == Some(n))
+        })
+    })
+}
+
 /// A mail header's value, unfolded, `<>` stripped from around an id;
 /// empty when the mail has none.
 pub fn header(mail: &str, name: &str) -> String {

@@ -1,11 +1,19 @@
 //! A rendered report as an RFC 5322 message, and messages as an mbox file.
 //!
+//! The message is written by lettre's message builder (the crate the server
+//! sends with): it quotes and encodes names and subjects (RFC 2047) and folds
+//! long header lines. kbot adds what a report from text it does not control
+//! needs: control characters out of header text, lengths bounded, addresses
+//! and thread ids checked, body lines within SMTP's limit, sent as 8bit.
+//!
 //! The message is built once, when the report is queued, and stored; the sender
 //! delivers those exact bytes and the mbox download serves them, so what was
 //! sent, what is shown and what is downloaded never differ.
 
-use email_encoding::headers::rfc2047;
-use email_encoding::headers::writer::EmailWriter;
+use std::time::{Duration, SystemTime};
+
+use lettre::message::header::{ContentTransferEncoding, ContentType, MIME_VERSION_1_0};
+use lettre::message::{Body, Message};
 
 use super::message_id::timestamp;
 use super::RenderedReport;
@@ -27,29 +35,24 @@ impl Mailbox {
         }
     }
 
-    /// The header form: the name made header-safe (`header_text`), quoted
-    /// when it holds RFC 5322 specials, encoded when it is not ASCII.
-    pub fn header_form(&self) -> String {
+    /// lettre's mailbox: the name made header-safe (`header_text`; lettre
+    /// quotes and encodes it), the address checked.
+    fn to_lettre(&self) -> Result<lettre::message::Mailbox> {
+        self.check()?;
+        let address = self
+            .address
+            .parse::<lettre::Address>()
+            .map_err(|e| invalid(format!("bad address <{}>: {e}", self.address)))?;
         let name = self
             .name
             .as_deref()
             .map(|n| header_text(n, MAX_NAME_BYTES))
             .filter(|n| !n.trim().is_empty());
-        match name {
-            None => self.address.clone(),
-            Some(name) if !name.is_ascii() => {
-                format!("{} <{}>", encode_words(&name, 0), self.address)
-            }
-            Some(name) if name.contains(SPECIALS) => {
-                let escaped = name.replace('\\', "\\\\").replace('"', "\\\"");
-                format!("\"{escaped}\" <{}>", self.address)
-            }
-            Some(name) => format!("{name} <{}>", self.address),
-        }
+        Ok(lettre::message::Mailbox::new(name, address))
     }
 
     /// An address SMTP can carry and a header cannot be smuggled through;
-    /// the name needs no check: [`Mailbox::header_form`] makes it safe.
+    /// the name needs no check: [`Mailbox::to_lettre`] makes it safe.
     fn check(&self) -> Result<()> {
         let addr_ok = self.address.contains('@')
             && self.address.len() <= MAX_ADDRESS_BYTES
@@ -89,10 +92,6 @@ fn header_text(text: &str, max: usize) -> String {
     out
 }
 
-const SPECIALS: [char; 13] = [
-    '(', ')', '<', '>', '[', ']', ':', ';', '@', '\\', ',', '.', '"',
-];
-
 /// Who a report goes to.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Addressing {
@@ -122,41 +121,56 @@ impl Addressing {
 
 /// The message with `\n` line ends (convert with [`to_wire`] for SMTP).
 pub fn message(report: &RenderedReport, addressing: &Addressing) -> Result<String> {
-    addressing.from.check()?;
     if addressing.to.is_empty() && addressing.cc.is_empty() {
         return Err(invalid("a report needs at least one recipient".into()));
     }
-    for m in addressing.to.iter().chain(&addressing.cc) {
-        m.check()?;
+    let date_ms = u64::try_from(addressing.date_ms)
+        .map_err(|_| invalid(format!("bad date {}", addressing.date_ms)))?;
+    // The headers in 0-day's order: who, the thread, what, when.
+    let mut builder = Message::builder().from(addressing.from.to_lettre()?);
+    for m in &addressing.to {
+        builder = builder.to(m.to_lettre()?);
     }
-    let date = timestamp(addressing.date_ms)?.to_rfc2822();
-    let mut out = format!("From: {}\n", addressing.from.header_form());
-    push_list(&mut out, "To", &addressing.to);
-    push_list(&mut out, "Cc", &addressing.cc);
-    push_thread(&mut out, addressing)?;
-    let subject = if report.subject.is_ascii() {
-        header_text(&report.subject, MAX_SUBJECT_BYTES)
-    } else {
-        encode_words(
-            &header_text(&report.subject, MAX_SUBJECT_BYTES * 4),
-            "Subject: ".len(),
-        )
-    };
-    out.push_str(&format!(
-        "Subject: {subject}\nDate: {date}\nMessage-ID: {}\nMIME-Version: 1.0\n\
-         Content-Type: text/plain; charset=utf-8\nContent-Transfer-Encoding: 8bit\n\n",
-        report.message_id.bracketed()
-    ));
-    push_body(&mut out, &report.body);
-    Ok(out)
+    for m in &addressing.cc {
+        builder = builder.cc(m.to_lettre()?);
+    }
+    // As written, 8bit: lettre would re-encode any line of 76 characters or
+    // more as quoted-printable, and a report's tables and links are longer
+    // (0-day's are plain text too). `body_lines` gives what 8bit needs:
+    // CRLF ends, no bare CR or NUL, no line over SMTP's 998 bytes.
+    let crlf = body_lines(&report.body).replace('\n', "\r\n");
+    let body = Body::dangerous_pre_encoded(crlf.into_bytes(), ContentTransferEncoding::EightBit);
+    let (in_reply_to, references) = thread_ids(addressing)?;
+    if let Some(parent) = in_reply_to {
+        builder = builder.in_reply_to(parent);
+    }
+    if let Some(references) = references {
+        builder = builder.references(references);
+    }
+    let message = builder
+        .subject(header_text(&report.subject, MAX_SUBJECT_BYTES))
+        .date(SystemTime::UNIX_EPOCH + Duration::from_millis(date_ms))
+        .message_id(Some(report.message_id.bracketed()))
+        .header(MIME_VERSION_1_0)
+        .header(ContentType::TEXT_PLAIN)
+        .body(body)
+        .map_err(|e| invalid(format!("the message does not build: {e}")))?;
+    let text = String::from_utf8(message.formatted())
+        .map_err(|e| invalid(format!("the message is not UTF-8: {e}")))?;
+    Ok(text.replace("\r\n", "\n"))
 }
 
 /// The body with `\n` line ends: a bare CR ends a line too (left alone it
 /// could smuggle an end of DATA past a lenient relay), and a line longer
 /// than SMTP allows is broken, not refused, so a long commit subject cannot
 /// stop a report.
-fn push_body(out: &mut String, body: &str) {
-    for line in body.replace("\r\n", "\n").replace('\r', "\n").lines() {
+fn body_lines(body: &str) -> String {
+    let mut out = String::with_capacity(body.len() + 1);
+    let body = body
+        .replace("\r\n", "\n")
+        .replace('\r', "\n")
+        .replace('\0', " ");
+    for line in body.lines() {
         let mut rest = line;
         while rest.len() > MAX_LINE_BYTES {
             let mut cut = MAX_LINE_BYTES;
@@ -170,41 +184,33 @@ fn push_body(out: &mut String, body: &str) {
         out.push_str(rest);
         out.push('\n');
     }
+    out
 }
 
-/// `In-Reply-To:` and `References:`; an id that could break a header is
-/// refused, not sent.
-fn push_thread(out: &mut String, addressing: &Addressing) -> Result<()> {
+/// `In-Reply-To:` and `References:` (ids in `<>`, space-separated); an
+/// In-Reply-To id that could break a header is refused, not sent, and such
+/// a References id dropped.
+fn thread_ids(addressing: &Addressing) -> Result<(Option<String>, Option<String>)> {
     let ok = |id: &str| {
         !id.is_empty()
             && id.len() <= 998
             && id.contains('@')
             && !id.contains(|c: char| c.is_whitespace() || c.is_control() || c == '<' || c == '>')
     };
-    if let Some(parent) = &addressing.in_reply_to {
-        if !ok(parent) {
+    let parent = match &addressing.in_reply_to {
+        Some(parent) if !ok(parent) => {
             return Err(invalid(format!("bad In-Reply-To id {parent:?}")));
         }
-        out.push_str(&format!("In-Reply-To: <{parent}>\n"));
-    }
+        Some(parent) => Some(format!("<{parent}>")),
+        None => None,
+    };
     let refs: Vec<String> = addressing
         .references
         .iter()
         .filter(|id| ok(id))
         .map(|id| format!("<{id}>"))
         .collect();
-    if !refs.is_empty() {
-        out.push_str(&format!("References: {}\n", refs.join("\n\t")));
-    }
-    Ok(())
-}
-
-fn push_list(out: &mut String, header: &str, boxes: &[Mailbox]) {
-    if boxes.is_empty() {
-        return;
-    }
-    let list: Vec<String> = boxes.iter().map(Mailbox::header_form).collect();
-    out.push_str(&format!("{header}: {}\n", list.join(",\n\t")));
+    Ok((parent, (!refs.is_empty()).then(|| refs.join(" "))))
 }
 
 /// `\n` to `\r\n`, as SMTP's DATA wants; a bare CR ends a line too, so
@@ -231,17 +237,6 @@ pub fn mbox_entry(message: &str, envelope_from: &str, date_ms: i64) -> Result<St
     }
     out.push('\n');
     Ok(out)
-}
-
-/// RFC 2047 `=?utf-8?b?...?=` words for a non-ASCII header value, by
-/// `email-encoding` (lettre's encoder): each word within the 75 characters
-/// RFC 2047 allows, lines folded at 76 columns, `column` of the first line
-/// taken already (by `Subject: `, say).
-fn encode_words(text: &str, column: usize) -> String {
-    let mut out = String::new();
-    // Writing into a String cannot fail.
-    let _ = rfc2047::encode(text, &mut EmailWriter::new(&mut out, column, 0, false));
-    out.replace("\r\n", "\n")
 }
 
 fn invalid(reason: String) -> Error {
@@ -278,12 +273,63 @@ mod tests {
     #[test]
     fn headers_and_body() {
         let msg = message(&report(), &addressing()).expect("valid test input");
-        assert!(msg.starts_with("From: kernel test robot <kbot@example.org>\n"));
-        assert!(msg.contains("To: \"Leitao, Breno\" <leitao@debian.org>\n"));
-        assert!(msg.contains("Cc: oe-lkp@lists.example.org,\n\tB <LEITAO@debian.org>\n"));
-        assert!(msg.contains("Date: Wed, 4 Nov 2026 14:04:30 +0000\n"));
+        let head = msg.split("\n\n").next().expect("headers");
+        let names: Vec<&str> = head
+            .lines()
+            .filter_map(|l| l.split_once(": ").map(|(name, _)| name))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "From",
+                "To",
+                "Cc",
+                "Subject",
+                "Date",
+                "Message-ID",
+                "MIME-Version",
+                "Content-Type",
+                "Content-Transfer-Encoding"
+            ],
+            "{msg}"
+        );
+        assert!(
+            msg.starts_with("From: \"kernel test robot\" <kbot@example.org>\n"),
+            "{msg}"
+        );
+        // lettre quotes a name of words; one with other punctuation it
+        // encodes (RFC 2047), which every mail reader shows as written.
+        let parsed = mail_parser::MessageParser::default()
+            .parse(msg.as_bytes())
+            .expect("parses");
+        let to = parsed.to().and_then(|to| to.first()).expect("a To");
+        assert_eq!(to.name(), Some("Leitao, Breno"), "{msg}");
+        assert_eq!(to.address(), Some("leitao@debian.org"), "{msg}");
+        let mut a = addressing();
+        a.to = vec![Mailbox::new("Paul E. McKenney", "paulmck@kernel.org")];
+        let plain = message(&report(), &a).expect("a report");
+        assert!(
+            plain.contains("To: \"Paul E. McKenney\" <paulmck@kernel.org>\n"),
+            "{plain}"
+        );
+        assert!(
+            msg.contains("Cc: oe-lkp@lists.example.org, B <LEITAO@debian.org>\n"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("Date: Wed, 04 Nov 2026 14:04:30 +0000\n"),
+            "{msg}"
+        );
         assert!(msg.contains("Message-ID: <202611041404.befe64cd-kbot@example.org>\n"));
-        assert!(msg.ends_with("\n\nHello,\n\nFrom the start\n>From quoted\n"));
+        assert!(
+            msg.contains("Content-Type: text/plain; charset=utf-8\n"),
+            "{msg}"
+        );
+        assert!(msg.contains("Content-Transfer-Encoding: 8bit\n"), "{msg}");
+        assert!(
+            msg.ends_with("\n\nHello,\n\nFrom the start\n>From quoted\n"),
+            "{msg}"
+        );
         assert_eq!(
             addressing().recipients(),
             vec!["leitao@debian.org", "oe-lkp@lists.example.org"]
@@ -302,8 +348,18 @@ mod tests {
         a.to[0].name = Some("Evil\r\nBcc: evil@z".into());
         let msg = message(&r, &a).expect("a report");
         assert!(!msg.contains("\nBcc:"), "{msg}");
-        assert!(msg.contains("regression  Bcc: evil@z\n"), "{msg}");
-        assert!(msg.contains("To: \"Evil  Bcc: evil@z\" <"), "{msg}");
+        let parsed = mail_parser::MessageParser::default()
+            .parse(msg.as_bytes())
+            .expect("parses");
+        assert!(
+            parsed
+                .subject()
+                .is_some_and(|s| s.ends_with("regression  Bcc: evil@z")),
+            "{msg}"
+        );
+        let to = parsed.to().and_then(|to| to.first()).expect("a To");
+        assert_eq!(to.name(), Some("Evil  Bcc: evil@z"), "{msg}");
+        assert!(parsed.bcc().is_none(), "{msg}");
         let mut a = addressing();
         a.to.clear();
         a.cc.clear();
@@ -327,8 +383,13 @@ mod tests {
 
     #[test]
     fn non_ascii_headers_are_encoded() {
-        let m = Mailbox::new("Jörg", "j@x");
-        assert_eq!(m.header_form(), "=?utf-8?b?SsO2cmc=?= <j@x>");
+        let mut a = addressing();
+        a.to = vec![Mailbox::new("Jörg", "j@x.example")];
+        let msg = message(&report(), &a).expect("a report");
+        assert!(
+            msg.contains("To: =?utf-8?b?SsO2cmc=?= <j@x.example>\n"),
+            "{msg}"
+        );
         // A long subject: words of at most 75 characters on folded lines
         // within 76 columns, which decode back to the subject.
         let mut r = report();
@@ -348,6 +409,6 @@ mod tests {
         let parsed = mail_parser::MessageParser::default()
             .parse(msg.as_bytes())
             .expect("parses");
-        assert_eq!(parsed.subject(), Some(r.subject.as_str()));
+        assert_eq!(parsed.subject(), Some(r.subject.trim_end()));
     }
 }

@@ -234,7 +234,10 @@ fn seed_report_as_mbox() {
         references: Vec::new(),
     };
     let msg = mbox::message(&rendered, &addressing).expect("valid test input");
-    assert!(msg.contains(&format!("\nSubject: {}\n", rendered.subject)));
+    let parsed = mail_parser::MessageParser::default()
+        .parse(msg.as_bytes())
+        .expect("parses");
+    assert_eq!(parsed.subject(), Some(rendered.subject.as_str()));
     assert!(msg.ends_with(&rendered.body));
     let entry =
         mbox::mbox_entry(&msg, &cfg.robot_address, addressing.date_ms).expect("valid test input");

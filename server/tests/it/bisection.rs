@@ -469,7 +469,7 @@ fn expect_mail_to_bob(mail: &smtp_sink::Received, bad: &str) {
         "{mail:?}"
     );
     let data = mail.data.replace("\r\n", "\n");
-    assert!(data.contains(&format!("\nTo: {BOB}\n")), "{data}");
+    assert!(smtp_sink::addressed(&data, "To", BOB), "{data}");
     assert!(data.contains(&bad[..10]), "{data}");
 }
 
@@ -568,14 +568,15 @@ async fn a_cherry_picked_regression_is_a_duplicate() {
 fn expect_landed(answer: &smtp_sink::Received, report: &smtp_sink::Received, pick: &str) {
     let data = answer.data.replace("\r\n", "\n");
     let report_data = report.data.replace("\r\n", "\n");
-    let report_id = header_value(&report_data, "Message-ID");
+    let report_id = smtp_sink::header(&report_data, "Message-ID");
     assert!(
-        data.contains(&format!("\nIn-Reply-To: {report_id}\n")),
+        data.contains(&format!("\nIn-Reply-To: <{report_id}>\n")),
         "{data}"
     );
-    let subject = header_value(&report_data, "Subject");
-    assert!(
-        data.contains(&format!("\nSubject: Re: {subject}\n")),
+    let subject = smtp_sink::header(&report_data, "Subject");
+    assert_eq!(
+        smtp_sink::header(&data, "Subject"),
+        format!("Re: {subject}"),
         "{data}"
     );
     for line in [
@@ -586,7 +587,7 @@ fn expect_landed(answer: &smtp_sink::Received, report: &smtp_sink::Received, pic
     ] {
         assert!(data.contains(&line), "{line} in {data}");
     }
-    assert!(data.contains(&format!("\nTo: {BOB}\n")), "{data}");
+    assert!(smtp_sink::addressed(&data, "To", BOB), "{data}");
     for rcpt in ["<bob@example.org>", "<cid@example.org>"] {
         assert!(
             answer.rcpt_to.iter().any(|r| r == rcpt),
@@ -596,14 +597,6 @@ fn expect_landed(answer: &smtp_sink::Received, report: &smtp_sink::Received, pic
 }
 
 /// A header's raw value, as the message has it.
-fn header_value(data: &str, name: &str) -> String {
-    data.lines()
-        .take_while(|l| !l.is_empty())
-        .find_map(|l| l.strip_prefix(&format!("{name}: ")))
-        .unwrap_or_default()
-        .to_owned()
-}
-
 /// (bisection, report, triage state) of each regression, oldest first.
 async fn regressions(sim: &Sim<'_>) -> Vec<(Option<i64>, Option<i64>, String)> {
     let sql = "SELECT bisection_id, report_id, state FROM regressions ORDER BY id";

@@ -65,8 +65,11 @@ async fn a_reported_patch_that_lands_is_followed_into_the_tree() {
             }))
             .await;
         let data = answer.data.replace("\r\n", "\n");
+        assert!(
+            kbot_testkit::smtp_sink::addressed(&data, "To", PAT),
+            "{data}"
+        );
         for line in [
-            format!("\nTo: {PAT}\n"),
             format!("commit:    {landed} (\"pipe: zero the page on every write\")"),
             "branch:    main".to_owned(),
             format!("author:    {ANN}"),

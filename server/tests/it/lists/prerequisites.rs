@@ -127,8 +127,9 @@ async fn a_build_break_is_answered_in_the_patch_that_broke_it() {
             data.contains(">> fs/splice.c:1:1: error: unknown type name"),
             "{data}"
         );
-        assert!(
-            data.contains("\nSubject: Re: [PATCH v1 2/3] splice: break the build\n"),
+        assert_eq!(
+            header(&data, "Subject"),
+            "Re: [PATCH v1 2/3] splice: break the build",
             "{data}"
         );
         let s = series_when(&sim, &series.message_id(0), |s| s["state"] != "testing").await;
