@@ -39,18 +39,18 @@ async fn an_arm64_64k_guest_runs_pipen_and_says_so() {
     let lab = Lab::start(&linux, |_, _| {}).await;
     // Persistent unless KBOT_E2E_COLD is set: reruns reuse the built kernel.
     let keep = if lab::cold() { &work } else { &cache };
-    let mut agent = lab::qemu_agent(AgentSetup {
-        server: &lab.url,
-        enrollment_token: &lab.server.enrollment_token_for(AGENT).await,
-        name: AGENT,
-        tbox_group: GROUP,
-        work_dir: &keep.join("e2e-agent-arm64"),
-        ccache_dir: &keep.join("e2e-ccache-arm64"),
-        log: &work.join("agent.log"),
-        guest: Guest::Aarch64,
-        roles: "build,test",
-        memory_mib: None,
-    });
+    let mut agent = lab
+        .qemu_agent(AgentSetup {
+            name: AGENT,
+            tbox_group: GROUP,
+            work_dir: &keep.join("e2e-agent-arm64"),
+            ccache_dir: &keep.join("e2e-ccache-arm64"),
+            log: &work.join("agent.log"),
+            guest: Guest::Aarch64,
+            roles: "build,test",
+            memory_mib: None,
+        })
+        .await;
     let submission = lab
         .client
         .submit(&SubmitRequest {

@@ -62,9 +62,7 @@ async fn a_machine_that_only_boots_kexecs_into_the_builders_kernels_and_comes_ba
     let agent = |name, group, dir, ccache, log, roles| {
         let lab = &lab;
         async move {
-            lab::qemu_agent(AgentSetup {
-                server: &lab.url,
-                enrollment_token: &lab.server.enrollment_token_for(name).await,
+            lab.qemu_agent(AgentSetup {
                 name,
                 tbox_group: group,
                 work_dir: dir,
@@ -74,6 +72,7 @@ async fn a_machine_that_only_boots_kexecs_into_the_builders_kernels_and_comes_ba
                 roles,
                 memory_mib: None,
             })
+            .await
         }
     };
     let (tester_dir, tester_ccache) = (work.join("tester"), work.join("tester-ccache"));

@@ -133,7 +133,8 @@ pub enum Guest {
 }
 
 impl Guest {
-    fn name(self) -> &'static str {
+    /// Its machine name (`uname -m`).
+    pub fn name(self) -> &'static str {
         match self {
             Guest::X86_64 => "x86_64",
             Guest::Aarch64 => "aarch64",
@@ -227,8 +228,6 @@ impl Drop for Process {
 
 /// Who an agent is, where it keeps its state and what it does.
 pub struct AgentSetup<'a> {
-    pub server: &'a str,
-    pub enrollment_token: &'a str,
     pub name: &'a str,
     pub tbox_group: &'a str,
     pub work_dir: &'a Path,
@@ -241,9 +240,9 @@ pub struct AgentSetup<'a> {
     pub memory_mib: Option<u32>,
 }
 
-/// A kbot-agent daemon on the QEMU backend, its guests of
-/// `KBOT_GUEST_MEMORY_MIB` (default 512 MiB).
-pub fn qemu_agent(setup: AgentSetup<'_>) -> Process {
+/// A kbot-agent daemon on the QEMU backend that enrols at `server` with
+/// `enrollment_token`.
+fn qemu_agent(server: &str, enrollment_token: &str, setup: AgentSetup<'_>) -> Process {
     std::fs::create_dir_all(setup.work_dir).expect("agent work dir");
     std::fs::create_dir_all(setup.ccache_dir).expect("ccache dir");
     // A new server: the agent enrols again.
@@ -262,8 +261,8 @@ pub fn qemu_agent(setup: AgentSetup<'_>) -> Process {
     };
     command
         .arg("daemon")
-        .env("KBOT_SERVER_URL", setup.server)
-        .env("KBOT_ENROLLMENT_TOKEN", setup.enrollment_token)
+        .env("KBOT_SERVER_URL", server)
+        .env("KBOT_ENROLLMENT_TOKEN", enrollment_token)
         .env("KBOT_AGENT_NAME", setup.name)
         .env("KBOT_TBOX_GROUP", setup.tbox_group)
         .env("KBOT_AGENT_ROLES", setup.roles)
@@ -366,6 +365,13 @@ pub struct Lab {
 }
 
 impl Lab {
+    /// A kbot-agent daemon on the QEMU backend, enrolled at this server
+    /// with a token bound to its name.
+    pub async fn qemu_agent(&self, setup: AgentSetup<'_>) -> Process {
+        let token = self.server.enrollment_token_for(setup.name).await;
+        qemu_agent(&self.url, &token, setup)
+    }
+
     /// GET `path` at the server (its pages and API need no token to read),
     /// as text.
     pub async fn page(&self, path: &str) -> String {

@@ -38,7 +38,7 @@ impl Run {
             leg.name,
             count(&leg.builder_log, "kernel found in the build cache"),
             count(&leg.builder_log, "kernel shared"),
-            count(&leg.log, "kernel downloaded"),
+            count(&leg.tester.log, "kernel downloaded"),
         ));
 
         assert_eq!(
@@ -299,7 +299,11 @@ impl Run {
     /// asks the server nothing.
     pub(super) async fn check_shared_builds(&self, arch: &str) {
         let builds: Vec<BuildView> = self.lab.json("/api/v1/builds?limit=500").await;
-        let legs: Vec<_> = self.legs.iter().filter(|l| l.build_arch == arch).collect();
+        let legs: Vec<_> = self
+            .legs
+            .iter()
+            .filter(|l| l.build_arch() == arch)
+            .collect();
         let shared = std::fs::read_to_string(&legs[0].builder_log)
             .unwrap_or_default()
             .matches("kernel shared")
@@ -327,6 +331,7 @@ impl Run {
             let mut anywhere = false;
             for (n, leg) in legs.iter().enumerate() {
                 let path = leg
+                    .tester
                     .dir
                     .join("build-cache/kernels")
                     .join(&b.build_key)
@@ -386,7 +391,7 @@ impl Run {
             "build orders not done once by the builder: {odd:?}"
         );
         for leg in legs {
-            let objs = leg.dir.join("objs");
+            let objs = leg.tester.dir.join("objs");
             assert!(
                 !objs.is_dir(),
                 "a test-only agent built a kernel: {} exists",

@@ -152,19 +152,41 @@ fn env_u32(name: &str, default: u32) -> u32 {
         .unwrap_or(default)
 }
 
+/// The agent that tests a leg's kernels.
+struct Tester {
+    name: &'static str,
+    guest: Guest,
+    /// `KBOT_AGENT_ROLES`: `test` boots the builder's kernels, `build,test`
+    /// builds its own.
+    roles: &'static str,
+    memory_mib: u32,
+    dir: PathBuf,
+    ccache: PathBuf,
+    log: PathBuf,
+}
+
+impl Tester {
+    fn setup<'a>(&'a self, tbox_group: &'a str) -> AgentSetup<'a> {
+        AgentSetup {
+            name: self.name,
+            tbox_group,
+            work_dir: &self.dir,
+            ccache_dir: &self.ccache,
+            log: &self.log,
+            guest: self.guest,
+            roles: self.roles,
+            memory_mib: Some(self.memory_mib),
+        }
+    }
+}
+
 /// One tbox group of the lab: its agents, watch and what it found.
 struct Leg {
     name: &'static str,
     group: &'static str,
-    /// Its test agent's name.
-    agent: &'static str,
     kconfig: &'static str,
-    /// The arch its builds carry at the server (`arm64`, not `aarch64`).
-    build_arch: &'static str,
-    /// The test agent's work directory and log.
-    dir: PathBuf,
-    log: PathBuf,
-    /// Where its kernels are built: the builder's, or its own.
+    tester: Tester,
+    /// Where its kernels are built: the builder's, or the tester's own.
     builder_dir: PathBuf,
     builder_log: PathBuf,
     watch: i64,
@@ -174,6 +196,42 @@ struct Leg {
     /// The bisection, once ended.
     ended: Option<BisectionDetail>,
     report: Option<StoredReport>,
+}
+
+impl Leg {
+    /// A leg not yet watched; `builder` (its work directory and log) makes
+    /// its kernels unless the tester builds them.
+    fn new(
+        name: &'static str,
+        group: &'static str,
+        kconfig: &'static str,
+        tester: Tester,
+        builder: (&Path, &Path),
+    ) -> Leg {
+        let (builder_dir, builder_log) = if tester.roles.contains("build") {
+            (tester.dir.clone(), tester.log.clone())
+        } else {
+            (builder.0.to_path_buf(), builder.1.to_path_buf())
+        };
+        Leg {
+            name,
+            group,
+            kconfig,
+            tester,
+            builder_dir,
+            builder_log,
+            watch: 0,
+            submission: None,
+            bisection: None,
+            ended: None,
+            report: None,
+        }
+    }
+
+    /// The arch its builds carry at the server (`arm64`, not `aarch64`).
+    fn build_arch(&self) -> &'static str {
+        kbot_api::builds::kernel_arch(self.tester.guest.name())
+    }
 }
 
 /// The running lab.
@@ -294,123 +352,66 @@ impl Run {
         } else {
             "qemu-x86_64-ci"
         };
-        let leg =
-            |name, group, kconfig, build_arch, dir: PathBuf, log: PathBuf, builder: bool| Leg {
-                name,
-                group,
-                agent: match name {
-                    "x86_64" => "vm-qemu-e2e-1",
-                    "x86_64-1g" => "vm-qemu-e2e-1g-1",
-                    _ => "vm-arm64-e2e-1",
-                },
-                kconfig,
-                build_arch,
-                builder_dir: if builder {
-                    builder_dir.clone()
-                } else {
-                    dir.clone()
-                },
-                builder_log: if builder {
-                    builder_log.clone()
-                } else {
-                    log.clone()
-                },
-                dir,
-                log,
-                watch: 0,
-                submission: None,
-                bisection: None,
-                ended: None,
-                report: None,
-            };
+        let builder = (builder_dir.as_path(), builder_log.as_path());
+        let tester = |name, memory_mib, dir: &str, log: &str| Tester {
+            name,
+            guest: Guest::X86_64,
+            roles: "test",
+            memory_mib,
+            dir: work.join(dir),
+            ccache: work.join(format!("{dir}-ccache")),
+            log: work.join(log),
+        };
         let mut legs = vec![
-            leg(
+            Leg::new(
                 "x86_64",
                 "vm-qemu-e2e",
                 kconfig,
-                "x86_64",
-                work.join("tester"),
-                work.join("agent.log"),
-                true,
+                tester("vm-qemu-e2e-1", 512, "tester", "agent.log"),
+                builder,
             ),
-            leg(
+            Leg::new(
                 "x86_64-1g",
                 "vm-qemu-e2e-1g",
                 kconfig,
-                "x86_64",
-                work.join("tester-1g"),
-                work.join("agent-1g.log"),
-                true,
+                tester("vm-qemu-e2e-1g-1", 1024, "tester-1g", "agent-1g.log"),
+                builder,
             ),
         ];
         if arm64 {
-            legs.push(leg(
+            let tester = Tester {
+                name: "vm-arm64-e2e-1",
+                guest: Guest::Aarch64,
+                roles: "build,test",
+                memory_mib: 512,
+                dir: keep.join("e2e-agent-arm64"),
+                ccache: keep.join("e2e-ccache-arm64"),
+                log: work.join("agent-arm64.log"),
+            };
+            legs.push(Leg::new(
                 "aarch64",
                 "vm-arm64-64k",
                 "qemu-arm64-64k",
-                "arm64",
-                keep.join("e2e-agent-arm64"),
-                work.join("agent-arm64.log"),
-                false,
+                tester,
+                builder,
             ));
         }
 
-        let agent =
-            |name, group, dir: &Path, ccache: PathBuf, log: &Path, guest, roles, memory_mib| {
-                let lab = &lab;
-                let (dir, log) = (dir.to_path_buf(), log.to_path_buf());
-                async move {
-                    lab::qemu_agent(AgentSetup {
-                        server: &lab.url,
-                        enrollment_token: &lab.server.enrollment_token_for(name).await,
-                        name,
-                        tbox_group: group,
-                        work_dir: &dir,
-                        ccache_dir: &ccache,
-                        log: &log,
-                        guest,
-                        roles,
-                        memory_mib,
-                    })
-                }
-            };
         let mut processes = vec![
-            agent(
-                BUILDER,
-                "builders",
-                &builder_dir,
-                keep.join(format!("e2e-ccache-{mode}")),
-                &builder_log,
-                Guest::X86_64,
-                "build",
-                None,
-            )
+            lab.qemu_agent(AgentSetup {
+                name: BUILDER,
+                tbox_group: "builders",
+                work_dir: &builder_dir,
+                ccache_dir: &keep.join(format!("e2e-ccache-{mode}")),
+                log: &builder_log,
+                guest: Guest::X86_64,
+                roles: "build",
+                memory_mib: None,
+            })
             .await,
         ];
         for l in &legs {
-            let (ccache, guest, roles, memory) = match l.name {
-                "x86_64" => (work.join("tester-ccache"), Guest::X86_64, "test", 512),
-                "x86_64-1g" => (work.join("tester-1g-ccache"), Guest::X86_64, "test", 1024),
-                _ => (
-                    keep.join("e2e-ccache-arm64"),
-                    Guest::Aarch64,
-                    "build,test",
-                    512,
-                ),
-            };
-            processes.push(
-                agent(
-                    l.agent,
-                    l.group,
-                    &l.dir,
-                    ccache,
-                    &l.log,
-                    guest,
-                    roles,
-                    Some(memory),
-                )
-                .await,
-            );
+            processes.push(lab.qemu_agent(l.tester.setup(l.group)).await);
         }
         let workload = Workload::of(form);
         let mut run = Run {
@@ -431,7 +432,7 @@ impl Run {
     async fn add_watches(&mut self, job: &str) {
         let max_runs = env_u32("KBOT_E2E_MAX_RUNS", 6);
         for leg in &mut self.legs {
-            let needs = if leg.build_arch == "arm64" {
+            let needs = if leg.build_arch() == "arm64" {
                 "arch: aarch64\nneed_page_size: 64K\n".to_owned()
             } else {
                 format!("arch: x86_64\ntbox_group: {}\n", leg.group)

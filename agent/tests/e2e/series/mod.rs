@@ -185,24 +185,25 @@ impl Run {
         ccache_dir: &Path,
     ) -> Run {
         let sink = Sink::start(Default::default()).await;
+        let lab = Lab::start(linux, |c, url| c.mail = robot_mail(sink.addr.port(), url)).await;
+        let agent = lab
+            .qemu_agent(AgentSetup {
+                name: "vm-qemu-e2e-1",
+                tbox_group: "vm-qemu-e2e",
+                work_dir: agent_dir,
+                ccache_dir,
+                log: &work.join("agent.log"),
+                guest: Guest::X86_64,
+                roles: "build,test",
+                memory_mib: None,
+            })
+            .await;
         let Lab {
             server,
             url,
             token,
             client,
-        } = Lab::start(linux, |c, url| c.mail = robot_mail(sink.addr.port(), url)).await;
-        let agent = lab::qemu_agent(AgentSetup {
-            server: &url,
-            enrollment_token: &server.enrollment_token_for("vm-qemu-e2e-1").await,
-            name: "vm-qemu-e2e-1",
-            tbox_group: "vm-qemu-e2e",
-            work_dir: agent_dir,
-            ccache_dir,
-            log: &work.join("agent.log"),
-            guest: Guest::X86_64,
-            roles: "build,test",
-            memory_mib: None,
-        });
+        } = lab;
         if form == Form::Full {
             // Fixes are looked for on watched branches.
             client
