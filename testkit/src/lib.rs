@@ -359,7 +359,7 @@ pub fn outbox_report(message_id: &str, state: OutboxState) -> NewReport {
         state,
         subject: "[linux:master] [fs/pipe] f7f4665dc5: pipen.bandwidth 9.1% regression".into(),
         envelope_from: "kbot@kbot.test".into(),
-        recipients: vec!["dev@example.org".into()],
+        recipients: vec!["dev@example.org".into()].into(),
         message: format!(
             "From: kbot <kbot@kbot.test>\nTo: dev@example.org\nSubject: regression\n\
              Message-ID: <{message_id}>\n\nHello,\n"

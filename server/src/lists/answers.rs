@@ -66,7 +66,7 @@ pub async fn message_place(state: &AppState, l: &ListRow, message_id: &str) -> R
         &m.refs,
         m.subject.clone(),
         (m.from_name.clone(), m.from_address.clone()),
-        &m.recipients,
+        m.recipients.0,
         l.address.as_deref(),
     ))
 }

@@ -213,15 +213,7 @@ fn new_message<'a>(
         subject: &m.subject,
         from_name: m.from.name.as_deref().unwrap_or_default(),
         from_address: &m.from.address,
-        recipients: m
-            .to
-            .iter()
-            .chain(&m.cc)
-            .map(|b| match &b.name {
-                None => b.address.clone(),
-                Some(name) => format!("{name} <{}>", b.address),
-            })
-            .collect(),
+        recipients: m.to.iter().chain(&m.cc).cloned().collect::<Vec<_>>().into(),
         date_ms: m.date_ms.unwrap_or_else(crate::time::now_ms),
         is_patch: parsed.is_patch && !parsed.reply,
         has_diff: m.patch.is_some(),

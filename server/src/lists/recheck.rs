@@ -12,6 +12,7 @@ use crate::comparisons;
 use crate::db::{Db, Tx};
 use crate::error::{Error, Result};
 use crate::jobs::lifecycle::Pinned;
+use crate::mail::recipients::Recipients;
 use crate::mail::thread::ThreadPlace;
 use crate::repos::{self, RepoRow, StoredCommit};
 use crate::state::AppState;
@@ -35,7 +36,8 @@ pub struct Reported {
     pub report_id: i64,
     pub report_message_id: String,
     pub report_subject: String,
-    pub report_recipients: String,
+    #[sqlx(try_from = "String")]
+    pub report_recipients: Recipients,
     pub report_created_at: i64,
 }
 
@@ -97,19 +99,14 @@ pub async fn by_regression(db: &Db, regression_id: i64) -> Result<Reported> {
 impl Reported {
     /// The report's own place in its thread (answers about a fix go there).
     pub fn place(&self) -> ThreadPlace {
-        let mut recipients = self
-            .report_recipients
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty());
+        let mut recipients = self.report_recipients.mailboxes();
         let to = recipients.next().unwrap_or_default();
-        let cc: Vec<String> = recipients.map(str::to_owned).collect();
         crate::mail::thread::place_of(
             self.report_message_id.clone(),
             "",
             self.report_subject.clone(),
-            (String::new(), to.to_owned()),
-            &cc.join("\n"),
+            (String::new(), to.address),
+            recipients.collect(),
             None,
         )
     }
@@ -117,18 +114,12 @@ impl Reported {
     /// Whether `address` was a recipient of the report (an answer in its
     /// thread goes to no one else).
     pub fn was_sent_to(&self, address: &str) -> bool {
-        self.report_recipients
-            .lines()
-            .any(|r| r.trim().eq_ignore_ascii_case(address.trim()))
+        self.report_recipients.contains(address)
     }
 
     /// The report's To: the author of the reported change.
     pub fn author(&self) -> &str {
-        self.report_recipients
-            .lines()
-            .map(str::trim)
-            .find(|l| !l.is_empty())
-            .unwrap_or_default()
+        self.report_recipients.first().unwrap_or_default()
     }
 
     /// Whether a test of this regression is still worth machine time: not

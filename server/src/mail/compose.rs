@@ -150,7 +150,7 @@ async fn enqueue(tx: &mut Tx, config: &MailConfig, blame: &Blame<'_>) -> Result<
         },
         subject: rendered.subject,
         envelope_from: config.report.robot_address.clone(),
-        recipients: facts.addressing.recipients(),
+        recipients: facts.addressing.recipients().into(),
         message,
         created_at: facts.addressing.date_ms,
         send_after: facts.addressing.date_ms.saturating_add(gather),

@@ -38,7 +38,7 @@ pub struct StandingReport {
     pub subject: String,
     /// To first.
     #[sqlx(try_from = "String")]
-    pub recipients: super::outbox::Recipients,
+    pub recipients: super::recipients::Recipients,
     /// What it was rendered from (reports before facts were kept have none).
     pub facts: Option<String>,
 }
@@ -107,12 +107,7 @@ fn report_place(
     let (mut people, references) = match addressing {
         Some(a) => (a.to.into_iter().chain(a.cc).collect(), a.references),
         None => (
-            report
-                .recipients
-                .0
-                .iter()
-                .map(|a| mbox::Mailbox::new("", a.as_str()))
-                .collect::<Vec<_>>(),
+            report.recipients.mailboxes().collect::<Vec<_>>(),
             Vec::new(),
         ),
     };

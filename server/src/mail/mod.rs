@@ -5,7 +5,8 @@
 //! pages and mbox download ([`pages`]), the reproduction materials
 //! ([`materials`]), answers in a mailing-list thread ([`thread`]), one
 //! mail per culprit across tbox groups and jobs ([`culprit`]), and the
-//! answer in a report's thread when its patch lands in a tree ([`landed`]).
+//! answer in a report's thread when its patch lands in a tree ([`landed`]);
+//! the recipient columns are typed in [`recipients`].
 //!
 //! An SMTP outage delays mail but loses none: the outbox row stays until the
 //! relay accepts it. A report is never queued twice (its Message-ID derives
@@ -19,6 +20,7 @@ pub mod landed;
 pub mod materials;
 pub mod outbox;
 pub mod pages;
+pub mod recipients;
 pub mod sender;
 pub mod smtp;
 pub mod thread;

@@ -13,6 +13,7 @@
 
 use kbot_api::reports::{Attempt, StoredReport};
 
+use super::recipients::Recipients;
 use crate::access::Reader;
 use crate::db::{Db, Tx};
 use crate::error::Result;
@@ -89,7 +90,7 @@ pub struct NewReport {
     pub state: OutboxState,
     pub subject: String,
     pub envelope_from: String,
-    pub recipients: Vec<String>,
+    pub recipients: Recipients,
     /// RFC 5322 with `\n` line ends.
     pub message: String,
     pub created_at: i64,
@@ -129,16 +130,6 @@ pub struct Claimed {
     pub attempt: i64,
 }
 
-/// The `recipients` column: one address a line.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Recipients(pub Vec<String>);
-
-impl From<String> for Recipients {
-    fn from(stored: String) -> Recipients {
-        Recipients(split_recipients(&stored))
-    }
-}
-
 /// The outcome to record for an attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -169,7 +160,7 @@ pub async fn insert(tx: &mut Tx, r: &NewReport) -> Result<Option<i64>> {
     .bind(r.kind.as_str())
     .bind(&r.subject)
     .bind(&r.envelope_from)
-    .bind(r.recipients.join("\n"))
+    .bind(r.recipients.stored())
     .bind(&r.message)
     .bind(r.send_after)
     .bind(r.created_at)
@@ -488,14 +479,6 @@ pub async fn attempts(db: &Db, outbox_id: i64) -> Result<Vec<Attempt>> {
                 })
             },
         )
-        .collect()
-}
-
-fn split_recipients(s: &str) -> Vec<String> {
-    s.lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .map(str::to_owned)
         .collect()
 }
 

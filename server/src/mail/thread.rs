@@ -11,6 +11,7 @@
 use kbot_core::report::{self, mbox, MessageId, PostedPatch, RenderedReport};
 
 use super::outbox::{self, NewReport, OutboxState, ReportKind};
+use super::recipients::Mailboxes;
 use crate::config::mail::MailConfig;
 use crate::db::Tx;
 use crate::error::Result;
@@ -95,8 +96,9 @@ pub struct PostedRow {
     pub subject: String,
     pub from_name: String,
     pub from_address: String,
-    /// To and Cc, `Name <address>` one a line.
-    pub recipients: String,
+    /// The patch mail's To and Cc.
+    #[sqlx(try_from = "String")]
+    pub recipients: Mailboxes,
     pub list_address: Option<String>,
     pub web_url: Option<String>,
     pub list_name: String,
@@ -123,7 +125,7 @@ pub async fn record_posted(tx: &mut Tx, rows: &[PostedRow]) -> Result<()> {
         .bind(&r.subject)
         .bind(&r.from_name)
         .bind(&r.from_address)
-        .bind(&r.recipients)
+        .bind(r.recipients.stored())
         .bind(r.list_address.as_deref())
         .bind(r.web_url.as_deref())
         .bind(&r.list_name)
@@ -174,7 +176,7 @@ pub async fn patch_thread(
             &r.refs,
             r.subject,
             (r.from_name, r.from_address),
-            &r.recipients,
+            r.recipients.0,
             r.list_address.as_deref(),
         );
         PatchThread { place, posted }
@@ -188,7 +190,7 @@ pub fn place_of(
     refs: &str,
     subject: String,
     (from_name, from_address): (String, String),
-    recipients: &str,
+    recipients: Vec<mbox::Mailbox>,
     list_address: Option<&str>,
 ) -> ThreadPlace {
     let mut cc: Vec<mbox::Mailbox> = list_address
@@ -196,7 +198,7 @@ pub fn place_of(
         .map(|a| mbox::Mailbox::new("", a.trim()))
         .into_iter()
         .collect();
-    cc.extend(recipients.lines().filter_map(parse_mailbox));
+    cc.extend(recipients);
     ThreadPlace {
         parent: message_id,
         parent_references: refs
@@ -208,21 +210,6 @@ pub fn place_of(
         parent_subject: subject,
         to: mbox::Mailbox::new(from_name, from_address),
         cc,
-    }
-}
-
-/// `Name <address>` or a bare address, as `list_messages.recipients` holds them.
-fn parse_mailbox(line: &str) -> Option<mbox::Mailbox> {
-    let line = line.trim();
-    if line.is_empty() {
-        return None;
-    }
-    match line.rsplit_once('<') {
-        Some((name, rest)) => {
-            let address = rest.trim_end_matches('>').trim();
-            Some(mbox::Mailbox::new(name.trim().trim_matches('"'), address))
-        }
-        None => Some(mbox::Mailbox::new("", line)),
     }
 }
 
@@ -281,7 +268,7 @@ pub async fn enqueue_answer(
         },
         subject: rendered.subject,
         envelope_from: config.report.robot_address.clone(),
-        recipients: addressing.recipients(),
+        recipients: addressing.recipients().into(),
         message,
         created_at: now,
         send_after: now,
@@ -340,18 +327,6 @@ pub fn signature(config: &MailConfig) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn recipients_lines_parse() {
-        let m = parse_mailbox("\"Pat Pipe\" <pat@example.org>").expect("a mailbox");
-        assert_eq!(
-            (m.name.as_deref(), m.address.as_str()),
-            (Some("Pat Pipe"), "pat@example.org")
-        );
-        let m = parse_mailbox("list@example.org").expect("a mailbox");
-        assert_eq!(m.address, "list@example.org");
-        assert!(parse_mailbox("  ").is_none());
-    }
 
     #[test]
     fn links_use_the_web_archive() {

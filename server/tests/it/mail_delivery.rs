@@ -46,7 +46,7 @@ fn new_report(now: i64) -> NewReport {
             "[linux:master] [fs/pipe] f7f4665dc5: lmbench3.PIPE.bandwidth.MB/sec 18.5% regression"
                 .into(),
         envelope_from: "kbot@kbot.test".into(),
-        recipients: vec!["dev@example.org".into(), "list@example.org".into()],
+        recipients: vec!["dev@example.org".into(), "list@example.org".into()].into(),
         message: message(),
         created_at: now,
         send_after: now,

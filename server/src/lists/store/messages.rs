@@ -3,6 +3,7 @@
 use super::SeriesState;
 use crate::db::{Db, Tx};
 use crate::error::{Error, Result};
+use crate::mail::recipients::Mailboxes;
 use crate::time::now_ms;
 
 /// A message to keep.
@@ -14,8 +15,8 @@ pub struct NewMessage<'a> {
     pub subject: &'a str,
     pub from_name: &'a str,
     pub from_address: &'a str,
-    /// To and Cc, `Name <address>` each.
-    pub recipients: Vec<String>,
+    /// To and Cc.
+    pub recipients: Mailboxes,
     pub date_ms: i64,
     pub is_patch: bool,
     pub has_diff: bool,
@@ -44,7 +45,7 @@ pub async fn insert_message(tx: &mut Tx, m: &NewMessage<'_>) -> Result<bool> {
     .bind(m.subject)
     .bind(m.from_name)
     .bind(m.from_address)
-    .bind(m.recipients.join("\n"))
+    .bind(m.recipients.stored())
     .bind(m.date_ms)
     .bind(i64::from(m.is_patch))
     .bind(i64::from(m.has_diff))
@@ -103,7 +104,8 @@ pub struct MessageRow {
     pub subject: String,
     pub from_name: String,
     pub from_address: String,
-    pub recipients: String,
+    #[sqlx(try_from = "String")]
+    pub recipients: Mailboxes,
     pub raw: Vec<u8>,
 }
 
