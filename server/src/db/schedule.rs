@@ -2,24 +2,33 @@
 //! list's archive): an active row is due once its `next_check_at` has
 //! passed, and one replica takes each look by moving `next_check_at` an
 //! interval on with a conditional `UPDATE`; a replica that read the row
-//! before sees it moved and leaves it.
+//! before sees it moved and leaves it. A removed row is no longer looked
+//! at and keeps its history: each row has an event log the owner writes.
 
+use std::fmt::Display;
+
+use kbot_api::watches::SourceState;
+use kbot_core::text::{head, without_credentials};
 use sqlx::any::AnyRow;
 
-use super::Db;
+use super::{Db, Tx};
 use crate::error::{Error, Result};
 use crate::time::now_ms;
 
-/// The table of an owner's scheduled rows (its columns `id`, `state`,
-/// `next_check_at` and `interval_secs`) and how the owner reads a row: the
-/// rows are read one, all or the due ones, with the owner's `SELECT`.
+/// Longest event detail kept (git's stderr can be long).
+const MAX_EVENT_DETAIL_BYTES: usize = 8192;
+
+/// The table of an owner's scheduled rows (its columns `id`, `state` as a
+/// [`SourceState`], `next_check_at` and `interval_secs`), how the owner
+/// reads a row (one, all or the due ones, with the owner's `SELECT`), and
+/// the rows' event log (columns `at`, `kind`, `detail` and the row's id).
 pub struct Schedule {
     pub table: &'static str,
     /// The owner's `SELECT` of its rows, naming the table as `alias`.
     pub select: &'static str,
     pub alias: &'static str,
-    /// `state` of a row that is looked at.
-    pub active: &'static str,
+    /// The event log's table and its column naming the row.
+    pub events: (&'static str, &'static str),
 }
 
 impl Schedule {
@@ -59,7 +68,7 @@ impl Schedule {
             "{select} WHERE {alias}.state = $1 AND {alias}.next_check_at <= $2 \
              ORDER BY {alias}.next_check_at"
         ))
-        .bind(self.active)
+        .bind(SourceState::Active.as_str())
         .bind(now)
         .fetch_all(db.read())
         .await?)
@@ -85,7 +94,7 @@ impl Schedule {
         .bind(now + interval_secs * 1000)
         .bind(id)
         .bind(due_at)
-        .bind(self.active)
+        .bind(SourceState::Active.as_str())
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -103,5 +112,63 @@ impl Schedule {
         .execute(db.write())
         .await?;
         Ok(())
+    }
+
+    /// Stops looking at row `id`, in the caller's transaction; false when
+    /// it was removed before.
+    pub async fn remove(&self, tx: &mut Tx, id: i64) -> Result<bool> {
+        let done = sqlx::query(&format!(
+            "UPDATE {} SET state = $1 WHERE id = $2 AND state = $3",
+            self.table
+        ))
+        .bind(SourceState::Removed.as_str())
+        .bind(id)
+        .bind(SourceState::Active.as_str())
+        .execute(&mut **tx)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Logs what row `id` did or saw; the detail without credentials (it
+    /// may quote a URL) and cut to a bound.
+    pub async fn event(&self, tx: &mut Tx, id: i64, kind: &str, detail: &str) -> Result<()> {
+        let (table, of) = self.events;
+        sqlx::query(&format!(
+            "INSERT INTO {table} ({of}, at, kind, detail) VALUES ($1, $2, $3, $4)"
+        ))
+        .bind(id)
+        .bind(now_ms())
+        .bind(kind)
+        .bind(head(&without_credentials(detail), MAX_EVENT_DETAIL_BYTES).to_owned())
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
+    /// Row `id`'s newest `limit` events, oldest first, as `(at, kind,
+    /// detail)`.
+    pub async fn events<K>(&self, db: &Db, id: i64, limit: i64) -> Result<Vec<(i64, K, String)>>
+    where
+        K: TryFrom<String>,
+        K::Error: Display,
+    {
+        let (table, of) = self.events;
+        let rows: Vec<(i64, String, String)> = sqlx::query_as(&format!(
+            "SELECT at, kind, detail FROM {table} WHERE {of} = $1 ORDER BY id DESC LIMIT $2"
+        ))
+        .bind(id)
+        .bind(limit)
+        .fetch_all(db.read())
+        .await?;
+        let mut events = rows
+            .into_iter()
+            .map(|(at, kind, detail)| {
+                let kind = K::try_from(kind).map_err(|e| anyhow::anyhow!("{e}"))?;
+                // Events written before their detail was cut may hold URLs whole.
+                Ok((at, kind, without_credentials(&detail)))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        events.reverse();
+        Ok(events)
     }
 }

@@ -81,7 +81,7 @@ pub const SCHEDULE: Schedule = Schedule {
     table: "watches",
     select: WATCH_SELECT,
     alias: "w",
-    active: WatchState::Active.as_str(),
+    events: ("watch_events", "watch_id"),
 };
 
 pub struct NewWatch<'a> {
@@ -128,13 +128,7 @@ pub async fn insert(db: &Db, w: &NewWatch<'_>) -> Result<i64> {
 
 pub async fn remove(db: &Db, id: i64, by: &str) -> Result<()> {
     let mut tx = db.begin().await?;
-    let done = sqlx::query("UPDATE watches SET state = $1 WHERE id = $2 AND state = $3")
-        .bind(WatchState::Removed.as_str())
-        .bind(id)
-        .bind(WatchState::Active.as_str())
-        .execute(&mut *tx)
-        .await?;
-    if done.rows_affected() == 1 {
+    if SCHEDULE.remove(&mut tx, id).await? {
         event(
             &mut tx,
             id,
@@ -148,14 +142,7 @@ pub async fn remove(db: &Db, id: i64, by: &str) -> Result<()> {
 }
 
 pub async fn event(tx: &mut Tx, watch_id: i64, kind: WatchEventKind, detail: &str) -> Result<()> {
-    sqlx::query("INSERT INTO watch_events (watch_id, at, kind, detail) VALUES ($1, $2, $3, $4)")
-        .bind(watch_id)
-        .bind(now_ms())
-        .bind(kind.as_str())
-        .bind(truncate(detail, MAX_EVENT_BYTES))
-        .execute(&mut **tx)
-        .await?;
-    Ok(())
+    SCHEDULE.event(tx, watch_id, kind.as_str(), detail).await
 }
 
 /// Records what a fetch found (or why it failed), with an event on failure.
@@ -236,22 +223,11 @@ pub async fn pair_started(
 }
 
 pub async fn events(db: &Db, watch_id: i64, limit: i64) -> Result<Vec<WatchEvent>> {
-    let rows: Vec<(i64, String, String)> = sqlx::query_as(
-        "SELECT at, kind, detail FROM watch_events WHERE watch_id = $1 ORDER BY id DESC LIMIT $2",
-    )
-    .bind(watch_id)
-    .bind(limit)
-    .fetch_all(db.read())
-    .await?;
-    let mut events = rows
+    let events = SCHEDULE.events(db, watch_id, limit).await?;
+    Ok(events
         .into_iter()
-        .map(|(at, kind, detail)| {
-            let kind = WatchEventKind::try_from(kind).map_err(anyhow::Error::msg)?;
-            Ok(WatchEvent { at, kind, detail })
-        })
-        .collect::<Result<Vec<WatchEvent>>>()?;
-    events.reverse();
-    Ok(events)
+        .map(|(at, kind, detail)| WatchEvent { at, kind, detail })
+        .collect())
 }
 
 /// A watch pair's outcome: its stored state, its head, and how the head's

@@ -51,37 +51,7 @@ pub fn short_sha(sha: &str, chars: usize) -> String {
     sha.chars().take(chars).collect()
 }
 
-/// Text as it may leave the server: every URL in it without the
-/// `user:password@` of a private archive or repository. Text that holds no
-/// URL (a path) is kept. It works on free text, not on one parsed URL, so
-/// that git's error output and event texts that quote a URL are cut the
-/// same way as the URL itself, and the rest of the text is kept byte for
-/// byte.
-pub fn without_credentials(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find("://") {
-        let (before, after) = rest.split_at(at + 3);
-        out.push_str(before);
-        // The authority ends where the path, query or fragment starts, or
-        // where the URL ends in the surrounding text.
-        let end = after
-            .find(|c: char| {
-                matches!(c, '/' | '?' | '#' | '\'' | '"' | '<' | '>' | '`') || c.is_whitespace()
-            })
-            .unwrap_or(after.len());
-        let authority = &after[..end];
-        // The last `@` ends the user info, as URL parsers read it.
-        out.push_str(
-            authority
-                .rfind('@')
-                .map_or(authority, |i| &authority[i + 1..]),
-        );
-        rest = &after[end..];
-    }
-    out.push_str(rest);
-    out
-}
+pub use kbot_core::text::without_credentials;
 
 /// Text as a reader who is not signed in sees it: every absolute path of
 /// the server's or an agent's disk (`/var/lib/kbot/work/17/bzImage`) cut to
@@ -128,7 +98,7 @@ pub async fn not_found(uri: Uri) -> Response {
 
 #[cfg(test)]
 mod tests {
-    use super::{without_credentials, without_paths};
+    use super::without_paths;
 
     #[test]
     fn paths_are_cut_to_their_last_component_and_urls_kept() {
@@ -141,39 +111,5 @@ mod tests {
                  -initrd=…/initrd.cpio.gz from https://example.org/a/b.git at /"
         );
         assert_eq!(without_paths("exit 1 (/bin)"), "exit 1 (/bin)");
-    }
-
-    #[test]
-    fn credentials_are_cut_from_urls_only() {
-        assert_eq!(
-            without_credentials("https://bot:s3cret@lore.example.org/netdev/"),
-            "https://lore.example.org/netdev/"
-        );
-        assert_eq!(
-            without_credentials("https://token@example.org/x.git"),
-            "https://example.org/x.git"
-        );
-        assert_eq!(
-            without_credentials("https://a:p@ss@example.org"),
-            "https://example.org"
-        );
-        assert_eq!(
-            without_credentials(
-                "git clone failed: fatal: unable to access 'https://bot:s3cret@git.example.org/x/': \
-                 refused; see https://u:v@b.example/ and ssh://git@c.example/y"
-            ),
-            "git clone failed: fatal: unable to access 'https://git.example.org/x/': \
-             refused; see https://b.example/ and ssh://c.example/y"
-        );
-        for kept in [
-            "https://lore.kernel.org/all/",
-            "https://lore.kernel.org/r/abc@x/",
-            "git@example.org:x.git",
-            "",
-            "/srv/inbox/netdev",
-            "netdev.mbox",
-        ] {
-            assert_eq!(without_credentials(kept), kept);
-        }
     }
 }

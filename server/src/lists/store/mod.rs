@@ -130,7 +130,7 @@ pub const SCHEDULE: Schedule = Schedule {
     table: "lists",
     select: LIST_SELECT,
     alias: "l",
-    active: ListState::Active.as_str(),
+    events: ("list_events", "list_id"),
 };
 
 pub struct NewList<'a> {
@@ -225,13 +225,7 @@ pub async fn insert(db: &Db, l: &NewList<'_>) -> Result<i64> {
 
 pub async fn remove(db: &Db, id: i64, by: &str) -> Result<()> {
     let mut tx = db.begin().await?;
-    let done = sqlx::query("UPDATE lists SET state = $1 WHERE id = $2 AND state = $3")
-        .bind(ListState::Removed.as_str())
-        .bind(id)
-        .bind(ListState::Active.as_str())
-        .execute(&mut *tx)
-        .await?;
-    if done.rows_affected() == 1 {
+    if SCHEDULE.remove(&mut tx, id).await? {
         mail::followers::unfollow(&mut tx, &follower(id)).await?;
         event(
             &mut tx,
@@ -246,37 +240,15 @@ pub async fn remove(db: &Db, id: i64, by: &str) -> Result<()> {
 }
 
 pub async fn event(tx: &mut Tx, list_id: i64, kind: ListEventKind, detail: &str) -> Result<()> {
-    sqlx::query("INSERT INTO list_events (list_id, at, kind, detail) VALUES ($1, $2, $3, $4)")
-        .bind(list_id)
-        .bind(now_ms())
-        .bind(kind.as_str())
-        .bind(truncate(&without_credentials(detail), MAX_DETAIL_BYTES))
-        .execute(&mut **tx)
-        .await?;
-    Ok(())
+    SCHEDULE.event(tx, list_id, kind.as_str(), detail).await
 }
 
 pub async fn events(db: &Db, list_id: i64, limit: i64) -> Result<Vec<ListEvent>> {
-    let rows: Vec<(i64, String, String)> = sqlx::query_as(
-        "SELECT at, kind, detail FROM list_events WHERE list_id = $1 ORDER BY id DESC LIMIT $2",
-    )
-    .bind(list_id)
-    .bind(limit)
-    .fetch_all(db.read())
-    .await?;
-    let mut events = rows
+    let events = SCHEDULE.events(db, list_id, limit).await?;
+    Ok(events
         .into_iter()
-        .map(|(at, kind, detail)| {
-            Ok(ListEvent {
-                at,
-                kind: ListEventKind::try_from(kind).map_err(anyhow::Error::msg)?,
-                // Events written before their detail was cut still hold URLs whole.
-                detail: without_credentials(&detail),
-            })
-        })
-        .collect::<Result<Vec<ListEvent>>>()?;
-    events.reverse();
-    Ok(events)
+        .map(|(at, kind, detail)| ListEvent { at, kind, detail })
+        .collect())
 }
 
 /// Records a read: the cursor moves only with the messages it covers, in
