@@ -299,7 +299,7 @@ pub async fn cancel_submission(tx: &mut Tx, submission_id: i64, reason: &str) ->
         .fetch_optional(&mut **tx)
         .await?
         .ok_or_else(|| Error::not_found("submission", submission_id))?;
-    if state != SubmissionState::Active.as_str() {
+    if SubmissionState::try_from(state).map_err(anyhow::Error::msg)? != SubmissionState::Active {
         return Ok(0);
     }
     let now = now_ms();
