@@ -4,9 +4,11 @@
 //! answers (a series that does not apply, a build error, the reply to a
 //! `#kbot` command) go the same way.
 //!
-//! The lists feature records what was posted (`list_messages`, `series`,
-//! `series_parts`); this module only reads those rows, so mail stays below
-//! the lists in the layers.
+//! Where each applied patch was posted is this module's own table
+//! (`posted_patches`): the lists feature records it through
+//! [`record_posted`] when it applies a series, and a report on one of those
+//! commits finds its thread there by the commit, whatever queued the pair.
+//! Mail reads none of the lists' tables, so it stays below them.
 
 use kbot_core::report::{self, mbox, MessageId, PostedPatch, RenderedReport};
 
