@@ -27,8 +27,13 @@ pub struct Schedule {
     /// The owner's `SELECT` of its rows, naming the table as `alias`.
     pub select: &'static str,
     pub alias: &'static str,
-    /// The event log's table and its column naming the row.
-    pub events: (&'static str, &'static str),
+    pub events: EventLog,
+}
+
+/// A scheduled table's event log: its table and its column naming the row.
+pub struct EventLog {
+    pub table: &'static str,
+    pub row: &'static str,
 }
 
 impl Schedule {
@@ -132,9 +137,9 @@ impl Schedule {
     /// Logs what row `id` did or saw; the detail without credentials (it
     /// may quote a URL) and cut to a bound.
     pub async fn event(&self, tx: &mut Tx, id: i64, kind: &str, detail: &str) -> Result<()> {
-        let (table, of) = self.events;
+        let EventLog { table, row } = self.events;
         sqlx::query(&format!(
-            "INSERT INTO {table} ({of}, at, kind, detail) VALUES ($1, $2, $3, $4)"
+            "INSERT INTO {table} ({row}, at, kind, detail) VALUES ($1, $2, $3, $4)"
         ))
         .bind(id)
         .bind(now_ms())
@@ -152,9 +157,9 @@ impl Schedule {
         K: TryFrom<String>,
         K::Error: Display,
     {
-        let (table, of) = self.events;
+        let EventLog { table, row } = self.events;
         let rows: Vec<(i64, String, String)> = sqlx::query_as(&format!(
-            "SELECT at, kind, detail FROM {table} WHERE {of} = $1 ORDER BY id DESC LIMIT $2"
+            "SELECT at, kind, detail FROM {table} WHERE {row} = $1 ORDER BY id DESC LIMIT $2"
         ))
         .bind(id)
         .bind(limit)

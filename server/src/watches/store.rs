@@ -1,6 +1,6 @@
 //! SQL of watches and their events.
 
-use crate::db::schedule::Schedule;
+use crate::db::schedule::{EventLog, Schedule};
 use crate::db::{Db, Tx};
 use crate::error::{Error, Result};
 use crate::jobs::truncate;
@@ -81,7 +81,10 @@ pub const SCHEDULE: Schedule = Schedule {
     table: "watches",
     select: WATCH_SELECT,
     alias: "w",
-    events: ("watch_events", "watch_id"),
+    events: EventLog {
+        table: "watch_events",
+        row: "watch_id",
+    },
 };
 
 pub struct NewWatch<'a> {

@@ -1,7 +1,7 @@
 //! SQL of lists and their events and reads; their messages, series and
 //! commands are in the submodules, re-exported here.
 
-use crate::db::schedule::Schedule;
+use crate::db::schedule::{EventLog, Schedule};
 use crate::db::{Db, Tx};
 use crate::error::{Error, Result};
 use crate::jobs::truncate;
@@ -130,7 +130,10 @@ pub const SCHEDULE: Schedule = Schedule {
     table: "lists",
     select: LIST_SELECT,
     alias: "l",
-    events: ("list_events", "list_id"),
+    events: EventLog {
+        table: "list_events",
+        row: "list_id",
+    },
 };
 
 pub struct NewList<'a> {
