@@ -10,8 +10,9 @@ use kbot_api::watches::{WatchEvent, WatchEventKind, WatchView};
 
 pub use kbot_api::watches::SourceState as WatchState;
 
-/// Longest event detail kept (git's stderr can be long).
-const MAX_EVENT_BYTES: usize = 4096;
+/// Longest fetch error kept on a watch (git's stderr can be long); its
+/// event's detail has the schedule's bound.
+const MAX_ERROR_BYTES: usize = 4096;
 
 /// A `watches` row with its repo's name and the shas of its commits.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -160,7 +161,7 @@ pub async fn fetched(db: &Db, id: i64, seen: Result<&str, &str>) -> Result<()> {
          checked_at = $3 WHERE id = $4",
     )
     .bind(sha)
-    .bind(error.map(|e| truncate(e, MAX_EVENT_BYTES)))
+    .bind(error.map(|e| truncate(e, MAX_ERROR_BYTES)))
     .bind(now_ms())
     .bind(id)
     .execute(&mut *tx)

@@ -20,7 +20,8 @@ pub use series::*;
 
 pub use kbot_api::lists::{SeriesState, SourceState as ListState};
 
-/// Longest event or detail text kept (git's stderr can be long).
+/// Longest error, series detail or command outcome kept (git's stderr can
+/// be long); an event's detail has the schedule's bound.
 const MAX_DETAIL_BYTES: usize = 8192;
 
 /// A `lists` row with its repo's name.
