@@ -59,41 +59,29 @@ async fn a_machine_that_only_boots_kexecs_into_the_builders_kernels_and_comes_ba
     ));
 
     let lab = Lab::start(&linux, |_, _| {}).await;
-    let agent = |name, group, dir, ccache, log, roles| {
-        let lab = &lab;
-        async move {
-            lab.qemu_agent(AgentSetup {
-                name,
-                tbox_group: group,
-                work_dir: dir,
-                ccache_dir: ccache,
-                log,
-                guest: Guest::X86_64,
-                roles,
-                memory_mib: None,
-            })
-            .await
-        }
-    };
     let (tester_dir, tester_ccache) = (work.join("tester"), work.join("tester-ccache"));
     let mut processes = vec![
-        agent(
-            "vm-builder-1",
-            "builders",
-            &builder_dir,
-            &ccache,
-            &work.join("builder.log"),
-            "build",
-        )
+        lab.qemu_agent(AgentSetup {
+            name: "vm-builder-1",
+            tbox_group: "builders",
+            work_dir: &builder_dir,
+            ccache_dir: &ccache,
+            log: &work.join("builder.log"),
+            guest: Guest::X86_64,
+            roles: "build",
+            memory_mib: None,
+        })
         .await,
-        agent(
-            "vm-qemu-1",
-            QEMU_GROUP,
-            &tester_dir,
-            &tester_ccache,
-            &work.join("tester.log"),
-            "test",
-        )
+        lab.qemu_agent(AgentSetup {
+            name: "vm-qemu-1",
+            tbox_group: QEMU_GROUP,
+            work_dir: &tester_dir,
+            ccache_dir: &tester_ccache,
+            log: &work.join("tester.log"),
+            guest: Guest::X86_64,
+            roles: "test",
+            memory_mib: None,
+        })
         .await,
     ];
     let mut standin = Command::new(lab::checkout().join("scripts/kexec-standin"));
